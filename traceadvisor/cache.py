@@ -1,0 +1,66 @@
+"""Import cache: an unchanged input file is read back from Parquet instead of being parsed again.
+
+Keyed by the input's resolved path, size, modification time, importer and package version. Lives in
+``$TRACEADVISOR_CACHE_DIR`` or ``~/.cache/traceadvisor``. Any cache problem falls back to a fresh import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from traceadvisor.trace import Trace
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("TRACEADVISOR_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "traceadvisor"
+
+
+def _key(path: Path, importer: str) -> str:
+    from traceadvisor import __version__
+    from traceadvisor.io import SCHEMA_VERSION
+
+    p = path.resolve()
+    if p.is_dir():
+        parts = [f"{c.name}:{c.stat().st_size}:{c.stat().st_mtime_ns}" for c in sorted(p.iterdir()) if c.is_file()]
+        sig = "|".join(parts)
+    else:
+        st = p.stat()
+        sig = f"{st.st_size}:{st.st_mtime_ns}"
+    raw = f"{p}|{sig}|{importer}|{__version__}|{SCHEMA_VERSION}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def entry(path: Path, importer: str) -> Path:
+    return cache_dir() / f"{_key(path, importer)}.parquet"
+
+
+def get(path: Path, importer: str) -> Trace | None:
+    from traceadvisor.io import read_parquet
+
+    f = entry(path, importer)
+    if not f.exists():
+        return None
+    try:
+        t = read_parquet(f)
+    except Exception:  # noqa: BLE001 - a bad cache entry is never fatal
+        return None
+    t.meta.path = str(path)
+    return t
+
+
+def put(path: Path, importer: str, trace: Trace) -> None:
+    from traceadvisor.io import write_parquet
+
+    f = entry(path, importer)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_suffix(".tmp")
+        write_parquet(trace, tmp, compression="lz4")
+        tmp.replace(f)
+    except OSError:
+        pass

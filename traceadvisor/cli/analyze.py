@@ -1,0 +1,107 @@
+"""``traceadvisor analyze TRACE...``: run the rules and write the reports."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from traceadvisor.cli.common import example_option, load_all, no_cache_option, resolve_traces
+
+
+def print_summary(res) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from traceadvisor.cli.info import fmt_ns
+
+    con = Console(highlight=False, width=140)
+    for t in res.traces:
+        dev = ", ".join(sorted({d.model or d.name or "?" for d in t.meta.devices})) or "no GPU recorded"
+        con.print(f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}")
+        for w in t.meta.warnings:
+            con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
+    if not res.findings:
+        con.print("No findings.")
+    else:
+        tab = Table(title=f"{len(res.findings)} findings, ranked by impact")
+        for h in ("#", "rule", "impact", "share", "conf.", "count", "summary"):
+            tab.add_column(h)
+        for i, f in enumerate(res.findings, 1):
+            tab.add_row(str(i), f"{f.rule} {f.name}", fmt_ns(f.impact_ns), f"{100 * f.share:.1f}%", f.confidence,
+                        str(f.count), escape(f.summary))
+        con.print(tab)
+    if res.skipped:
+        con.print("[dim]skipped: " + "; ".join(f"{s['rule']} ({escape(s['reason'])})" for s in res.skipped[:12])
+                  + (" ..." if len(res.skipped) > 12 else "") + "[/dim]")
+    for e in res.errors:
+        con.print(f"[red]rule {e['rule']} failed on {escape(e['trace'])}:[/red] {escape(e['error'])}")
+
+
+def default_html_path(res) -> Path:
+    name = res.traces[0].name if len(res.traces) == 1 else f"{res.traces[0].name}+{len(res.traces) - 1}"
+    return Path("reports") / f"{name}.html"
+
+
+@click.command("analyze")
+@click.argument("traces", nargs=-1)
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="HTML report path [default: reports/<trace>.html].")
+@click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False), help="Markdown summary for a pull request ('-' = stdout).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Findings as JSON ('-' = stdout).")
+@click.option("--select", multiple=True, help="Run only these rules (code, prefix or name; comma-separated).")
+@click.option("--ignore", multiple=True, help="Skip these rules (code, prefix or name; comma-separated).")
+@click.option("--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder.")
+@click.option("--option", "-O", "opts", multiple=True, help="Rule option CODE.name=value, e.g. GEM001.low_utilization=0.4.")
+@click.option("--config", type=click.Path(dir_okay=False, exists=True), help="traceadvisor.toml or pyproject.toml.")
+@click.option("--fail-on", help="Exit 1 when a finding reaches a confidence and/or impact share, e.g. 'high', '5%', 'medium,2%'.")
+@click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
+@no_cache_option
+@example_option
+def command(traces, html_path, no_html, md_path, json_path, select, ignore, packs, opts, config, fail_on, quiet,
+            no_cache, example) -> None:
+    """Analyze TRACES and report the bottlenecks, ranked by measured impact, with advice.
+
+    \b
+    Examples:
+      traceadvisor analyze run.pt.trace.json.gz
+      traceadvisor analyze run.rpd --md pr-comment.md --json findings.json --fail-on high,5%
+      traceadvisor analyze --example
+    """
+    from traceadvisor.analysis import run_analysis
+    from traceadvisor.engine.failon import FailOn
+
+    fo = FailOn.parse(fail_on)
+    paths = resolve_traces(traces, example)
+    loaded = load_all(paths, no_cache=no_cache)
+    res, cfg = run_analysis(loaded, select=select, ignore=ignore, packs=packs, cli_options=opts,
+                            config=Path(config) if config else None)
+    if fo is None and cfg.get("fail-on"):
+        fo = FailOn.parse(str(cfg["fail-on"]))
+    if json_path:
+        from traceadvisor.report.json_report import write_json
+
+        write_json(res, json_path)
+    if md_path:
+        from traceadvisor.report.markdown import render_markdown
+
+        text = render_markdown(res)
+        if md_path == "-":
+            click.echo(text)
+        else:
+            Path(md_path).write_text(text, encoding="utf-8")
+    if not no_html:
+        from traceadvisor.report.html import write_html
+
+        out = Path(html_path) if html_path else default_html_path(res)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_html(res, out)
+        click.echo(f"HTML report: {out}", err=True)
+    if not quiet and "-" not in (json_path, md_path):
+        print_summary(res)
+    if fo is not None and any(fo.hits(f) for f in res.findings):
+        n = sum(fo.hits(f) for f in res.findings)
+        click.echo(f"{n} finding(s) reach --fail-on {fail_on or cfg.get('fail-on')}", err=True)
+        sys.exit(1)

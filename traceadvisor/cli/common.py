@@ -1,0 +1,44 @@
+"""Options and helpers shared by commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceadvisor.errors import UsageError
+
+
+def example_trace() -> Path:
+    """The sample trace shipped inside the package (used by ``--example``)."""
+    import traceadvisor
+
+    p = Path(traceadvisor.__file__).parent / "data"
+    cands = sorted(p.glob("example*.json.gz"))
+    if not cands:
+        raise UsageError("the package ships no example trace", "Reinstall traceadvisor")
+    return cands[0]
+
+
+def resolve_traces(traces: tuple[str, ...], example: bool, min_n: int = 1) -> list[Path]:
+    paths = [Path(t) for t in traces]
+    if example:
+        paths.insert(0, example_trace())
+    if len(paths) < min_n:
+        raise UsageError("no trace given", "Pass a trace file (or folder), or --example for the bundled sample")
+    return paths
+
+
+no_cache_option = click.option("--no-cache", is_flag=True, help="Parse the input again instead of using the import cache.")
+example_option = click.option("--example", is_flag=True, help="Use the sample trace shipped with the package.")
+
+
+def load_all(paths: list[Path], no_cache: bool = False):
+    from traceadvisor.importers import load_trace
+    from traceadvisor.progress import Progress
+
+    out = []
+    with Progress() as prog:
+        for p in paths:
+            out.append(load_trace(p, cache=not no_cache, progress=prog))
+    return out

@@ -1,0 +1,86 @@
+"""Entry point: ``traceadvisor COMMAND``. Library errors become one line ``Error: ...`` and exit code 2."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from traceadvisor import __version__
+from traceadvisor.errors import TraceAdvisorError
+
+# command name -> module under traceadvisor.cli exposing a click command called ``command``
+COMMANDS = {
+    "analyze": "analyze",
+    "compare": "compare",
+    "import": "import_cmd",
+    "info": "info",
+    "profile": "profile",
+    "rules": "rules_cmd",
+    "rule": "rule_cmd",
+    "schema": "schema_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [c for c in sorted(COMMANDS) if self.get_command(ctx, c) is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        mod = COMMANDS.get(name)
+        if mod is None:
+            return None
+        try:
+            return importlib.import_module(f"traceadvisor.cli.{mod}").command
+        except ModuleNotFoundError as e:
+            if e.name == f"traceadvisor.cli.{mod}":
+                return None
+            raise
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="traceadvisor")
+def cli() -> None:
+    """Read GPU profiling traces from NVIDIA and AMD profilers, find the bottlenecks, say what to change.
+
+    \b
+    Examples:
+      traceadvisor analyze trace.pt.trace.json.gz
+      traceadvisor analyze run.rpd --md summary.md --fail-on high
+      traceadvisor compare a100.json.gz mi300x.json.gz
+      traceadvisor info --example
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="traceadvisor", standalone_mode=False)
+    except TraceAdvisorError as e:
+        click.echo(f"Error: {e.one_line()}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Error: aborted.", err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        msg = e.format_message().strip().rstrip(".")
+        hint = " Run with --help for usage." if isinstance(e, click.UsageError) else ""
+        click.echo(f"Error: {msg}.{hint}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Error: interrupted.", err=True)
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - never show a traceback to a user
+        if os.environ.get("TRACEADVISOR_DEBUG"):
+            raise
+        click.echo(f"Error: internal error {type(e).__name__}: {e}. Set TRACEADVISOR_DEBUG=1 for the traceback "
+                   "and report it with the trace.", err=True)
+        sys.exit(2)
+    sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

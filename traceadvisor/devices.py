@@ -1,0 +1,154 @@
+"""Peak FLOP/s and bandwidth per GPU model, and matching a trace's device record to a model.
+
+Numbers are dense peaks from ../shared/docs/devices.md (vendor datasheets and ROCm docs; NVIDIA sparse figures
+halved). TFLOP/s per dtype column; HBM in TB/s; host link in GB/s (practical pinned H2D rate).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Model:
+    key: str
+    vendor: str
+    arch: str
+    compute_units: int
+    tflops: dict[str, float]  # dtype column -> dense peak TFLOP/s: fp64, fp32, tf32, bf16, fp16, fp8, int8
+    hbm_tbs: float
+    link: str = "PCIe Gen4 x16"
+    link_pinned_gbs: float = 25.0  # practical pinned host<->device rate
+    source: str = ""
+    names: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _nv(fp64, fp32, tf32, half, fp8, int8, hbm):
+    d = {"fp64": fp64, "fp32": fp32, "tf32": tf32, "bf16": half, "fp16": half, "int8": int8}
+    if fp8:
+        d["fp8"] = fp8
+    return d, hbm
+
+
+MODELS: tuple[Model, ...] = (
+    Model("A100 SXM4 40GB", "nvidia", "sm_80", 108, *_nv(19.5, 19.5, 156, 312, 0, 624, 1.555),
+          link="PCIe Gen4 x16", link_pinned_gbs=25.0, source="NVIDIA A100 datasheet",
+          names=("A100-SXM4-40GB", "A100-PG509-200", "A100-SXM-40GB")),
+    Model("A100 SXM4 80GB", "nvidia", "sm_80", 108, *_nv(19.5, 19.5, 156, 312, 0, 624, 2.039),
+          source="NVIDIA A100 datasheet", names=("A100-SXM4-80GB", "A100-SXM-80GB")),
+    Model("A100 PCIe 80GB", "nvidia", "sm_80", 108, *_nv(19.5, 19.5, 156, 312, 0, 624, 1.935),
+          source="NVIDIA A100 datasheet", names=("A100 80GB PCIe", "A100-PCIE-80GB")),
+    Model("A100 PCIe 40GB", "nvidia", "sm_80", 108, *_nv(19.5, 19.5, 156, 312, 0, 624, 1.555),
+          source="NVIDIA A100 datasheet", names=("A100-PCIE-40GB", "A100 PCIe")),
+    Model("H100 SXM5 80GB", "nvidia", "sm_90", 132, *_nv(67, 67, 494.5, 989.5, 1979, 1979, 3.35),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H100 datasheet",
+          names=("H100 80GB HBM3", "H100 SXM", "H100-SXM5")),
+    Model("H100 PCIe 80GB", "nvidia", "sm_90", 114, *_nv(51, 51, 378, 756.5, 1513, 1513, 2.0),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H100 datasheet", names=("H100 PCIe",)),
+    Model("H100 NVL 94GB", "nvidia", "sm_90", 132, *_nv(60, 60, 417.5, 835.5, 1670.5, 1670.5, 3.9),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H100 datasheet", names=("H100 NVL",)),
+    Model("H200 NVL 141GB", "nvidia", "sm_90", 132, *_nv(60, 60, 417.5, 835.5, 1670.5, 1670.5, 4.8),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H200 datasheet", names=("H200 NVL",)),
+    Model("H200 SXM 141GB", "nvidia", "sm_90", 132, *_nv(67, 67, 494.5, 989.5, 1979, 1979, 4.8),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H200 datasheet; 55 GB/s pinned H2D measured",
+          names=("H200",)),
+    Model("L4", "nvidia", "sm_89", 58, *_nv(0.49, 30.3, 60, 121, 242.5, 242.5, 0.300), source="NVIDIA L4 datasheet",
+          names=("NVIDIA L4",)),
+    Model("L40S", "nvidia", "sm_89", 142, *_nv(1.4, 91.6, 183, 362.05, 733, 733, 0.864), source="NVIDIA L40S datasheet",
+          names=("L40S",)),
+    Model("MI210", "amd", "gfx90a", 104,
+          {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0, "int8": 181.0}, 1.6,
+          source="ROCm docs mi250.md per-CU rates", names=("MI210",)),
+    Model("MI250X GCD", "amd", "gfx90a", 110,
+          {"fp64": 47.9, "fp32": 47.9, "bf16": 191.5, "fp16": 191.5, "int8": 191.5}, 1.6,
+          source="derived from ROCm per-CU rates (per GCD)", names=("MI250X",)),
+    Model("MI250 GCD", "amd", "gfx90a", 104,
+          {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0, "int8": 181.0}, 1.6,
+          source="ROCm docs mi250.md (per GCD)", names=("MI250",)),
+    Model("MI300X", "amd", "gfx942", 304,
+          {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+          5.3, link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="ROCm docs mi300.md; MI300X data sheet",
+          names=("MI300X",)),
+    Model("MI325X", "amd", "gfx942", 304,
+          {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+          6.0, link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI325X product page", names=("MI325X",)),
+    Model("MI300A", "amd", "gfx942", 228,
+          {"fp64": 122.6, "fp32": 122.6, "tf32": 490.3, "bf16": 980.6, "fp16": 980.6, "fp8": 1961.2, "int8": 1961.2},
+          5.3, source="derived from ROCm gfx942 per-CU rates x 228 CUs", names=("MI300A",)),
+    Model("MI355X", "amd", "gfx950", 256,
+          {"fp64": 78.6, "fp32": 157.3, "bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2, "int8": 5033.2}, 8.0,
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI355X product page", names=("MI355X",)),
+    Model("MI350X", "amd", "gfx950", 256,
+          {"fp64": 72.1, "fp32": 144.2, "bf16": 2306.9, "fp16": 2306.9, "fp8": 4613.7, "int8": 4613.7}, 8.0,
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="derived from MI355X per-CU rates at 2.2 GHz",
+          names=("MI350X",)),
+    Model("Radeon RX 7900 XTX", "amd", "gfx1100", 96, {"fp32": 61.4, "fp16": 122.8, "bf16": 122.8}, 0.960,
+          source="AMD RX 7900 XTX page", names=("7900 XTX",)),
+)
+
+BY_KEY = {m.key: m for m in MODELS}
+
+# gfx target -> candidate models, told apart by name or compute units
+GFX_MODELS: dict[str, tuple[str, ...]] = {
+    "gfx90a": ("MI210", "MI250 GCD", "MI250X GCD"),
+    "gfx942": ("MI300X", "MI325X", "MI300A"),
+    "gfx950": ("MI350X", "MI355X"),
+    "gfx1100": ("Radeon RX 7900 XTX",),
+}
+
+
+def match_model(name: str | None, *, arch: str | None = None, compute_units: int | None = None,
+                memory_bytes: int | None = None) -> Model | None:
+    """Best model for a device record: by name string first, then by gfx target and CU count."""
+    if name:
+        n = name.upper()
+        for m in MODELS:
+            for s in m.names:
+                if s.upper() in n:
+                    if m.key.startswith("MI300X") and "MI300A" in n:
+                        continue
+                    return m
+    if arch:
+        a = arch.lower().split(":")[0]
+        cands = [BY_KEY[k] for k in GFX_MODELS.get(a, ())]
+        if compute_units:
+            for m in cands:
+                if m.compute_units == compute_units:
+                    return m
+            # partitioned device (CPX / GCD): same arch, fewer CUs -> first candidate, scaled by caller
+        if cands:
+            return cands[0]
+    return None
+
+
+def peak_tflops(model: Model, dtype: str, compute_units: int | None = None) -> float | None:
+    """Dense peak for ``dtype`` ('bf16', 'fp16', 'fp32', 'tf32', 'fp8', 'fp64'), scaled for partitions."""
+    v = model.tflops.get(dtype)
+    if v is None:
+        return None
+    if compute_units and compute_units < model.compute_units:
+        v = v * compute_units / model.compute_units
+    return v
+
+
+def dtype_column(torch_dtype: str | None, kernel_name: str | None = None) -> str | None:
+    """Map a recorded dtype (``c10::BFloat16``, ``float``, ``torch.float16``) to a peak column."""
+    if not torch_dtype:
+        return None
+    t = torch_dtype.lower()
+    if "bfloat16" in t:
+        return "bf16"
+    if "half" in t or "float16" in t:
+        return "fp16"
+    if "float8" in t:
+        return "fp8"
+    if "double" in t or "float64" in t:
+        return "fp64"
+    if re.search(r"\bfloat\b|float32", t):
+        if kernel_name and re.search(r"tf32|xf32|s1688|s16816", kernel_name, re.IGNORECASE):
+            return "tf32"
+        return "fp32"
+    if "int8" in t or t == "signed char":
+        return "int8"
+    return None

@@ -1,0 +1,108 @@
+"""The rule contract.
+
+A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
+
+* a module docstring with the sections ``What it detects``, ``Why it matters``, ``How it is measured``,
+  ``Known false positives`` and ``References`` (shown by ``traceadvisor rule CODE`` and in the report);
+* ``RULE = Rule(...)``: code, name, needed capabilities, options, summary template, advice per stack;
+* ``detect(trace, options) -> pl.LazyFrame``: one row per offending item (copy, kernel, sync, gap, shape...)
+  with at least ``rank``, ``device``, ``start_ns``, ``end_ns``, ``impact_ns`` and the rule's evidence columns.
+  It must stay lazy: the engine collects every rule's frame in one ``pl.collect_all``;
+* optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding, and
+  ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
+* ``example_bad()`` / ``example_good()`` returning small traces on which the rule fires / stays silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+SECTIONS = ("What it detects", "Why it matters", "How it is measured", "Known false positives", "References")
+CONFIDENCES = ("low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class Option:
+    default: Any
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str  # 3 letters + 3 digits, never reused
+    name: str  # kebab-case name of the problem
+    title: str  # one line
+    summary: str  # template: {count}, {impact_ms}, {share_pct} and any evidence key
+    advice: dict[str, str]  # keys: common, torch, nvidia, amd
+    needs: tuple[str | tuple[str, ...], ...] = ()  # capabilities; a tuple entry means "any of these"
+    options: dict[str, Option] = field(default_factory=dict)
+    confidence: str = "high"  # default confidence when rows carry none
+    group_by: tuple[str, ...] = ("rank", "device")  # one finding per group of offending rows
+    min_impact_ns: int = 0  # findings whose total impact is below this are dropped
+
+    @property
+    def area(self) -> str:
+        return self.code[:3]
+
+
+@dataclass
+class RuleModule:
+    """A loaded rule file."""
+
+    rule: Rule
+    module: ModuleType
+    path: str
+
+    @property
+    def code(self) -> str:
+        return self.rule.code
+
+    @property
+    def doc(self) -> str:
+        return (self.module.__doc__ or "").strip()
+
+    def section(self, title: str) -> str:
+        return doc_sections(self.doc).get(title, "")
+
+
+def doc_sections(doc: str) -> dict[str, str]:
+    """Split a rule docstring into its ``## Section`` parts (the first paragraph is ``""``)."""
+    out: dict[str, list[str]] = {"": []}
+    cur = ""
+    for line in doc.splitlines():
+        s = line.strip()
+        if s.startswith("## "):
+            cur = s[3:].strip()
+            out[cur] = []
+        else:
+            out[cur].append(line)
+    return {k: "\n".join(v).strip() for k, v in out.items()}
+
+
+@dataclass
+class Finding:
+    rule: str
+    name: str
+    title: str
+    summary: str
+    trace: str
+    rank: int | None
+    device: int | None
+    count: int
+    impact_ns: int
+    share: float
+    confidence: str
+    evidence: dict[str, Any]
+    advice: dict[str, str]
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # [start_ns, end_ns] of offending items
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule, "name": self.name, "title": self.title, "summary": self.summary,
+            "trace": self.trace, "rank": self.rank, "device": self.device, "count": self.count,
+            "impact_ns": self.impact_ns, "share": self.share, "confidence": self.confidence,
+            "evidence": self.evidence, "advice": self.advice, "ranges": [list(r) for r in self.ranges],
+        }

@@ -1,0 +1,164 @@
+"""Plan every selected rule on every trace lazily, collect them together, and build findings."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceadvisor.engine.rule import CONFIDENCES, Finding, RuleModule
+from traceadvisor.trace import Trace
+
+REQUIRED_COLUMNS = ("rank", "device", "start_ns", "end_ns", "impact_ns")
+MAX_EVIDENCE_ROWS = 20
+MAX_RANGES = 200
+
+
+@dataclass
+class AnalysisResult:
+    traces: list[Trace]
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {rule, name, trace, reason}
+    errors: list[dict[str, Any]] = field(default_factory=list)  # {rule, trace, error}
+    rules: list[RuleModule] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from traceadvisor.report.json_report import result_to_dict
+
+        return result_to_dict(self)
+
+
+def _vendor_advice(rm: RuleModule, vendor: str) -> dict[str, str]:
+    adv = dict(rm.rule.advice)
+    stack = vendor if vendor in ("nvidia", "amd") else "nvidia"
+    other = "amd" if stack == "nvidia" else "nvidia"
+    out = {"stack": stack, "common": adv.get("common", ""), "torch": adv.get("torch", ""),
+           "primary": adv.get(stack, ""), "other_stack": other, "other": adv.get(other, "")}
+    return {k: v for k, v in out.items() if v}
+
+
+def skip_reason(rm: RuleModule, trace: Trace) -> str | None:
+    for need in rm.rule.needs:
+        alts = need if isinstance(need, tuple) else (need,)
+        if not any(a in trace.meta.capabilities for a in alts):
+            from traceadvisor.trace import CAPABILITIES
+
+            what = " or ".join(CAPABILITIES.get(a, a) for a in alts)
+            why = "aggregate statistics only" if "aggregates_only" in trace.meta.capabilities else trace.meta.format
+            return f"needs {what}, which this input ({why}) does not provide"
+    req = getattr(rm.module, "requires", None)
+    if callable(req):
+        return req(trace)
+    return None
+
+
+def _json_safe(v: Any) -> Any:
+    if isinstance(v, float):
+        return None if v != v else round(v, 6)
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def build_findings(rm: RuleModule, trace: Trace, rows: pl.DataFrame, options: dict[str, Any]) -> list[Finding]:
+    if rows.height == 0:
+        return []
+    missing = [c for c in REQUIRED_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ValueError(f"detect() result lacks columns {missing}")
+    span = max(trace.span_ns(), 1)
+    keys = [k for k in rm.rule.group_by if k in rows.columns]
+    groups = rows.partition_by(keys, as_dict=True, maintain_order=True) if keys else {(): rows}
+    out = []
+    for key, g in groups.items():
+        key = key if isinstance(key, tuple) else (key,)
+        kv = dict(zip(keys, key, strict=False))
+        impact = int(min(g["impact_ns"].fill_null(0).sum(), span))
+        if impact < rm.rule.min_impact_ns:
+            continue
+        count = int(g["count"].sum()) if "count" in g.columns else g.height
+        conf = rm.rule.confidence
+        if "confidence" in g.columns:
+            vals = [c for c in g["confidence"].drop_nulls().to_list() if c in CONFIDENCES]
+            if vals:
+                conf = max(vals, key=CONFIDENCES.index)
+        top = g.sort("impact_ns", descending=True, nulls_last=True)
+        ev_cols = [c for c in top.columns if c not in ("confidence",)]
+        evidence: dict[str, Any] = {
+            "items": top.head(MAX_EVIDENCE_ROWS).select(ev_cols).to_dicts(),
+            "items_total": g.height,
+        }
+        extra = getattr(rm.module, "evidence", None)
+        if callable(extra):
+            evidence.update(extra(g, trace, options) or {})
+        evidence = _json_safe(evidence)
+        fmt = {"count": count, "impact_ms": impact / 1e6, "share_pct": 100.0 * impact / span, **kv}
+        fmt.update({k: v for k, v in evidence.items() if isinstance(v, (int, float, str))})
+        try:
+            summary = rm.rule.summary.format(**fmt)
+        except (KeyError, ValueError, IndexError):
+            summary = f"{rm.rule.title}: {count} occurrences, {impact / 1e6:.2f} ms"
+        ranges = top.head(MAX_RANGES).select("start_ns", "end_ns").drop_nulls().sort("start_ns").rows()
+        out.append(Finding(
+            rule=rm.code, name=rm.rule.name, title=rm.rule.title, summary=summary, trace=trace.name,
+            rank=kv.get("rank", trace.meta.rank), device=kv.get("device"), count=count, impact_ns=impact,
+            share=round(impact / span, 6), confidence=conf, evidence=evidence,
+            advice=_vendor_advice(rm, trace.meta.vendor), ranges=[(int(a), int(b)) for a, b in ranges],
+        ))
+    return out
+
+
+def analyze(traces: list[Trace], rules: list[RuleModule], options: dict[str, dict[str, Any]] | None = None
+            ) -> AnalysisResult:
+    """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options."""
+    options = options or {}
+    res = AnalysisResult(traces=list(traces), rules=list(rules))
+    plans: list[tuple[RuleModule, Trace, pl.LazyFrame]] = []
+    for trace in traces:
+        for rm in rules:
+            reason = skip_reason(rm, trace)
+            if reason:
+                res.skipped.append({"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "reason": reason})
+                continue
+            opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
+            try:
+                plans.append((rm, trace, rm.module.detect(trace, opts)))
+            except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
+                res.errors.append(_err(rm, trace, e))
+    frames = _collect(plans, res)
+    for (rm, trace, _), df in zip(plans, frames, strict=True):
+        if df is None:
+            continue
+        opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
+        try:
+            res.findings.extend(build_findings(rm, trace, df, opts))
+        except Exception as e:  # noqa: BLE001
+            res.errors.append(_err(rm, trace, e))
+    res.findings.sort(key=lambda f: (-f.impact_ns, f.rule))
+    return res
+
+
+def _collect(plans, res: AnalysisResult) -> list[pl.DataFrame | None]:
+    if not plans:
+        return []
+    try:
+        return list(pl.collect_all([p[2] for p in plans]))
+    except Exception:  # noqa: BLE001 - isolate the failing rule(s)
+        out: list[pl.DataFrame | None] = []
+        for rm, trace, lf in plans:
+            try:
+                out.append(lf.collect())
+            except Exception as e:  # noqa: BLE001
+                res.errors.append(_err(rm, trace, e))
+                out.append(None)
+        return out
+
+
+def _err(rm: RuleModule, trace: Trace, e: Exception) -> dict[str, Any]:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f"{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+    return {"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "error": f"{type(e).__name__}: {e} ({where})"}

@@ -1,0 +1,39 @@
+"""Parquet round trip of a canonical trace: the events table with the schema docs and trace metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from traceadvisor.schema.columns import arrow_schema, conform
+from traceadvisor.trace import Trace, TraceMeta
+
+META_KEY = b"traceadvisor.meta"
+SCHEMA_KEY = b"traceadvisor.schema"
+SCHEMA_VERSION = "1"
+
+
+def to_arrow(trace: Trace) -> pa.Table:
+    schema = arrow_schema()
+    table = conform(trace.events).to_arrow()
+    # polars may produce large_string; cast to the declared schema (keeps field docs/units)
+    table = table.cast(schema)
+    md = dict(schema.metadata or {})
+    md[META_KEY] = trace.meta.to_json().encode()
+    md[SCHEMA_KEY] = SCHEMA_VERSION.encode()
+    return table.replace_schema_metadata(md)
+
+
+def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> None:
+    pq.write_table(to_arrow(trace), str(path), compression=compression)
+
+
+def read_parquet(path: str | Path) -> Trace:
+    table = pq.read_table(str(path))
+    md = table.schema.metadata or {}
+    meta = TraceMeta.from_dict(json.loads(md[META_KEY])) if META_KEY in md else TraceMeta(str(path), "parquet")
+    return Trace(conform(pl.from_arrow(table)), meta)

@@ -1,0 +1,1 @@
+"""Report writers: they only render an AnalysisResult / Comparison they are given."""
