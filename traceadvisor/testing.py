@@ -26,8 +26,6 @@ class TraceBuilder:
         self._corr = 0
 
     def _add(self, **kw: Any) -> dict[str, Any]:
-        for k in ("start_ns", "dur_ns"):
-            pass
         if "args" in kw and not isinstance(kw["args"], str):
             kw["args"] = json.dumps(kw["args"])
         self.rows.append(kw)
