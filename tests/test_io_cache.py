@@ -1,0 +1,44 @@
+"""Parquet round trip (traceadvisor import -o) and the import cache."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from traceadvisor import cache
+from traceadvisor.cli.common import example_trace
+from traceadvisor.cli.main import cli
+from traceadvisor.importers import load_trace
+from traceadvisor.io import META_KEY, read_parquet
+
+
+def test_import_writes_parquet_with_schema_docs_and_meta(tmp_path):
+    out = tmp_path / "events.parquet"
+    r = CliRunner().invoke(cli, ["import", str(example_trace()), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    table = pq.read_table(out)
+    assert table.schema.field("start_ns").metadata[b"unit"] == b"ns"
+    meta = json.loads(table.schema.metadata[META_KEY])
+    assert meta["format"] == "kineto" and meta["devices"]
+    back = read_parquet(out)
+    fresh = load_trace(example_trace(), cache=False)
+    assert back.events.equals(fresh.events)
+    assert back.meta.capabilities == fresh.meta.capabilities
+
+
+def test_cache_hit_returns_same_trace_and_no_cache_bypasses(tmp_path, monkeypatch):
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(example_trace().read_bytes())
+    first = load_trace(src)
+    entry = cache.entry(src, "kineto")
+    assert entry.exists()
+    second = load_trace(src)
+    assert second.events.equals(first.events)
+    # a changed file is a cache miss
+    src.write_bytes(example_trace().read_bytes() + b"")
+    import os
+
+    os.utime(src, ns=(1, 1))
+    assert cache.get(src, "kineto") is None
