@@ -17,11 +17,18 @@ class Model:
     arch: str
     compute_units: int
     tflops: dict[str, float]  # dtype column -> dense peak TFLOP/s: fp64, fp32, tf32, bf16, fp16, fp8, int8
-    hbm_tbs: float
+    hbm_tbs: float | None  # None: a named model whose peaks devices.md does not list
     link: str = "PCIe Gen4 x16"
     link_pinned_gbs: float = 25.0  # practical pinned host<->device rate
     source: str = ""
     names: tuple[str, ...] = field(default_factory=tuple)
+    pci_ids: tuple[int, ...] = ()  # AMD PCI device ids (rocminfo "Chip ID", agent device_id), decimal
+    memory_gb: float | None = None  # nominal device memory, to tell same-CU parts apart (MI300X vs MI325X)
+    integrated: bool = False  # APU / iGPU: host and device share memory, no PCIe copies
+
+    @property
+    def has_peaks(self) -> bool:
+        return bool(self.tflops) and self.hbm_tbs is not None
 
 
 def _nv(fp64, fp32, tf32, half, fp8, int8, hbm):
@@ -59,72 +66,112 @@ MODELS: tuple[Model, ...] = (
           names=("L40S",)),
     Model("MI210", "amd", "gfx90a", 104,
           {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0, "int8": 181.0}, 1.6,
-          source="ROCm docs mi250.md per-CU rates", names=("MI210",)),
+          source="ROCm docs mi250.md per-CU rates", names=("MI210",), pci_ids=(29711,), memory_gb=64),
     Model("MI250X GCD", "amd", "gfx90a", 110,
           {"fp64": 47.9, "fp32": 47.9, "bf16": 191.5, "fp16": 191.5, "int8": 191.5}, 1.6,
-          source="derived from ROCm per-CU rates (per GCD)", names=("MI250X",)),
+          source="derived from ROCm per-CU rates (per GCD)", names=("MI250X",), pci_ids=(29704,), memory_gb=64),
     Model("MI250 GCD", "amd", "gfx90a", 104,
           {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0, "int8": 181.0}, 1.6,
-          source="ROCm docs mi250.md (per GCD)", names=("MI250",)),
+          source="ROCm docs mi250.md (per GCD)", names=("MI250",), pci_ids=(29708,), memory_gb=64),
     Model("MI300X", "amd", "gfx942", 304,
           {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
           5.3, link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="ROCm docs mi300.md; MI300X data sheet",
-          names=("MI300X",)),
+          names=("MI300X",), pci_ids=(29857, 29877, 29865), memory_gb=192),
     Model("MI325X", "amd", "gfx942", 304,
           {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
-          6.0, link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI325X product page", names=("MI325X",)),
+          6.0, link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI325X product page", names=("MI325X",),
+          pci_ids=(29861,), memory_gb=256),
     Model("MI300A", "amd", "gfx942", 228,
           {"fp64": 122.6, "fp32": 122.6, "tf32": 490.3, "bf16": 980.6, "fp16": 980.6, "fp8": 1961.2, "int8": 1961.2},
-          5.3, source="derived from ROCm gfx942 per-CU rates x 228 CUs", names=("MI300A",)),
+          5.3, source="derived from ROCm gfx942 per-CU rates x 228 CUs", names=("MI300A",), pci_ids=(29856,),
+          integrated=True),
     Model("MI355X", "amd", "gfx950", 256,
           {"fp64": 78.6, "fp32": 157.3, "bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2, "int8": 5033.2}, 8.0,
-          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI355X product page", names=("MI355X",)),
+          link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="MI355X product page", names=("MI355X",),
+          pci_ids=(30115, 30131), memory_gb=288),
     Model("MI350X", "amd", "gfx950", 256,
           {"fp64": 72.1, "fp32": 144.2, "bf16": 2306.9, "fp16": 2306.9, "fp8": 4613.7, "int8": 4613.7}, 8.0,
           link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="derived from MI355X per-CU rates at 2.2 GHz",
-          names=("MI350X",)),
+          names=("MI350X",), pci_ids=(30112, 30128), memory_gb=288),
     Model("Radeon RX 7900 XTX", "amd", "gfx1100", 96, {"fp32": 61.4, "fp16": 122.8, "bf16": 122.8}, 0.960,
-          source="AMD RX 7900 XTX page", names=("7900 XTX",)),
+          source="AMD RX 7900 XTX page", names=("7900 XTX",), memory_gb=24),
+    # Named AMD models without peaks in devices.md: identified (so reports say what ran), no utilisation numbers.
+    Model("Radeon PRO W7900", "amd", "gfx1100", 96, {}, None, source="ROCm gpu-arch-specs (name and CUs only)",
+          names=("W7900",)),
+    Model("Radeon 8060S (Strix Halo)", "amd", "gfx1151", 40, {}, None, link="unified memory (APU)",
+          source="Ryzen AI Max iGPU (name and CUs only)", names=("8060S", "Strix Halo"), integrated=True),
+    Model("MI100", "amd", "gfx908", 120, {}, None, source="ROCm gpu-arch-specs (name and CUs only)", names=("MI100",)),
+    Model("Vega 20", "amd", "gfx906", 64, {}, None,
+          source="rocminfo marketing name of MI50/MI60/Radeon VII class parts (name only)", names=("Vega 20",)),
+    Model("MI60", "amd", "gfx906", 64, {}, None, source="name and CUs only", names=("MI60",)),
+    Model("MI50", "amd", "gfx906", 60, {}, None, source="name and CUs only", names=("MI50",)),
+    Model("Radeon VII", "amd", "gfx906", 60, {}, None, source="name and CUs only", names=("Radeon VII",)),
+    Model("Radeon Pro WX 9100", "amd", "gfx900", 64, {}, None, link="PCIe Gen3 x16", link_pinned_gbs=12.0,
+          source="rocminfo marketing name (name and CUs only); Gen3 pinned rate from devices.md section 4",
+          names=("WX 9100",)),
 )
 
 BY_KEY = {m.key: m for m in MODELS}
 
-# gfx target -> candidate models, told apart by name or compute units
+# gfx target -> candidate models, told apart by name, PCI id, compute units or memory size; first is the default
 GFX_MODELS: dict[str, tuple[str, ...]] = {
-    "gfx90a": ("MI210", "MI250 GCD", "MI250X GCD"),
+    "gfx90a": ("MI210", "MI250 GCD", "MI250X GCD"),  # MI210 and an MI250 GCD have identical per-device peaks
     "gfx942": ("MI300X", "MI325X", "MI300A"),
     "gfx950": ("MI350X", "MI355X"),
-    "gfx1100": ("Radeon RX 7900 XTX",),
+    "gfx1100": ("Radeon RX 7900 XTX", "Radeon PRO W7900"),
+    "gfx1151": ("Radeon 8060S (Strix Halo)",),
+    "gfx908": ("MI100",),
+    "gfx906": ("MI50", "MI60", "Radeon VII"),
+    "gfx900": ("Radeon Pro WX 9100",),
 }
 
 
+def _by_name(name: str) -> Model | None:
+    n = name.upper()
+    for m in MODELS:
+        for s in m.names:
+            if s.upper() in n:
+                if m.key.startswith("MI300X") and "MI300A" in n:
+                    continue
+                return m
+    return None
+
+
+def _by_arch(arch: str, compute_units: int | None, memory_bytes: int | None) -> Model | None:
+    a = arch.lower().split(":")[0].strip()
+    cands = [BY_KEY[k] for k in GFX_MODELS.get(a, ())]
+    if not cands:
+        return None
+    same_cus = [m for m in cands if compute_units and m.compute_units == compute_units]
+    if len(same_cus) > 1 and memory_bytes:
+        sized = [m for m in same_cus if m.memory_gb]
+        if sized:
+            return min(sized, key=lambda m: abs(m.memory_gb * 1e9 - memory_bytes))  # type: ignore[operator]
+    if same_cus:
+        return same_cus[0]
+    # partitioned device (CPX / GCD): same arch, fewer CUs -> first candidate; peak_tflops scales by CUs
+    return cands[0]
+
+
 def match_model(name: str | None, *, arch: str | None = None, compute_units: int | None = None,
-                memory_bytes: int | None = None) -> Model | None:
-    """Best model for a device record: by name string first, then by gfx target and CU count."""
+                memory_bytes: int | None = None, pci_id: int | None = None) -> Model | None:
+    """Best model for a device record: by name string, then AMD PCI device id, then gfx target + CUs + memory."""
     if name:
-        n = name.upper()
+        m = _by_name(name)
+        if m is not None:
+            return m
+    if pci_id:
         for m in MODELS:
-            for s in m.names:
-                if s.upper() in n:
-                    if m.key.startswith("MI300X") and "MI300A" in n:
-                        continue
-                    return m
+            if pci_id in m.pci_ids:
+                return m
     if arch:
-        a = arch.lower().split(":")[0]
-        cands = [BY_KEY[k] for k in GFX_MODELS.get(a, ())]
-        if compute_units:
-            for m in cands:
-                if m.compute_units == compute_units:
-                    return m
-            # partitioned device (CPX / GCD): same arch, fewer CUs -> first candidate, scaled by caller
-        if cands:
-            return cands[0]
+        return _by_arch(arch, compute_units, memory_bytes)
     return None
 
 
 def peak_tflops(model: Model, dtype: str, compute_units: int | None = None) -> float | None:
     """Dense peak for ``dtype`` ('bf16', 'fp16', 'fp32', 'tf32', 'fp8', 'fp64'), scaled for partitions."""
-    v = model.tflops.get(dtype)
+    v = model.tflops.get(dtype) if model.tflops else None
     if v is None:
         return None
     if compute_units and compute_units < model.compute_units:

@@ -73,6 +73,12 @@ class TraceBuilder:
         return self._add(kind="sync", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
                          pid=100, tid=1, device=device, stream=stream, rank=0, **kw)
 
+    def event(self, kind: str, name: str, start_us: float, dur_us: float = 0.0, **kw: Any) -> dict[str, Any]:
+        """Any other event (``memory``, ``overhead``, ``python``...); canonical columns as keywords."""
+        for k, v in (("rank", 0), ("pid", 100), ("tid", 1)):
+            kw.setdefault(k, v)
+        return self._add(kind=kind, name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000), **kw)
+
     def launch(self, kernel: str, cpu_us: float, gpu_us: float, dur_us: float, *, api: str | None = None,
                api_dur_us: float = 5.0, ext: int | None = None, **kw: Any):
         """A runtime launch call and the kernel it launched, linked by correlation id."""

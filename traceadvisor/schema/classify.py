@@ -60,6 +60,18 @@ def classify_expr(name: str = "name", kind: str = "kind") -> pl.Expr:
 
 
 def classify_frame(df: pl.DataFrame) -> pl.DataFrame:
-    """Fill ``category`` by classifying each distinct (kind, name) once, then joining back (fast on big traces)."""
-    keys = df.select("kind", "name").unique().with_columns(classify_expr().alias("category"))
-    return df.drop("category", strict=False).join(keys, on=["kind", "name"], how="left", nulls_equal=True)
+    """Fill ``category``: each distinct kernel name is classified once, then mapped back (fast on big traces)."""
+    kernel = pl.col("kind") == "kernel"
+    names = df.lazy().filter(kernel).select(pl.col("name").unique()).collect().to_series()
+    keys = pl.DataFrame({"name": names}).with_columns(kind=pl.lit("kernel"))
+    keys = keys.with_columns(classify_expr().alias("category"))
+    mapping = dict(zip(keys.get_column("name").to_list(), keys.get_column("category").to_list(), strict=True))
+    category = (
+        pl.when(pl.col("kind") == "memcpy").then(pl.lit("copy"))
+        .when(pl.col("kind") == "memset").then(pl.lit("memset"))
+        .when(kernel).then(pl.col("name").replace_strict(mapping, default="other", return_dtype=pl.String))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    cols = df.columns
+    out = df.with_columns(category=category)
+    return out if "category" in cols else out.select(*cols, "category")

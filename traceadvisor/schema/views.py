@@ -80,3 +80,102 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     return gpu_work(lf).filter(pl.col("correlation_id").is_not_null()).join(
         rt, on=["rank", "correlation_id"], how="left", nulls_equal=True
     )
+
+
+# --- Host API names and synchronisation (tables for both vendors) -----------------------------------------
+
+# Blocking host synchronisation calls -> scope. nsys keeps CUPTI's "_vNNNN" suffix on runtime names;
+# ``api_name`` strips it, so the tables hold bare names.
+BLOCKING_SYNC_APIS: dict[str, str] = {
+    "cudaDeviceSynchronize": "device", "cudaThreadSynchronize": "device", "cuCtxSynchronize": "device",
+    "hipDeviceSynchronize": "device", "hipCtxSynchronize": "device",
+    "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream", "hipStreamSynchronize": "stream",
+    "cudaEventSynchronize": "event", "cuEventSynchronize": "event", "hipEventSynchronize": "event",
+}
+# ``sync`` events (Kineto cuda_sync, nsys SYNCHRONIZATION) that block the host, lower-cased -> scope.
+# "Stream Wait Event" / "Stream wait sync" is a GPU-side wait and is deliberately absent.
+BLOCKING_SYNC_EVENTS: dict[str, str] = {
+    "context sync": "device", "stream sync": "stream", "event sync": "event",
+}
+
+
+def api_name(col: str = "name") -> pl.Expr:
+    """A runtime/driver API name without nsys' CUPTI version suffix (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
+    return pl.col(col).str.replace(r"(_v\d+)+$", "")
+
+
+def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Blocking host synchronisations, one row per call, with ``end_ns``, bare ``name`` and ``scope``.
+
+    Runtime calls named in ``BLOCKING_SYNC_APIS``, plus ``sync`` events of a blocking kind that have no runtime
+    call at all with the same (rank, correlation_id) (formats that record only the wait; when the call is there,
+    its name decides: nsys files an ``Event sync`` record under the non-blocking ``cudaEventQuery``). ``device``
+    comes from the correlated ``sync`` event when there is one (host API rows carry no device).
+    """
+    runtime_all = lf.filter(pl.col("kind") == "runtime")
+    rt = (
+        runtime_all
+        .with_columns(name=api_name())
+        .filter(pl.col("name").is_in(list(BLOCKING_SYNC_APIS)))
+        .with_columns(scope=pl.col("name").replace_strict(BLOCKING_SYNC_APIS, default=None))
+    )
+    ev = (
+        lf.filter(pl.col("kind") == "sync")
+        .with_columns(scope=pl.col("name").str.to_lowercase().replace_strict(BLOCKING_SYNC_EVENTS, default=None))
+        .filter(pl.col("scope").is_not_null())
+    )
+    ev_dev = ev.filter(pl.col("correlation_id").is_not_null()).select(
+        "rank", "correlation_id", pl.col("device").alias("sync_device")
+    ).unique(subset=["rank", "correlation_id"], keep="first")
+    rt = rt.join(ev_dev, on=["rank", "correlation_id"], how="left", nulls_equal=True).with_columns(
+        device=pl.coalesce("device", "sync_device")
+    ).drop("sync_device")
+    rt_keys = runtime_all.filter(pl.col("correlation_id").is_not_null()).select("rank", "correlation_id").unique()
+    ev_only = ev.join(rt_keys, on=["rank", "correlation_id"], how="anti", nulls_equal=True)
+    return pl.concat([rt, ev_only], how="vertical_relaxed").with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+
+# Copy APIs that return only when the copy is done (bare names), both vendors.
+BLOCKING_COPY_APIS: tuple[str, ...] = (
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy3D", "cuMemcpyPeer",
+    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpyDtoD", "hipMemcpy2D",
+    "hipMemcpy3D", "hipMemcpyToSymbol", "hipMemcpyFromSymbol", "hipMemcpyPeer",
+)
+
+# Asynchronous copy APIs (bare names), both vendors. From pageable memory they block the host too.
+ASYNC_COPY_APIS: tuple[str, ...] = (
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync", "cuMemcpyAsync",
+    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "hipMemcpyAsync", "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemcpy2DAsync",
+    "hipMemcpyPeerAsync",
+)
+
+
+def _group_key(by: list[str]) -> pl.Expr:
+    """A non-null string key for the ``by`` columns (as-of joins never match null ``by`` values)."""
+    if not by:
+        return pl.lit("")
+    return pl.concat_str([pl.col(c).cast(pl.String).fill_null("<null>") for c in by], separator="|")
+
+
+def covered_ns(intervals: pl.LazyFrame, busy: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """``intervals`` (``start_ns``, ``end_ns``) plus ``covered_ns``: the part of each covered by ``busy``.
+
+    ``busy`` holds non-overlapping ``start_ns``/``end_ns`` intervals per ``by`` group (e.g. ``merge_intervals`` or
+    ``gpu_busy``). With F(t) the busy time before t (cumulative busy time, one backward as-of join per end),
+    ``covered_ns = F(end_ns) - F(start_ns)``. Null ``by`` values match each other.
+    """
+    b = (busy.select(_group_key(by).alias("_key"), pl.col("start_ns").alias("_b_start"),
+                     pl.col("end_ns").alias("_b_end"))
+         .sort("_key", "_b_start")
+         .with_columns(_cum=(pl.col("_b_end") - pl.col("_b_start")).cum_sum().shift(1, fill_value=0).over("_key"))
+         .sort("_b_start"))
+    out = intervals.with_columns(_key=_group_key(by))
+    for col in ("start_ns", "end_ns"):
+        f = pl.col("_cum") + pl.min_horizontal(pl.col(col), pl.col("_b_end")) - pl.col("_b_start")
+        out = (out.sort(col).join_asof(b, left_on=col, right_on="_b_start", by="_key", check_sortedness=False)
+               .with_columns(pl.when(pl.col("_b_start").is_null()).then(0).otherwise(f).alias(f"_F_{col}"))
+               .drop("_b_start", "_b_end", "_cum"))
+    return out.with_columns(covered_ns=pl.col("_F_end_ns") - pl.col("_F_start_ns")).drop(
+        "_key", "_F_start_ns", "_F_end_ns")

@@ -1,0 +1,452 @@
+"""GEMM shapes that reach a small fraction of the device's peak FLOP/s
+
+## What it detects
+Matrix multiplications (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``_scaled_mm``, a leaf ``aten::linear`` or
+``aten::matmul``) whose achieved TFLOP/s, per distinct shape, is below ``min_utilization`` of the device's dense
+peak for the operand dtype. Each flagged shape names its likely causes (all that apply, the primary first):
+
+* **small batched**: a batch of tiny matrices (``max(M, N) <= small_dim``): too little work per launch;
+* **skinny**: ``min(M, N) <= skinny_dim``; the GEMM is memory-bound (arithmetic intensity below the roofline
+  ridge), so no kernel can reach the FLOP peak at this shape;
+* **misaligned**: N or K (the leading dimensions of row-major operands) not a multiple of 8 (16-bit types), 16
+  (8-bit) or 4 (32-bit) elements, which pushes cuBLAS / hipBLASLt onto legacy or ``align1`` kernels (named when the
+  kernel name shows it: ``align1``/``align2``, ``cutlass_7x``, ``volta_``/``turing_``);
+* **too small to fill the GPU**: fewer 128x128 output tiles than SMs / CUs;
+* **tile quantization**: M or N just above a multiple of 128 (over 10 % of the padded tiles wasted);
+* otherwise **kernel selection** (the library's heuristic picked a slow kernel: tune it).
+
+## Why it matters
+GEMMs dominate most training and inference steps. A well-tuned large GEMM reaches 70-85 % of the datasheet peak
+(``h200_gemm_mix``: bf16 8192^3 at 802 TFLOP/s = 81 % of 989.5); the shapes this rule flags run at a few percent,
+so the same FLOPs could finish several times sooner with a padded, batched or fused shape.
+
+## How it is measured
+FLOPs come from the recorded input dims (``record_shapes=True``): ``2*M*N*K*batch`` (``formats.md`` section 5.3),
+counted on the innermost op that launched the kernels, so ``linear``/``matmul`` wrappers are never counted twice.
+GPU time is the sum of every kernel that shares the op's ``external_id`` (split-K reduce and epilogue kernels
+included; memsets excluded); kernels without an external id are linked through their launch call's external id,
+then to the GEMM op whose host time range contains the launch on the same thread. Per shape
+(M, N, K, batch, dtype): ``tflops = sum(FLOPs) / sum(GPU time)`` and ``utilization = tflops / peak``, where the
+peak is the dense datasheet number of ``traceadvisor.devices`` for the dtype column (``float`` counts against the
+FP32 peak unless the kernel name says ``tf32``/``xf32``). A shape is flagged when its TFLOP/s is below
+``min_utilization`` of the *achievable* peak: AMD's measured "max achievable" figure where devices.md lists one
+(MI300X, MI325X), the datasheet peak elsewhere; both shares are in the evidence. ``impact_ns`` is the GPU time above the roofline:
+``sum(gpu) - calls * max(FLOPs/peak, bytes/HBM bandwidth)`` with the minimum bytes of A, B and C: an upper bound of
+what any kernel could save at that shape. The evidence lists every flagged shape under ``shapes`` and the
+other shapes under ``unflagged_shapes``; ``host_us_per_call`` (median host time of the op) shows when a shape is
+launch-bound as well. TFLOP/s here are GPU-time rates: a CUDA-event timing of one isolated call (as in
+``h200_ground_truth.json``) also contains the host dispatch latency, which dominates for tiny GEMMs (512 x 64^3:
+6 us of GPU time, 48 us measured by events).
+
+Thresholds, from the real traces: on ``h200_gemm_mix`` the bf16 8192^3 GEMM reaches 802 TFLOP/s (81 % of 989.5)
+and the fp32 4096^3 one 51 TFLOP/s (77 % of the FP32 peak), while the planted problems reach 152 TFLOP/s
+(15 %, 4095x4097x4093 fp16 on ``cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1``), 65 TFLOP/s (6.6 %,
+16x8192x8192) and 45 TFLOP/s (4.5 %, 512 x 64^3). On ``tracelens_h100_timesformer_k400_inference`` the M=25089
+projection GEMMs run at 710-751 TFLOP/s (72-76 %) and stay silent, while the 96 x 3137x3137x64 attention bmm on
+``cutlass_75_..._align1`` kernels runs at 64 TFLOP/s (6.4 %, 22.8 ms). MI300X datasheet peaks are not reachable
+(AMD's measured "max achievable" bf16 is 708 of 1307 TFLOP/s): the well-shaped bf16 GEMMs of
+``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` (8944x2816x1024, 466 TFLOP/s = 36 % of datasheet, 66 % of
+achievable) and ``tracelens_mi300x_torch_compile_triton_rocm7`` (32768x2048x2048, 489 TFLOP/s) are healthy, so the
+threshold is taken against the achievable figure where devices.md lists one (MI300X, MI325X) and against the
+datasheet elsewhere. ``min_utilization = 0.4`` of that sits well under the 65-85 % healthy GEMMs reach and well
+above the 1-15 % of the planted and real problems; ``min_gpu_us = 20`` drops shapes too short to matter.
+
+## Known false positives
+Skinny GEMMs (decode, small batch) are memory-bound by nature: the rule flags them because their FLOP rate is
+low, but the impact is only the distance to the HBM roofline, often small. Peaks are datasheet boost-clock
+numbers; power-capped or partitioned parts reach less. FP32 GEMMs on SIMT kernels are judged against the FP32
+peak here: whether they should use tensor cores is GEM002's question. Kernels that overlap other work on other
+streams show their own duration, not their share of the SMs.
+
+## References
+- NVIDIA, Matrix Multiplication Background User's Guide (tile and wave quantization, alignment):
+  https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html
+- NVIDIA cuBLAS documentation, tensor core usage and alignment requirements: https://docs.nvidia.com/cuda/cublas/
+- AMD ROCm, hipBLASLt and TunableOp: https://rocm.docs.amd.com/projects/hipBLASLt/en/latest/
+- PyTorch TunableOp: https://docs.pytorch.org/docs/stable/cuda.tunable.html
+- ``../shared/docs/formats.md`` section 5.3 (FLOPs per op), ``../shared/docs/devices.md`` (peaks)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceadvisor.devices import BY_KEY, Model, match_model, peak_tflops
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="GEM001",
+    name="low-gemm-utilization",
+    title="GEMM shapes far below the device's peak FLOP/s",
+    summary="{n_shapes} GEMM shape(s) in {count} calls ran below {threshold_pct:.0f}% of the achievable peak "
+            "(worst {worst_util_pct:.1f}% of the datasheet peak); up to {impact_ms:.1f} ms above the roofline "
+            "({share_pct:.1f}% of the trace)",
+    advice={
+        "common": "Per flagged shape (see `shapes[].cause`): pad misaligned dims to multiples of 8 (16-bit), 16 "
+                  "(8-bit) or 4 (fp32) elements, e.g. vocabulary, hidden and head sizes; batch skinny GEMMs "
+                  "(more tokens / requests per call, fuse the Q/K/V or gate/up projections into one GEMM); replace "
+                  "many tiny batched GEMMs by larger ones or a grouped GEMM; pick sizes that are multiples of the "
+                  "128-wide tiles.",
+        "torch": "Pad with torch.nn.functional.pad or choose padded sizes in the model config; "
+                 "torch.compile(mode='max-autotune') lets Inductor try Triton/CUTLASS GEMM templates for the "
+                 "shape; PyTorch TunableOp (PYTORCH_TUNABLEOP_ENABLED=1, PYTORCH_TUNABLEOP_TUNING=1 once, then "
+                 "reuse tunableop_results*.csv) picks the fastest BLAS kernel per shape.",
+        "nvidia": "cuBLAS/cuBLASLt fall back to legacy (sm75 'cutlass_75', 'align1') kernels for misaligned leading "
+                  "dimensions; with aligned dims Hopper uses nvjet/sm90 kernels. Try TunableOp or "
+                  "torch.backends.cuda.preferred_blas_library('cublaslt'); check kernels in Nsight Compute "
+                  "(sm__pipe_tensor_op_hmma_cycles_active).",
+        "amd": "hipBLASLt picks Tensile/TensileLite kernels by heuristic: tune the shape offline with "
+               "hipblaslt-bench / the hipBLASLt tuning flow, or online with PyTorch TunableOp "
+               "(PYTORCH_TUNABLEOP_ENABLED=1, which also covers rocBLAS); prefer hipBLASLt "
+               "(TORCH_BLAS_PREFER_HIPBLASLT=1 on older ROCm builds). Misaligned dims also cost MFMA efficiency on "
+               "MI200/MI300; pad them.",
+    },
+    needs=("kernels", "cpu_ops", "input_shapes"),
+    options={
+        "min_utilization": Option(0.4, "fraction of peak", "flag shapes whose TFLOP/s is below this share of the "
+                                  "dtype's dense datasheet peak"),
+        "min_gpu_us": Option(20.0, "us", "ignore shapes whose summed GPU time is below this"),
+        "skinny_dim": Option(64, "elements", "min(M, N) at or below this makes a shape skinny"),
+        "small_dim": Option(128, "elements", "batched GEMMs with max(M, N) at or below this are small batched"),
+    },
+    confidence="high",
+)
+
+# op name -> (index of operand A in Input Dims, index of operand B, layout)
+# layout "mm": A = [..., M, K], B = [..., K, N];  layout "linear": X = [..., K], W = [N, K]
+GEMM_OPS: dict[str, tuple[int, int, str]] = {
+    "aten::mm": (0, 1, "mm"),
+    "aten::bmm": (0, 1, "mm"),
+    "aten::addmm": (1, 2, "mm"),
+    "aten::_addmm_activation": (1, 2, "mm"),
+    "aten::baddbmm": (1, 2, "mm"),
+    "aten::addbmm": (1, 2, "mm"),
+    "aten::_scaled_mm": (0, 1, "mm"),
+    "aten::matmul": (0, 1, "mm"),  # composite: only counted where it launched kernels itself
+    "aten::linear": (0, 1, "linear"),  # idem (a fused leaf linear)
+}
+
+# recorded dtype (lower case, regex) -> peak column; first match wins. Mirrors traceadvisor.devices.dtype_column.
+DTYPE_COLUMNS: tuple[tuple[str, str], ...] = (
+    (r"bfloat16", "bf16"),
+    (r"half|float16", "fp16"),
+    (r"float8", "fp8"),
+    (r"double|float64", "fp64"),
+    (r"^float$|float32", "fp32"),
+    (r"int8|^signed char$", "int8"),
+)
+# kernel-name tokens that mean FP32 data ran on TF32 tensor cores / xf32 matrix cores
+TF32_KERNEL = r"(?i)tf32|xf32|s1688|s16816|_MX"
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "int8": 1, "fp64": 8}
+ALIGN_ELEMENTS = {"bf16": 8, "fp16": 8, "fp32": 4, "tf32": 4, "fp8": 16, "int8": 16, "fp64": 2}
+PEAK_COLUMNS = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp64")
+# Measured "max achievable" TFLOP/s (devices.md section 3, AMD / TraceLens tables): the flag threshold is taken
+# against these where known, because MI300-class matrix peaks are not reachable at sustained clocks.
+ACHIEVABLE: dict[str, dict[str, float]] = {
+    "MI300X": {"fp16": 654.0, "bf16": 708.0, "fp8": 1273.0, "int8": 2600.0, "fp32": 163.0, "fp64": 81.0},
+    "MI325X": {"fp16": 794.0, "bf16": 843.0, "fp8": 1519.0, "int8": 3094.0, "fp32": 194.0, "fp64": 97.0},
+}
+TILE = 128  # a typical output tile edge of tensor-core GEMM kernels (for the quantization estimate)
+# kernel names that betray a legacy / unaligned path
+LEGACY_KERNEL = r"align1|align2|cutlass_7\d_|volta_|turing_|maxwell_|gemmSN|gemmk1"
+
+
+def _model_of(dev) -> Model | None:
+    return BY_KEY.get(dev.model or "") or match_model(dev.name, arch=dev.arch, compute_units=dev.compute_units,
+                                                      memory_bytes=dev.memory_bytes)
+
+
+def device_peaks(trace: Trace) -> pl.DataFrame:
+    """One row per device index known to the trace: model, compute units, peak per dtype column, HBM TB/s."""
+    rows = []
+    for d in trace.meta.devices:
+        m = _model_of(d)
+        if m is None or not m.tflops or not m.hbm_tbs:  # unknown, or a named model without published peaks
+            continue
+        cu = d.compute_units if d.compute_units and d.compute_units < m.compute_units else None
+        row: dict[str, Any] = {"device": d.index, "model": m.key, "sms": cu or m.compute_units,
+                               "hbm_tbs": m.hbm_tbs}
+        row.update({f"peak_{c}": peak_tflops(m, c, cu) for c in PEAK_COLUMNS})
+        scale = (cu / m.compute_units) if cu else 1.0
+        ach = ACHIEVABLE.get(m.key, {})
+        row.update({f"ach_{c}": ach[c] * scale if c in ach else row[f"peak_{c}"] for c in PEAK_COLUMNS})
+        rows.append(row)
+    schema = {"device": pl.Int32, "model": pl.String, "sms": pl.Int64, "hbm_tbs": pl.Float64,
+              **{f"peak_{c}": pl.Float64 for c in PEAK_COLUMNS}, **{f"ach_{c}": pl.Float64 for c in PEAK_COLUMNS}}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def requires(trace: Trace) -> str | None:
+    if device_peaks(trace).height == 0:
+        names = ", ".join(sorted({d.name or "?" for d in trace.meta.devices})) or "no device recorded"
+        return f"no peak FLOP/s known for the trace's device ({names}); utilization cannot be computed"
+    return None
+
+
+def _dims_expr(col: str, idx: str) -> pl.Expr:
+    """The shape at position ``idx`` of a JSON ``Input Dims`` string, as a list of ints (null if absent)."""
+    s = pl.col(col).str.extract_all(r"\[[^\[\]]*\]").list.get(pl.col(idx), null_on_oob=True)
+    return (s.str.strip_chars("[] ").str.split(",")
+            .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False)).list.drop_nulls())
+
+
+def _prod(lst: pl.Expr) -> pl.Expr:
+    return lst.list.eval(pl.element().product()).list.first()
+
+
+def _dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:
+    t = types.str.to_lowercase()
+    expr = pl.when(t.is_null()).then(pl.lit(None, dtype=pl.String))
+    for pat, col in DTYPE_COLUMNS:
+        cond = t.str.contains(pat)
+        if col == "fp32":
+            expr = expr.when(cond & kernel.str.contains(TF32_KERNEL)).then(pl.lit("tf32"))
+        expr = expr.when(cond).then(pl.lit(col))
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+def gemm_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """GEMM cpu_ops with parsed M, N, K, batch, the raw dtype string and FLOPs (rows that do not parse drop)."""
+    table = pl.LazyFrame({"name": list(GEMM_OPS), "ia": [v[0] for v in GEMM_OPS.values()],
+                          "ib": [v[1] for v in GEMM_OPS.values()], "layout": [v[2] for v in GEMM_OPS.values()]},
+                         schema={"name": pl.String, "ia": pl.Int64, "ib": pl.Int64, "layout": pl.String})
+    ops = (lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+           .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims", "input_types")
+           .join(table, on="name", how="inner")
+           .with_columns(a=_dims_expr("input_dims", "ia"), b=_dims_expr("input_dims", "ib"),
+                         dtype_raw=pl.col("input_types").str.extract_all(r'"[^"]*"')
+                         .list.get(pl.col("ia"), null_on_oob=True).str.strip_chars('"'))
+           .with_columns(na=pl.col("a").list.len(), nb=pl.col("b").list.len()))
+    lin = pl.col("layout") == "linear"
+    ops = ops.with_columns(
+        m=pl.when(lin).then(_prod(pl.col("a").list.head(pl.col("na") - 1))).otherwise(pl.col("a").list.get(-2, null_on_oob=True)),
+        k=pl.col("a").list.get(-1, null_on_oob=True),
+        kb=pl.when(lin).then(pl.col("b").list.get(1, null_on_oob=True)).otherwise(pl.col("b").list.get(-2, null_on_oob=True)),
+        n=pl.when(lin).then(pl.col("b").list.get(0, null_on_oob=True)).otherwise(pl.col("b").list.get(-1, null_on_oob=True)),
+        batch_a=pl.when(lin).then(pl.lit(1, dtype=pl.Int64)).otherwise(_prod(pl.col("a").list.head(pl.col("na") - 2))),
+        batch_b=pl.when(lin).then(pl.lit(1, dtype=pl.Int64)).otherwise(_prod(pl.col("b").list.head(pl.col("nb") - 2))),
+    )
+    valid = pl.when(lin).then((pl.col("na") >= 1) & (pl.col("nb") == 2)).otherwise(
+        (pl.col("na") >= 2) & (pl.col("nb") >= 2))
+    ops = ops.filter(valid & (pl.col("k") == pl.col("kb")) & (pl.col("m") > 0) & (pl.col("n") > 0) & (pl.col("k") > 0))
+    return ops.with_columns(batch=pl.max_horizontal("batch_a", "batch_b")).with_columns(
+        flops=2.0 * pl.col("m") * pl.col("n") * pl.col("k") * pl.col("batch"),
+        min_elems=(pl.col("batch_a") * pl.col("m") * pl.col("k") + pl.col("batch_b") * pl.col("k") * pl.col("n")
+                   + pl.col("batch") * pl.col("m") * pl.col("n")).cast(pl.Float64),
+        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+    ).drop("a", "b", "na", "nb", "kb", "batch_a", "batch_b", "ia", "ib", "input_dims", "input_types")
+
+
+def _linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
+    """Kernels with the external id of the op that launched them (own id, launch call's id, or time containment)."""
+    k = views.kernels(lf).select("rank", "device", "name", "start_ns", "dur_ns", "end_ns", "correlation_id",
+                                 "external_id")
+    rt = (views.runtime(lf).filter(pl.col("correlation_id").is_not_null())
+          .select("rank", "correlation_id", pl.col("external_id").alias("rt_ext"), pl.col("start_ns").alias("api_ns"),
+                  pl.col("tid").alias("api_tid"))
+          .unique(subset=["rank", "correlation_id"], keep="first"))
+    k = k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True).with_columns(
+        ext=pl.coalesce("external_id", "rt_ext"), linked=pl.lit("external_id"))
+    direct = k.filter(pl.col("ext").is_not_null())
+    spans = (ops.select(pl.col("rank").alias("op_rank"), pl.col("tid").alias("api_tid"), pl.col("start_ns").alias("op_start"),
+                        pl.col("end_ns").alias("op_end"), pl.col("external_id").alias("op_ext"))
+             .drop_nulls(["api_tid", "op_start"]).sort("op_start"))
+    fallback = (k.filter(pl.col("ext").is_null() & pl.col("api_ns").is_not_null() & pl.col("api_tid").is_not_null())
+                .sort("api_ns")
+                .join_asof(spans, left_on="api_ns", right_on="op_start", by="api_tid", check_sortedness=False)
+                .filter((pl.col("api_ns") < pl.col("op_end")) & pl.col("rank").eq_missing(pl.col("op_rank")))
+                .with_columns(ext=pl.col("op_ext"), linked=pl.lit("time range"))
+                .select(direct.collect_schema().names()))
+    return pl.concat([direct, fallback], how="vertical_relaxed")
+
+
+def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """Every GEMM shape with calls, FLOPs, GPU time, TFLOP/s, utilization, roofline time, cause and fix."""
+    lf = trace.lazy()
+    ops = gemm_ops(lf)
+    kern = _linked_kernels(lf, ops)
+    per_op = (kern.sort("dur_ns", descending=True)
+              .group_by("rank", "ext")
+              .agg(pl.col("device").first(), pl.col("name").first().alias("kernel"), pl.col("dur_ns").sum().alias("gpu_ns"),
+                   pl.len().alias("kernels"), pl.col("start_ns").min().alias("k_start"),
+                   pl.col("end_ns").max().alias("k_end"), pl.col("linked").first()))
+    joined = ops.join(per_op, left_on=["rank", "external_id"], right_on=["rank", "ext"], how="inner",
+                      nulls_equal=True).with_columns(
+        dtype=_dtype_expr(pl.col("dtype_raw"), pl.col("kernel")))
+    joined = joined.filter(pl.col("dtype").is_not_null() & (pl.col("gpu_ns") > 0))
+    keys = ["rank", "device", "m", "n", "k", "batch", "dtype"]
+    shapes = (joined.sort("gpu_ns", descending=True).group_by(keys).agg(
+        pl.len().alias("calls"), pl.col("flops").sum(), pl.col("gpu_ns").sum(), pl.col("min_elems").first(),
+        pl.col("kernel").first(), pl.col("name").unique().sort().str.join(", ").alias("ops"),
+        pl.col("kernels").sum().alias("kernel_launches"), pl.col("dtype_raw").first(),
+        pl.col("dur_ns").median().alias("host_ns_median"), pl.col("k_start").min().alias("start_ns"),
+        pl.col("k_end").max().alias("end_ns"), (pl.col("linked") == "time range").any().alias("inferred_link")))
+    peaks = device_peaks(trace)
+    shapes = _with_peaks(shapes, peaks)
+    return _with_metrics(shapes, options)
+
+
+def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
+    """Join the device peaks; when the trace knows one model only, it applies to every device index."""
+    cols = [c for c in peaks.columns if c != "device"]
+    out = shapes.join(peaks.lazy(), on="device", how="left")
+    if peaks.height and peaks.select(pl.col("model").n_unique()).item() == 1:
+        first = peaks.row(0, named=True)
+        out = out.with_columns(pl.col(c).fill_null(pl.lit(first[c])) for c in cols)
+    def pick(prefix: str) -> pl.Expr:
+        none = pl.lit(None, dtype=pl.Float64)
+        expr = pl.when(pl.lit(False)).then(none)
+        for c in PEAK_COLUMNS:
+            expr = expr.when(pl.col("dtype") == c).then(pl.col(f"{prefix}_{c}"))
+        return expr.otherwise(none)
+
+    return out.with_columns(peak_tflops=pick("peak"), achievable_tflops=pick("ach")).drop(
+        *(f"{p}_{c}" for c in PEAK_COLUMNS for p in ("peak", "ach")))
+
+
+def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame:
+    eb = pl.col("dtype").replace_strict(ELEMENT_BYTES, default=2, return_dtype=pl.Float64)
+    align = pl.col("dtype").replace_strict(ALIGN_ELEMENTS, default=8, return_dtype=pl.Int64)
+    s = shapes.filter(pl.col("peak_tflops").is_not_null() & (pl.col("peak_tflops") > 0)).with_columns(
+        tflops=pl.col("flops") / pl.col("gpu_ns") / 1e3,
+        flop_per_call=pl.col("flops") / pl.col("calls"),
+        bytes_per_call=pl.col("min_elems") * eb,
+        misaligned=(pl.col("n") % align != 0) | (pl.col("k") % align != 0),
+        tiles=((pl.col("m") + TILE - 1) // TILE) * ((pl.col("n") + TILE - 1) // TILE) * pl.col("batch"),
+    ).with_columns(
+        utilization=pl.col("tflops") / pl.col("peak_tflops"),
+        utilization_of_achievable=pl.col("tflops") / pl.col("achievable_tflops"),
+        ideal_ns=pl.max_horizontal(pl.col("flop_per_call") / (pl.col("peak_tflops") * 1e3),
+                                   pl.col("bytes_per_call") / (pl.col("hbm_tbs") * 1e3)),
+        intensity=pl.col("flop_per_call") / pl.col("bytes_per_call"),
+        ridge=pl.col("peak_tflops") / pl.col("hbm_tbs"),
+        tile_waste=1.0 - (pl.col("m") * pl.col("n") * pl.col("batch")).cast(pl.Float64) / (pl.col("tiles") * TILE * TILE),
+    ).with_columns(
+        impact_ns=(pl.col("gpu_ns") - pl.col("calls") * pl.col("ideal_ns")).clip(lower_bound=0).round(0).cast(pl.Int64),
+        roofline_efficiency=pl.col("calls") * pl.col("ideal_ns") / pl.col("gpu_ns"),
+    )
+    skinny = pl.min_horizontal("m", "n") <= options["skinny_dim"]
+    small_batched = (pl.col("batch") > 1) & (pl.max_horizontal("m", "n") <= options["small_dim"])
+    legacy = pl.col("kernel").str.contains(LEGACY_KERNEL)
+    underfilled = pl.col("tiles") < pl.col("sms")
+    quant = pl.col("tile_waste") > 0.10
+    pct = (pl.col("roofline_efficiency") * 100).round(0).cast(pl.Int64).cast(pl.String)
+    misaligned = pl.col("misaligned")
+    # (condition, cause, fix): every matching cause is listed, the first one is the primary
+    table = [
+        (small_batched, pl.lit("small batched GEMM"),
+         pl.lit("batch the small matrices into fewer, larger GEMMs (or a grouped GEMM / fused kernel)")),
+        (skinny & ~small_batched, pl.lit("skinny GEMM (memory-bound)"),
+         pl.concat_str(pl.lit("at "), pct, pl.lit("% of the HBM/FLOP roofline: raise min(M, N) by batching more "
+                                                  "rows/tokens or fusing GEMMs that share an operand"))),
+        (misaligned & legacy, pl.lit("misaligned dims, legacy/align1 kernel"), None),
+        (misaligned & ~legacy, pl.lit("misaligned dims"), None),
+        (underfilled & ~skinny & ~small_batched, pl.lit("too small to fill the GPU"),
+         pl.concat_str(pl.lit("only "), pl.col("tiles").cast(pl.String), pl.lit(" output tiles of 128x128 for "),
+                       pl.col("sms").cast(pl.String), pl.lit(" SMs/CUs: batch more rows/tokens per call or fuse "
+                                                             "GEMMs"))),
+        (quant & ~underfilled & ~skinny & ~small_batched, pl.lit("tile quantization"),
+         pl.lit("choose M and N as multiples of 128 (fill whole tiles)")),
+    ]
+    align_fix = pl.concat_str(pl.lit("pad N and K to multiples of "), align.cast(pl.String),
+                              pl.lit(" elements to get aligned tensor-core kernels"))
+    causes = [pl.when(c).then(txt) for c, txt, _ in table]
+    fixes = [pl.when(c).then(f if f is not None else align_fix) for c, _, f in table]
+    none_yet = ~pl.any_horizontal(*(c for c, _, _ in table))
+    causes.append(pl.when(none_yet).then(pl.lit("kernel selection")))
+    fixes.append(pl.when(none_yet).then(pl.lit("tune the kernel choice for this shape (TunableOp / hipBLASLt "
+                                               "tuning, torch.compile max-autotune)")))
+    cause = pl.concat_list(causes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
+    fix = pl.concat_list(fixes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
+    return s.with_columns(cause=cause, fix=fix, flagged=(pl.col("utilization_of_achievable") < options["min_utilization"])
+                          & (pl.col("gpu_ns") >= options["min_gpu_us"] * 1000) & (pl.col("impact_ns") > 0))
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    s = shape_table(trace, options).filter(pl.col("flagged"))
+    return s.select(
+        "rank", "device", "start_ns", "end_ns", "impact_ns", pl.col("calls").alias("count"),
+        "m", "n", "k", "batch", "dtype", "calls", "tflops", "utilization", "peak_tflops", "utilization_of_achievable",
+        "achievable_tflops", "cause", "fix",
+        (pl.col("gpu_ns") / pl.col("calls") / 1e3).alias("gpu_us_per_call"),
+        (pl.col("ideal_ns") / 1e3).alias("roofline_us_per_call"),
+        (pl.col("host_ns_median") / 1e3).alias("host_us_per_call"),
+        "roofline_efficiency", "intensity", "ridge", "misaligned", "tile_waste", "kernel", "kernel_launches", "ops",
+        "dtype_raw", "model",
+        pl.when(pl.col("inferred_link")).then(pl.lit("medium")).otherwise(pl.lit("high")).alias("confidence"),
+    ).sort("impact_ns", descending=True)
+
+
+SHAPE_KEYS = ("m", "n", "k", "batch", "dtype", "calls", "tflops", "utilization", "peak_tflops",
+              "utilization_of_achievable", "achievable_tflops", "gpu_us_per_call",
+              "roofline_us_per_call", "host_us_per_call", "cause", "fix", "kernel", "ops", "impact_ns")
+
+
+def _shape_dict(row: dict[str, Any], flagged: bool) -> dict[str, Any]:
+    d = {k: row.get(k) for k in SHAPE_KEYS}
+    d["batch"] = int(d["batch"]) if d["batch"] is not None else None
+    d["flagged"] = flagged
+    if not flagged:
+        d["cause"] = d["fix"] = None
+    for k in ("tflops", "peak_tflops", "achievable_tflops", "gpu_us_per_call", "roofline_us_per_call",
+              "host_us_per_call"):
+        if d.get(k) is not None:
+            d[k] = round(float(d[k]), 3)
+    for k in ("utilization", "utilization_of_achievable"):
+        if d.get(k) is not None:
+            d[k] = round(float(d[k]), 4)
+    return d
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+    """Per-shape numbers: ``shapes`` (flagged) and ``unflagged_shapes`` (same rank/device, for context)."""
+    flagged = [_shape_dict(r, True) for r in rows.sort("impact_ns", descending=True).iter_rows(named=True)]
+    rank, device = rows["rank"][0], rows["device"][0]
+    every = shape_table(trace, options).with_columns(
+        gpu_us_per_call=pl.col("gpu_ns") / pl.col("calls") / 1e3,
+        roofline_us_per_call=pl.col("ideal_ns") / 1e3, host_us_per_call=pl.col("host_ns_median") / 1e3,
+    ).filter(~pl.col("flagged") & pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device)).sort(
+        "gpu_ns", descending=True).collect()
+    other = [_shape_dict(r, False) for r in every.iter_rows(named=True)]
+    for d in other:
+        if d["dtype"] == "fp32":
+            d["note"] = "FP32 judged against the FP32 peak; see GEM002 for tensor-core use"
+    utils = [d["utilization"] for d in flagged if d["utilization"] is not None]
+    return {
+        "shapes": flagged,
+        "unflagged_shapes": other,
+        "n_shapes": len(flagged),
+        "threshold_pct": 100.0 * options["min_utilization"],
+        "worst_util_pct": 100.0 * min(utils) if utils else 0.0,
+        "device_model": rows["model"][0],
+        "peak_source": "dense datasheet peak (traceadvisor.devices)",
+    }
+
+
+def _gemm(b: TraceBuilder, t_us: float, ext: int, dims, types, kernel: str, gpu_us: float, dur_us: float,
+          op: str = "aten::mm") -> None:
+    b.cpu_op(op, t_us, 20, ext=ext, dims=dims, types=types)
+    b.launch(kernel, t_us + 5, gpu_us, dur_us, ext=ext)
+
+
+def example_bad() -> Trace:
+    """Five calls of a misaligned fp16 GEMM (4095x4097x4093) on a legacy align1 kernel: ~150 TFLOP/s on an H200."""
+    b = TraceBuilder(name="gem001_bad")
+    for i in range(5):
+        _gemm(b, i * 1000, 100 + i, [[4095, 4093], [4093, 4097]], ["c10::Half", "c10::Half"],
+              "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1>", 50 + i * 1000, 904)
+    return b.build()
+
+
+def example_good() -> Trace:
+    """Five calls of an aligned bf16 8192^3 GEMM at ~800 TFLOP/s (81% of peak)."""
+    b = TraceBuilder(name="gem001_good")
+    for i in range(5):
+        _gemm(b, i * 1500, 100 + i, [[8192, 8192], [8192, 8192]], ["c10::BFloat16", "c10::BFloat16"],
+              "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", 50 + i * 1500, 1371)
+    return b.build()

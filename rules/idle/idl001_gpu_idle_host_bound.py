@@ -1,0 +1,205 @@
+"""GPU idle gaps caused by the host: the launch queue ran dry
+
+## What it detects
+Gaps between GPU activities (kernels, copies, memsets) on a device during which the GPU had nothing queued: the
+host call that launched the next activity had not finished submitting it when the previous GPU work ended. The
+GPU then waits on Python, the framework dispatcher, the launch API or whatever else the host thread is doing
+(``.item()`` follow-ups, logging, data preparation).
+
+## Why it matters
+Every such gap is GPU time lost to host overhead. Small kernels make it worse: when kernels run for fewer
+microseconds than the host needs to launch them, the GPU idles most of the time however fast it is
+(``h200_launch_bound``: 1.2 ms of GPU work in a 66 ms capture).
+
+## How it is measured
+``views.gpu_idle_gaps`` gives the idle intervals between merged busy intervals per (rank, device). The GPU
+activity that ends a gap is linked to its launch call (``views.launches``, by correlation id); the gap is
+**host-bound** when that call ended after the gap began (``api_start + api_dur > gap_start``), i.e. the queue was
+empty. Gaps whose next activity was already submitted (stream waits, dependencies on other devices) or has no
+link are not counted. With iteration markers (``ProfilerStep#N``) only the parts of gaps inside steps count;
+without them, gaps longer than ``max_gap_ms`` are treated as phases outside the loop (start-up, set-up,
+checkpointing) and only reported in the evidence. ``impact_ns`` is the host-bound idle time: an upper bound of
+what removing the host overhead could give back. A finding needs host-bound idle of at least ``min_idle_pct``
+of the analysed window (the steps, else the span from the first to the last GPU activity).
+
+Thresholds, from the real traces: ``h200_launch_bound`` has 1038 host-bound gaps (median 11.8 us) totalling
+29.3 ms, 96 % of its 30.4 ms loop (one 30 ms pause before the loop is left out); ``hta_a100_train_rank3_of_8`` has
+1602, 65.7 ms of its 465 ms of steps (14 %, median 24 us, largest 2.4 ms); the nsys capture
+``h200_mix_h2d_gemm_launch`` 1184 gaps, 134 ms (31 %) once its 4.6 s start-up and 65-124 ms set-up pauses between
+scenarios (10 gaps, 5.1 s) are left out by ``max_gap_ms = 20``. The controls stay low: ``h200_h2d_pinned`` has no
+host-bound gap at all (175 gaps of median 1.5 us with the queue full), ``h200_gemm_mix`` one gap of 34 us (0.1 %),
+``tracelens_h100_qwen1.5_0.5b_chat_inference`` 3.3 %, ``h200_h2d_pageable`` 5.4 % (its staged copies) and
+``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` 8.4 %: ``min_idle_pct = 10`` reports only the host-bound runs.
+
+## Known false positives
+A host thread that deliberately waits (a barrier, a blocking synchronize to measure time, waiting for a
+request in a server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Without step
+markers the window is the whole capture, so set-up phases shorter than ``max_gap_ms`` count.
+
+## References
+- PyTorch performance tuning guide (CPU overhead, CUDA graphs): https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html
+- CUDA graphs in PyTorch: https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs
+- HIP graphs: https://rocm.docs.amd.com/projects/HIP/en/latest/how-to/hip_runtime_api/hipgraph.html
+- HolisticTraceAnalysis idle time breakdown (host wait vs kernel wait): https://hta.readthedocs.io/
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="IDL001",
+    name="gpu-idle-host-bound",
+    title="GPU idle while the host prepares the next launch",
+    summary="{count} GPU idle gaps with an empty launch queue: {impact_ms:.1f} ms ({share_pct:.1f}% of the trace, "
+            "{idle_pct_of_window:.0f}% of the analysed window)",
+    advice={
+        "common": "Cut the host work per GPU launch: fewer, larger kernels (fuse elementwise chains, batch small "
+                  "ops), no per-step host round trips (.item(), .cpu(), printing tensors, Python loops over "
+                  "tensors), data loading and preprocessing off the training thread, and record the whole step "
+                  "as a graph so one launch replays it.",
+        "torch": "torch.compile (mode='reduce-overhead' adds CUDA/HIP graphs), torch.cuda.graphs / "
+                 "torch.cuda.make_graphed_callables for static parts, DataLoader(num_workers>0, pin_memory=True, "
+                 "persistent_workers=True), keep metrics on the GPU and read them every N steps.",
+        "nvidia": "CUDA graphs (cudaGraphLaunch) replay a captured step with one launch; check the CPU side in "
+                  "Nsight Systems (--trace=cuda,nvtx,osrt --sample=cpu) to see what the host thread does in the "
+                  "gaps; pin the process to cores near the GPU (numactl).",
+        "amd": "HIP graphs (hipGraphLaunch; torch.compile mode='reduce-overhead' uses them on ROCm) replay a "
+               "captured step with one launch; HIP launch overhead is higher than CUDA's, so fusion pays off more; "
+               "inspect the host side with rocprofv3 --hip-trace --marker-trace, and bind the process to the "
+               "GPU's NUMA node.",
+    },
+    needs=("kernels", "runtime_api", "correlation"),
+    options={
+        "min_idle_pct": Option(10.0, "% of window", "report when host-bound idle is at least this share of the "
+                               "analysed window (steps, or first to last GPU activity)"),
+        "max_gap_ms": Option(20.0, "ms", "without step markers, longer gaps are phases outside the loop and are "
+                             "not counted"),
+    },
+    confidence="high",
+)
+
+
+def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Per GPU start time: when its launch call started and ended, its name, the launching op's external id."""
+    return (views.launches(lf)
+            .group_by("rank", "device", "start_ns")
+            .agg(pl.col("api_start_ns").min(), (pl.col("api_start_ns") + pl.col("api_dur_ns")).min().alias("api_end_ns"),
+                 pl.col("api_name").first(), pl.col("name").first().alias("next_kernel"),
+                 pl.col("external_id").first()))
+
+
+def has_steps(trace: Trace) -> bool:
+    """Iteration markers are recorded (the capability alone is not enough: a capture may hold none)."""
+    ev = trace.events
+    if "steps" not in trace.meta.capabilities or ev.height == 0:
+        return False
+    return bool(ev.select((pl.col("kind") == "step").any()).item())
+
+
+def host_bound_gaps(trace: Trace) -> pl.LazyFrame:
+    """Idle gaps (clipped to steps when the trace has them) whose next GPU work was launched after they began."""
+    lf = trace.lazy()
+    gaps = views.gpu_idle_gaps(lf).join(_next_launch(lf), left_on=["rank", "device", "end_ns"],
+                                        right_on=["rank", "device", "start_ns"], how="inner", nulls_equal=True)
+    gaps = gaps.filter(pl.col("api_end_ns") > pl.col("start_ns"))
+    if has_steps(trace):
+        rk = pl.col("rank").cast(pl.Int64).fill_null(-1).alias("_rk")  # as-of joins never match null keys
+        st = views.steps(lf).select(rk, pl.col("start_ns").alias("step_start"), pl.col("end_ns").alias("step_end"),
+                                    pl.col("name").alias("step"))
+        gaps = (gaps.with_columns(rk).sort("start_ns")
+                .join_asof(st.sort("step_start"), left_on="start_ns", right_on="step_start", by="_rk",
+                           check_sortedness=False).drop("_rk")
+                .filter(pl.col("step_end").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
+                .with_columns(end_ns=pl.min_horizontal("end_ns", "step_end")))
+    else:
+        gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
+    ops = (lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+           .select("rank", "external_id", pl.col("name").alias("next_op")).unique(["rank", "external_id"]))
+    return (gaps.with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+            .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
+            .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))))
+
+
+def _window(trace: Trace, max_gap_ms: float) -> pl.LazyFrame:
+    """Analysed window per (rank, device): summed steps, else first to last GPU activity minus the long gaps."""
+    lf = trace.lazy()
+    gw = views.gpu_work(lf).filter(pl.col("device").is_not_null()).group_by("rank", "device").agg(
+        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns"))
+    if has_steps(trace):
+        st = views.steps(lf).group_by("rank").agg(pl.col("dur_ns").sum().alias("step_ns"))
+        return gw.join(st, on="rank", how="left", nulls_equal=True).with_columns(
+            window_ns=pl.coalesce("step_ns", "window_ns")).drop("step_ns")
+    long = (views.gpu_idle_gaps(lf).filter(pl.col("gap_ns") > max_gap_ms * 1e6)
+            .group_by("rank", "device").agg(pl.col("gap_ns").sum().alias("long_ns")))
+    return gw.join(long, on=["rank", "device"], how="left", nulls_equal=True).with_columns(
+        window_ns=pl.col("window_ns") - pl.col("long_ns").fill_null(0)).drop("long_ns")
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    g = host_bound_gaps(trace).filter(pl.col("gap_ns") > 0)
+    if not has_steps(trace):
+        g = g.filter(pl.col("gap_ns") <= options["max_gap_ms"] * 1e6)
+    g = g.join(_window(trace, options["max_gap_ms"]), on=["rank", "device"], how="left", nulls_equal=True)
+    share = pl.col("gap_ns").sum().over("rank", "device") / pl.col("window_ns")
+    return g.filter(share * 100 >= options["min_idle_pct"]).select(
+        "rank", "device", "start_ns", "end_ns", pl.col("gap_ns").alias("impact_ns"), "gap_ns", "launch_late_ns",
+        "next_kernel", "api_name", "next_op", "step", "window_ns",
+    )
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+    """Gap statistics, the ops whose launches came late, and long idle gaps left out as phases."""
+    window = int(rows["window_ns"][0] or 0)
+    by_op = (rows.with_columns(pl.coalesce("next_op", "api_name").alias("launched_by"))
+             .group_by("launched_by").agg(pl.len().alias("gaps"), (pl.col("gap_ns").sum() / 1e6).alias("idle_ms"))
+             .sort("idle_ms", descending=True).head(10))
+    out: dict[str, Any] = {
+        "idle_pct_of_window": 100.0 * float(rows["gap_ns"].sum()) / window if window else 0.0,
+        "window_ms": window / 1e6,
+        "gap_us_median": float(rows["gap_ns"].median() or 0) / 1e3,
+        "gap_us_p90": float(rows["gap_ns"].quantile(0.9) or 0) / 1e3,
+        "late_launches_by_op": by_op.to_dicts(),
+        "window": "steps" if has_steps(trace) else "first to last GPU activity",
+    }
+    if not has_steps(trace):
+        long = (views.gpu_idle_gaps(trace.lazy()).filter((pl.col("gap_ns") > options["max_gap_ms"] * 1e6)
+                                              & pl.col("rank").eq_missing(rows["rank"][0])
+                                              & pl.col("device").eq_missing(rows["device"][0]))
+                .select(pl.len(), pl.col("gap_ns").sum()).collect())
+        out["long_gaps_excluded"] = int(long.item(0, 0))
+        out["long_gaps_excluded_ms"] = float(long.item(0, 1) or 0) / 1e6
+    return out
+
+
+def _tiny_loop(b: TraceBuilder, host_step_us: float) -> None:
+    """100 iterations of one 2 us kernel; the host needs ``host_step_us`` per iteration to launch it."""
+    for i in range(100):
+        t = i * host_step_us
+        b.cpu_op("aten::mul", t, host_step_us - 1, ext=i + 1)
+        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
+                 t + host_step_us - 6, t + host_step_us - 1, 2, ext=i + 1, api_dur_us=4)
+
+
+def example_bad() -> Trace:
+    """A loop whose host needs 30 us per launch for a 2 us kernel: the GPU idles 28 of every 30 us."""
+    b = TraceBuilder(name="idl001_bad")
+    _tiny_loop(b, 30)
+    return b.build()
+
+
+def example_good() -> Trace:
+    """The host enqueues 100 launches ahead of the GPU, which then runs them back to back."""
+    b = TraceBuilder(name="idl001_good")
+    for i in range(100):
+        b.cpu_op("aten::mul", i * 3, 2, ext=i + 1)
+        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
+                 i * 3, 400 + i * 20.5, 20, ext=i + 1, api_dur_us=2)
+    return b.build()

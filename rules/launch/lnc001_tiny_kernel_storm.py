@@ -1,0 +1,157 @@
+"""Many kernels shorter than the cost of launching them
+
+## What it detects
+A device that runs many kernels each shorter than its own launch call (or shorter than ``tiny_us`` when the
+trace has no launch calls): elementwise chains, small reductions, per-parameter optimizer kernels, decode steps
+of small models. Kernels launched from a CUDA / HIP graph (``cudaGraphLaunch``, ``hipGraphLaunch``) are left out:
+they already pay one launch for the whole graph.
+
+## Why it matters
+A kernel launch costs the host a few microseconds in the runtime (``cudaLaunchKernel`` median 5.3 us on the H200
+of ``h200_launch_bound``, ``hipLaunchKernel`` 1.3-4.5 us on MI210/MI300X) plus the framework's dispatch. When the
+kernels themselves take 1 us, the host cannot keep the GPU fed and the step time is the launch cost times the
+number of kernels, whatever the GPU.
+
+## How it is measured
+Kernels are joined to their launch call by correlation id. A kernel is tiny when its duration is below its launch
+call's duration or below ``tiny_us``. ``impact_ns`` per tiny kernel is its launch call's duration, clipped at
+``max_launch_us`` (longer calls are first-call / module-load outliers, WRM001's subject), or ``default_launch_us``
+when the launch call is unknown: the host launch overhead that graphs or fusion would remove, an upper bound of the
+time saved when the host is the bottleneck. A finding needs at least ``min_kernels`` tiny kernels making up at
+least ``min_fraction`` of the device's kernels.
+
+Thresholds, from the real traces: ``h200_launch_bound`` has 1020 of 1020 kernels tiny (median 0.99 us against a
+5.3 us ``cudaLaunchKernel``), the nsys capture ``h200_mix_h2d_gemm_launch`` 1095 of 1309; real training traces sit
+at 36-65 % (``hta_a100_train_rank3_of_8`` 3090 of 8568, ``kineto_tbplugin_v100_resnet50_train`` 6220 of 9538, ``hta_v100_rank0_ns_timeunit`` 1750 of 4350,
+``tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0`` 1520 of 2995). GEMM-heavy inference stays at 10-11 %
+(``tracelens_h100_qwen1.5_0.5b_chat_inference`` 152 of 1465, ``h200_compile_warmup`` 155 of 1358), and small
+captures such as ``h200_gemm_mix`` (5 tiny) never reach ``min_kernels = 100``; ``min_fraction = 0.3`` separates the
+two groups. The largest steady launch calls seen are 10-12 us (V100 TB-plugin trace median 12 us), while first calls
+reach seconds (3 s in ``hta_a100_alexnet_benchmark_pageable_h2d``), hence ``max_launch_us = 50``.
+
+## Known false positives
+Launch cost only turns into lost time when the host is the bottleneck; with a long queue ahead of the GPU the
+overhead is hidden (IDL001 tells whether the GPU actually idled). Profiling inflates launch calls somewhat.
+
+## References
+- CUDA graphs in PyTorch: https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs
+- torch.compile modes (reduce-overhead = CUDA/HIP graphs): https://docs.pytorch.org/docs/stable/generated/torch.compile.html
+- CUDA Programming Guide, CUDA Graphs: https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-graphs
+- HIP graphs: https://rocm.docs.amd.com/projects/HIP/en/latest/how-to/hip_runtime_api/hipgraph.html
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="LNC001",
+    name="tiny-kernel-storm",
+    title="Many kernels shorter than their launch cost",
+    summary="{count} tiny kernels ({tiny_pct:.0f}% of {kernels_total}; median {kernel_us_median:.1f} us against a "
+            "{launch_us_median:.1f} us launch call) cost {impact_ms:.1f} ms of launch overhead ({share_pct:.1f}% of "
+            "the trace)",
+    advice={
+        "common": "Launch fewer, larger kernels: fuse elementwise chains and small reductions, use fused / "
+                  "multi-tensor optimizers, batch per-sample or per-layer work, and replay static steps as a graph "
+                  "so one launch runs them all.",
+        "torch": "torch.compile(model) fuses elementwise chains into Triton kernels; "
+                 "torch.compile(mode='reduce-overhead') also captures CUDA/HIP graphs; torch.cuda.graphs / "
+                 "torch.cuda.make_graphed_callables for hand-made graphs; torch.optim.AdamW(..., fused=True) or "
+                 "foreach=True instead of per-parameter kernels.",
+        "nvidia": "Capture the step in a CUDA graph (cudaStreamBeginCapture / cudaGraphInstantiate / "
+                  "cudaGraphLaunch, or torch.cuda.CUDAGraph); Nsight Systems shows the launch rate in the CUDA API "
+                  "row. CUDA_MODULE_LOADING=LAZY does not change steady launch cost.",
+        "amd": "Capture the step in a HIP graph (hipStreamBeginCapture / hipGraphLaunch; torch.compile "
+               "mode='reduce-overhead' and torch.cuda.CUDAGraph use HIP graphs on ROCm). HIP launch calls cost "
+               "more than CUDA's on the same step, so fusion and graphs pay off more; check the launch rate with "
+               "rocprofv3 --hip-trace --kernel-trace.",
+    },
+    needs=("kernels",),
+    options={
+        "tiny_us": Option(5.0, "us", "kernels shorter than this are tiny even when the launch call is unknown"),
+        "min_kernels": Option(100, "kernels", "report a device only with at least this many tiny kernels"),
+        "min_fraction": Option(0.3, "fraction", "... and when tiny kernels are at least this share of its kernels"),
+        "max_launch_us": Option(50.0, "us", "clip each launch call's cost at this (longer calls are first-call "
+                                "outliers)"),
+        "default_launch_us": Option(5.0, "us", "launch cost assumed when the launch call is not in the trace"),
+    },
+    confidence="high",
+)
+
+# launch APIs that replay a whole graph: their kernels already share one launch
+GRAPH_LAUNCH = r"GraphLaunch|graphLaunch"
+
+
+def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Every kernel with its launch call's name and duration (null when not linked)."""
+    rt = (views.runtime(lf).filter(pl.col("correlation_id").is_not_null())
+          .select("rank", "correlation_id", pl.col("name").alias("api_name"), pl.col("dur_ns").alias("api_dur_ns"))
+          .unique(subset=["rank", "correlation_id"], keep="first"))
+    return views.kernels(lf).join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    k = kernels_with_launch(trace.lazy()).filter(
+        ~pl.col("api_name").fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null())
+    cap = int(options["max_launch_us"] * 1000)
+    cost = pl.col("api_dur_ns").clip(upper_bound=cap).fill_null(int(options["default_launch_us"] * 1000))
+    tiny = (pl.col("dur_ns") < pl.col("api_dur_ns").clip(upper_bound=cap)).fill_null(False) | (
+        pl.col("dur_ns") < options["tiny_us"] * 1000)
+    k = k.with_columns(tiny=tiny, launch_cost_ns=cost,
+                       kernels_total=pl.len().over("rank", "device"))
+    k = k.filter(pl.col("tiny")).with_columns(n_tiny=pl.len().over("rank", "device"))
+    keep = (pl.col("n_tiny") >= options["min_kernels"]) & (
+        pl.col("n_tiny") >= options["min_fraction"] * pl.col("kernels_total"))
+    return k.filter(keep).select(
+        "rank", "device", "start_ns", "end_ns", pl.col("launch_cost_ns").alias("impact_ns"), "name", "dur_ns",
+        "api_name", "api_dur_ns", "stream", "kernels_total",
+        pl.when(pl.col("api_dur_ns").is_null()).then(pl.lit("medium")).otherwise(pl.lit("high")).alias("confidence"),
+    )
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+    """Rates and the most frequent tiny kernels."""
+    total = int(rows["kernels_total"][0])
+    top = (rows.group_by("name").agg(pl.len().alias("calls"), (pl.col("dur_ns").median() / 1e3).alias("median_us"),
+                                     (pl.col("api_dur_ns").median() / 1e3).alias("launch_median_us"))
+           .sort("calls", descending=True).head(10))
+    api = rows["api_dur_ns"].drop_nulls()
+    return {
+        "kernels_total": total,
+        "tiny_pct": 100.0 * rows.height / total if total else 0.0,
+        "kernel_us_median": float(rows["dur_ns"].median() or 0) / 1e3,
+        "launch_us_median": float(api.median()) / 1e3 if api.len() else float(options["default_launch_us"]),
+        "launch_known_pct": 100.0 * api.len() / rows.height,
+        "launch_apis": sorted(str(x) for x in rows["api_name"].drop_nulls().unique().to_list())[:10],
+        "top_kernels": top.to_dicts(),
+    }
+
+
+def _loop(b: TraceBuilder, kernel_us: float) -> None:
+    for i in range(200):
+        t = i * 10.0
+        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", t, t + 6,
+                 kernel_us, api_dur_us=5)
+
+
+def example_bad() -> Trace:
+    """200 elementwise kernels of 1 us, each launched by a 5 us cudaLaunchKernel."""
+    b = TraceBuilder(name="lnc001_bad")
+    _loop(b, 1.0)
+    return b.build()
+
+
+def example_good() -> Trace:
+    """The same 200 launches doing 40 us of work each (fused, larger kernels)."""
+    b = TraceBuilder(name="lnc001_good")
+    for i in range(200):
+        b.launch("triton_poi_fused_add_mul_relu_sin_0", i * 10.0, 10 + i * 41.0, 40, api_dur_us=5)
+    return b.build()

@@ -1,0 +1,156 @@
+"""Host-device copies from or to pageable (unpinned) host memory.
+
+## What it detects
+Every GPU copy whose host side is pageable memory: `Memcpy HtoD (Pageable -> Device)`,
+`Memcpy DtoH (Device -> Pageable)` and the like. On CUDA the profiler records the memory kind (Kineto
+memcpy names, nsys `srcKind`/`dstKind`), so the finding is a fact. AMD profilers never record it; the AMD
+importers infer it from the copy's bandwidth and from the host call blocking for the whole transfer and set
+`memory_inferred`, and such rows carry medium confidence.
+
+## Why it matters
+The DMA engines can only read pinned (page-locked) host memory. A copy from pageable memory is staged by the
+driver through a small pinned bounce buffer, chunk by chunk, on the CPU: it runs at a fraction of the link
+bandwidth, blocks the calling thread for the whole transfer (even `cudaMemcpyAsync` / `hipMemcpyAsync`), and
+cannot overlap with compute. Pinned copies reach the practical rate of the link and can run asynchronously.
+
+## How it is measured
+For each pageable copy: `gbps = bytes / dur` and `impact = dur - bytes / pinned_rate`, floored at 0, where
+`pinned_rate` is the practical pinned host-link rate of the trace's device model (`link_pinned_gbs` in
+`traceadvisor.devices`: 55 GB/s for PCIe Gen5 H100/H200/MI300X, 25 GB/s for PCIe Gen4) or the
+`default_pinned_gbs` option when the device is unknown. That is the time the same bytes would take at the
+pinned rate, so the impact is what pinning would save on the copy itself (an upper bound: an async pinned
+copy also stops blocking the host, which is not counted). Evidence per copy: bytes, GB/s, direction, the
+host API call and how long it blocked; per finding: the median GB/s and the pinned rate used.
+
+Numbers seen on the corpus (copies of 1 MiB or more): `torch/h200_h2d_pageable` 8 copies of 32 MiB at
+7.3-8.2 GB/s (median 7.9; ground truth 8.1 GB/s) against 53-55 GB/s for the same copies from pinned memory in
+`h200_h2d_pinned`, so 29 ms of the 98 ms trace; nsys `h200_mix_h2d_gemm_launch` median 6.6 GB/s; HTA A100
+AlexNet median 5.7 GB/s; T4 OpenMP offload (nsys) 4.3 GB/s; the gfx90a RPD sample (inferred) 13.4 GB/s.
+Every pageable copy is reported, whatever its size: small copies get a near-zero impact, so they count but
+do not rank.
+
+## Known false positives
+A pageable copy outside the hot loop (loading weights once, saving a checkpoint) is real but may not be worth
+pinning; look at the count per step. On AMD the pageable kind is inferred: a pinned copy that ran slowly
+because of link contention can be flagged (medium confidence). When the device model is unknown the default
+pinned rate (PCIe Gen4, 25 GB/s) is used: for a PCIe Gen3 card such as the T4 in the corpus (about 12 GB/s
+pinned in practice) the saving is overstated, for a Gen5 card understated.
+
+## References
+- CUDA C++ Best Practices Guide, "Pinned Memory" and "Asynchronous and Overlapping Transfers with Computation".
+- PyTorch docs, "Use pinned memory buffers" (`DataLoader(pin_memory=True)`, `Tensor.pin_memory()`, `non_blocking=True`).
+- HIP programming guide, "Host memory" (`hipHostMalloc`, pinned vs pageable).
+- ../shared/docs/formats.md sections 1.8 and 6.2 (how the memory kind is recorded or inferred).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceadvisor.devices import BY_KEY, match_model
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="MEM001",
+    name="pageable-host-copy",
+    title="Host copies from/to pageable memory",
+    summary=("{count} host-device copies used pageable memory at a median {median_gbps:.1f} GB/s; pinned memory "
+             "({pinned_gbps:.0f} GB/s) would save {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)"),
+    advice={
+        "common": ("Allocate host buffers that are copied every step in pinned (page-locked) memory once, reuse "
+                   "them, and issue the copy asynchronously on a side stream so it overlaps with compute."),
+        "torch": ("DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); for your own "
+                  "buffers, torch.empty(..., pin_memory=True) once and copy_ into it, or tensor.pin_memory(); "
+                  "for outputs read back to the host, copy into a pinned tensor with non_blocking=True and "
+                  "wait on a CUDA/HIP event instead of .cpu()."),
+        "nvidia": ("Allocate with cudaHostAlloc / cudaMallocHost (or register an existing buffer with "
+                   "cudaHostRegister) and use cudaMemcpyAsync on a non-default stream; avoid per-step "
+                   "cudaHostAlloc, it is slow, so keep a pool."),
+        "amd": ("Allocate with hipHostMalloc (or hipHostRegister an existing buffer) and copy with "
+                "hipMemcpyAsync on a non-null stream; PyTorch on ROCm issues blocking copies as "
+                "hipMemcpyWithStream, so pair pinned buffers with non_blocking=True to get the async path."),
+    },
+    needs=("copies", ("copy_memory_kind", "copy_memory_inferred")),
+    options={
+        "default_pinned_gbs": Option(25.0, "GB/s",
+                                     "Pinned host-link rate used when the device model is unknown (PCIe Gen4 x16)."),
+    },
+    confidence="high",
+)
+
+PAGEABLE = "pageable"
+
+
+def _pinned_rates(trace: Trace, default_gbs: float) -> pl.LazyFrame:
+    """device index -> practical pinned host-link rate (GB/s) of its model."""
+    rows: list[dict] = []
+    for d in trace.meta.devices:
+        m = BY_KEY.get(d.model) if d.model else None
+        if m is None:
+            m = match_model(d.name, arch=d.arch, compute_units=d.compute_units)
+        rows.append({"device": d.index, "pinned_gbps": m.link_pinned_gbs if m else default_gbs,
+                     "link": m.link if m else None})
+    return pl.LazyFrame(rows, schema={"device": pl.Int32, "pinned_gbps": pl.Float64, "link": pl.String})
+
+
+def detect(trace: Trace, options: dict) -> pl.LazyFrame:
+    lf = trace.lazy()
+    default = float(options.get("default_pinned_gbs", 25.0))
+    host = views.runtime(lf).filter(pl.col("correlation_id").is_not_null()).select(
+        "rank", "correlation_id", pl.col("name").alias("host_call"), pl.col("dur_ns").alias("host_blocked_ns"),
+    ).unique(subset=["rank", "correlation_id"], keep="first")
+    cp = (
+        views.copies(lf)
+        .filter((pl.col("src_memory") == PAGEABLE) | (pl.col("dst_memory") == PAGEABLE))
+        .join(_pinned_rates(trace, default), on="device", how="left")
+        .with_columns(pinned_gbps=pl.col("pinned_gbps").fill_null(default))
+        .join(host, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+    )
+    pinned_ns = pl.col("bytes") / pl.col("pinned_gbps")  # bytes / (GB/s) = ns
+    return cp.select(
+        "rank", "device", "start_ns", "end_ns",
+        pl.max_horizontal(pl.col("dur_ns") - pinned_ns, pl.lit(0.0)).round(0).cast(pl.Int64).alias("impact_ns"),
+        "name", pl.col("copy_kind").alias("direction"), "bytes", pl.col("gbps").round(3), "dur_ns",
+        "pinned_gbps", "host_call", "host_blocked_ns", "stream",
+        pl.col("memory_inferred").fill_null(False),
+        pl.when(pl.col("memory_inferred").fill_null(False)).then(pl.lit("medium")).otherwise(pl.lit("high"))
+        .alias("confidence"),
+    )
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
+    by_dir = rows.group_by("direction").len().sort("direction")
+    return {
+        "median_gbps": rows["gbps"].median(),
+        "pinned_gbps": rows["pinned_gbps"].max(),
+        "total_bytes": int(rows["bytes"].fill_null(0).sum()),
+        "copy_ms": rows["dur_ns"].fill_null(0).sum() / 1e6,
+        "directions": {str(k): int(n) for k, n in by_dir.iter_rows()},
+        "memory_inferred": bool(rows["memory_inferred"].any()),
+    }
+
+
+def _loop(b: TraceBuilder, src: str) -> TraceBuilder:
+    """Four steps, each uploading a 32 MiB batch (on H200) then running a GEMM."""
+    mib32 = 32 << 20
+    for step in range(4):
+        t = step * 6000.0
+        dur = 4150.0 if src == "pageable" else 610.0  # 8.1 vs 55 GB/s
+        c = b.next_corr()
+        b.runtime("cudaMemcpyAsync", t, dur + 20.0, corr=c)
+        b.copy(t + 10.0, dur, bytes=mib32, copy_kind="h2d", src=src, dst="device", corr=c)
+        b.launch("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", t + dur + 40.0, t + dur + 50.0, 900.0)
+    return b
+
+
+def example_bad() -> Trace:
+    """An input batch copied from pageable memory every step."""
+    return _loop(TraceBuilder(name="mem001_bad"), "pageable").build()
+
+
+def example_good() -> Trace:
+    """The same loop with a pinned input buffer."""
+    return _loop(TraceBuilder(name="mem001_good"), "pinned").build()

@@ -1,0 +1,197 @@
+"""Device (and pinned host) memory allocated and freed with driver calls inside the loop.
+
+## What it detects
+Calls to the driver allocator while the workload runs: `cudaMalloc` / `cudaFree`, `cuMemAlloc` / `cuMemFree`,
+`hipMalloc` / `hipFree` / `hipExtMallocWithFlags`, and their pinned-host twins `cudaHostAlloc` /
+`cudaMallocHost` / `cudaFreeHost` / `cudaHostRegister`, `hipHostMalloc` / `hipHostFree` / `hipHostRegister`.
+A caching allocator (PyTorch's, CuPy's memory pool) serves steady-state allocations from its cache and calls
+the driver only while it grows, so driver calls after the first iteration mean churn: `torch.cuda.empty_cache()`
+(a burst of back-to-back frees), out-of-memory retries that free the cache and allocate again, fragmentation
+that forces new segments, or code that allocates without a pool. The allocator's normal growth is left out:
+with iteration markers, every call before the end of the first step; without them, allocations that no free
+came before (frees, and allocations after the first free, are churn). Allocator events recorded with
+`profile_memory=True` (`[memory]`) add evidence: how many blocks were allocated and freed, how many were big,
+and the peak allocated against the peak reserved memory.
+
+## Why it matters
+`cudaFree`/`hipFree` synchronise the device and block the host; `cudaMalloc`/`hipMalloc` take tens of µs to
+ms and can also synchronise; pinning host memory (`cudaHostAlloc`, `hipHostMalloc`) maps and locks pages and
+costs milliseconds. After `empty_cache()` the next iteration pays for every `cudaMalloc` again.
+
+## How it is measured
+Impact = the host time spent in those calls, which the fix (keep memory cached, preallocate, reuse buffers)
+saves. Findings need at least `min_calls` calls and `min_total_ms` of time per rank: a single `cudaMalloc` of
+0.3 ms in `torch/h200_gemm_mix` or one `cudaHostAlloc` of 1.8 ms (the pinned buffer behind the first
+`.item()`) in `torch/h200_launch_bound` are one-time growth, not churn. `torch/h200_memory_churn` (20
+iterations allocating and freeing 64 MiB, then `empty_cache`) has 58 back-to-back `cudaFree` calls taking
+15.0 ms of a 22 ms trace: the cached 64 MiB blocks were reused without driver calls during the loop
+(160 `[memory]` events, allocated memory peaking at 202 MB inside 4.7 GB reserved), and the cost lands on
+`empty_cache`. Allocation churn that the cache fully absorbs costs no measurable time and is not reported.
+
+## Known false positives
+The final `empty_cache()` of a job, or allocations of a workload whose shapes keep growing (the cache cannot
+be reused), are reported; both are real costs but may be intended. Without iteration markers, a program that
+runs several phases and frees a little in between counts the growth of the later phases: the nsys
+`h200_mix_h2d_gemm_launch` export (three scenarios in one process, two `cudaFree` of a few µs) reports 21
+`cudaMalloc` and one `cudaHostAlloc` after the first free, 5 ms in a 10 s capture.
+
+## References
+- PyTorch docs, "CUDA semantics: memory management" (`PYTORCH_CUDA_ALLOC_CONF`: `expandable_segments`,
+  `max_split_size_mb`, `garbage_collection_threshold`, `backend:cudaMallocAsync`) and
+  `torch.cuda.memory_stats()` (`num_alloc_retries`); the same options under `PYTORCH_HIP_ALLOC_CONF` on ROCm.
+- CUDA Runtime API, "Stream Ordered Memory Allocator" (`cudaMallocAsync`, memory pools).
+- HIP runtime API, `hipMallocAsync` and memory pools.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="MEM003",
+    name="allocator-churn",
+    title="Allocator churn: driver malloc/free in the loop",
+    summary=("{count} driver allocation calls ({by_api}) took {impact_ms:.1f} ms of host time "
+             "({share_pct:.1f}% of the trace){burst_note}"),
+    advice={
+        "common": ("Let a caching allocator or memory pool keep memory between iterations: allocate once, "
+                   "reuse buffers (in-place ops, preallocated outputs), and never release the cache inside the "
+                   "loop."),
+        "torch": ("Remove torch.cuda.empty_cache() from the loop (it frees every cached block; the next step "
+                  "cudaMallocs them again); if fragmentation or OOM retries cause it (torch.cuda.memory_stats() "
+                  "'num_alloc_retries' > 0), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ROCm: "
+                  "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True where supported), or tune "
+                  "max_split_size_mb / garbage_collection_threshold:0.8; keep shapes static (pad variable "
+                  "lengths to buckets) so blocks can be reused; pin host buffers once, not per batch."),
+        "nvidia": ("Use a memory pool instead of cudaMalloc/cudaFree per iteration: the stream-ordered "
+                   "allocator (cudaMallocAsync / cudaFreeAsync with cudaMemPoolAttrReleaseThreshold raised), "
+                   "or PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; allocate pinned staging buffers with "
+                   "cudaHostAlloc once and reuse them."),
+        "amd": ("Use hipMallocAsync / hipFreeAsync with a memory pool (hipMemPoolSetAttribute "
+                "hipMemPoolAttrReleaseThreshold) instead of hipMalloc/hipFree per iteration, and "
+                "PYTORCH_HIP_ALLOC_CONF (expandable_segments, max_split_size_mb, "
+                "garbage_collection_threshold) for PyTorch; hipHostMalloc pinned buffers once and reuse them."),
+    },
+    needs=("runtime_api",),
+    options={
+        "min_calls": Option(2, "calls", "Report a rank with at least this many driver allocation calls..."),
+        "min_total_ms": Option(1.0, "ms", "...taking at least this much host time."),
+        "burst_gap_us": Option(1000.0, "us", "Frees closer than this form one burst (empty_cache)."),
+        "big_block_mib": Option(16.0, "MiB", "[memory] allocations at least this big count as big blocks."),
+    },
+    confidence="high",
+)
+
+# bare API name -> (operation, memory)
+ALLOCATOR_APIS: dict[str, tuple[str, str]] = {
+    **{n: ("alloc", "device") for n in (
+        "cudaMalloc", "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cuMemAlloc", "cuMemAllocPitch",
+        "cuMemAllocManaged", "hipMalloc", "hipMallocPitch", "hipMalloc3D", "hipMallocManaged",
+        "hipExtMallocWithFlags")},
+    **{n: ("free", "device") for n in ("cudaFree", "cuMemFree", "hipFree")},
+    **{n: ("alloc", "pinned host") for n in (
+        "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cuMemHostAlloc", "cuMemAllocHost",
+        "cuMemHostRegister", "hipHostMalloc", "hipMallocHost", "hipHostAlloc", "hipHostRegister")},
+    **{n: ("free", "pinned host") for n in (
+        "cudaFreeHost", "cudaHostUnregister", "cuMemFreeHost", "cuMemHostUnregister", "hipHostFree", "hipFreeHost",
+        "hipHostUnregister")},
+}
+
+
+def _rk() -> pl.Expr:
+    return pl.col("rank").fill_null(-1).alias("_rk")
+
+
+def detect(trace: Trace, options: dict) -> pl.LazyFrame:
+    lf = trace.lazy()
+    min_calls = int(options.get("min_calls", 2))
+    min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
+    op = pl.col("api").replace_strict({k: v[0] for k, v in ALLOCATOR_APIS.items()}, default=None)
+    mem = pl.col("api").replace_strict({k: v[1] for k, v in ALLOCATOR_APIS.items()}, default=None)
+    calls = views.runtime(lf).with_columns(_rk(), api=views.api_name()).filter(
+        pl.col("api").is_in(list(ALLOCATOR_APIS)))
+    # with iteration markers, everything until the end of the first step is the allocator's normal growth;
+    # without them, growth is an allocation no free came before: frees and re-allocations after one are churn
+    first_step_end = views.steps(lf).filter(pl.col("step") == 0).select(_rk(), pl.col("end_ns").alias("s0_end"))
+    first_free = calls.filter(op == "free").group_by("_rk").agg(pl.col("start_ns").min().alias("f0"))
+    calls = calls.join(first_step_end, on="_rk", how="left").join(first_free, on="_rk", how="left").filter(
+        pl.when(pl.col("s0_end").is_not_null()).then(pl.col("start_ns") >= pl.col("s0_end"))
+        .otherwise(pl.col("f0").is_not_null() & (pl.col("start_ns") >= pl.col("f0"))))
+    return calls.filter(
+        (pl.len().over("_rk") >= min_calls) & (pl.col("dur_ns").sum().over("_rk") >= min_total)
+    ).select(
+        "rank", pl.col("device").cast(pl.Int32), "start_ns", "end_ns", pl.col("dur_ns").alias("impact_ns"),
+        pl.col("api").alias("name"), op.alias("op"), mem.alias("memory"), "bytes", "tid",
+    )
+
+
+def _bursts(rows: pl.DataFrame, gap_ns: int) -> int:
+    """Longest run of frees with less than ``gap_ns`` between one's end and the next one's start."""
+    frees = rows.filter(pl.col("op") == "free").sort("start_ns")
+    if frees.height == 0:
+        return 0
+    new = (frees["start_ns"] - frees["end_ns"].shift(1)).fill_null(gap_ns + 1) > gap_ns
+    return int(frees.with_columns(run=new.cum_sum()).group_by("run").len()["len"].max())
+
+
+def _memory_events(trace: Trace, big_bytes: int) -> dict:
+    """Allocator activity from [memory] events on GPUs (bytes > 0 allocates, < 0 frees)."""
+    m = trace.events.filter((pl.col("kind") == "memory") & pl.col("device").is_not_null()
+                            & pl.col("bytes").is_not_null())
+    if m.height == 0:
+        return {}
+    total = pl.col("args").str.json_path_match("$['Total Allocated']").cast(pl.Int64, strict=False)
+    reserved = pl.col("args").str.json_path_match("$['Total Reserved']").cast(pl.Int64, strict=False)
+    s = m.select(
+        allocs=(pl.col("bytes") > 0).sum(), frees=(pl.col("bytes") < 0).sum(),
+        big_allocs=(pl.col("bytes") >= big_bytes).sum(), bytes_allocated=pl.col("bytes").clip(lower_bound=0).sum(),
+        peak_allocated=total.max(), peak_reserved=reserved.max(),
+    ).row(0, named=True)
+    return {f"memory_{k}": (int(v) if v is not None else None) for k, v in s.items()}
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
+    apis = rows.group_by("name").agg(pl.len(), pl.col("impact_ns").sum()).sort("impact_ns", descending=True)
+    burst = _bursts(rows, int(float(options.get("burst_gap_us", 1000.0)) * 1e3))
+    out = {
+        "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
+        "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},
+        "largest_free_burst": burst,
+        "burst_note": (f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
+                       if burst >= 8 else ""),
+    }
+    out.update(_memory_events(trace, int(float(options.get("big_block_mib", 16.0)) * (1 << 20))))
+    return out
+
+
+def _loop(churn: bool) -> Trace:
+    b = TraceBuilder(name="mem003_bad" if churn else "mem003_good")
+    if not churn:  # allocate the workspace once, before the loop
+        b.runtime("cudaMalloc", 0.0, 400.0, corr=b.next_corr())
+    t = 500.0
+    for step in range(8):
+        b.step(step, t, 2000.0)
+        if churn:  # a workspace allocated and released every step (or empty_cache() each step)
+            b.runtime("cudaMalloc", t + 10.0, 400.0, corr=b.next_corr())
+        for k in range(4):
+            b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel>",
+                     t + 450.0 + 20.0 * k, t + 470.0 + 200.0 * k, 190.0)
+        if churn:
+            b.runtime("cudaFree", t + 560.0, 900.0, corr=b.next_corr())
+        t += 2000.0
+    return b.build()
+
+
+def example_bad() -> Trace:
+    """cudaMalloc + cudaFree of a workspace in every step."""
+    return _loop(True)
+
+
+def example_good() -> Trace:
+    """The workspace is allocated once before the loop and reused."""
+    return _loop(False)

@@ -1,0 +1,81 @@
+"""COM001 exposed-collective: examples, three real distributed traces against a direct interval computation, corpus."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+from conftest import TRACES
+from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+
+from traceadvisor.engine.runner import analyze
+
+RM = rule("comm/com001_exposed_collective.py")
+
+
+def run(t):
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    return res
+
+
+def test_examples():
+    (f,) = run(RM.module.example_bad()).findings
+    assert f.count == 5 and f.impact_ns == 5 * 300_000
+    assert run(RM.module.example_good()).findings == []
+
+
+def _exposed_from_json(path):
+    """Collective (nccl) kernel time and the part of it not covered by other kernels, by plain interval sweeps."""
+    d = json.load(gzip.open(TRACES / path))
+    ks = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"]
+
+    def merge(v):
+        out = []
+        for a, b in sorted(v):
+            if out and a <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        return out
+
+    iv = [(float(e["ts"]), float(e["ts"]) + float(e["dur"]), bool(re.search("nccl", e["name"], re.I))) for e in ks]
+    coll = merge([(a, b) for a, b, c in iv if c])
+    comp = merge([(a, b) for a, b, c in iv if not c])
+    exposed = sum((b - a) - sum(max(0.0, min(b, y) - max(a, x)) for x, y in comp if y > a and x < b)
+                  for a, b in coll)
+    return sum(b - a for a, b in coll) * 1e3, exposed * 1e3, sum(1 for *_, c in iv if c)
+
+
+@pytest.mark.parametrize("path,stack", [
+    ("torch/hta_a100_ddp_2rank_rank0_nccl.json.gz", "nvidia"),
+    ("torch/hta_a100_train_rank3_of_8.json.gz", "nvidia"),
+    ("torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz", "amd"),
+])
+def test_real_distributed_traces(path, stack):
+    (f,) = run(trace(path)).findings
+    coll_ns, exposed_ns, n = _exposed_from_json(path)
+    assert f.impact_ns == pytest.approx(exposed_ns, rel=1e-4)
+    assert f.evidence["collective_ms"] * 1e6 == pytest.approx(coll_ns, rel=1e-4)
+    assert f.evidence["collective_kernels"] == n
+    assert f.advice["stack"] == stack
+    if stack == "amd":
+        assert "RCCL" in f.advice["primary"] and "NCCL_" in f.advice["primary"]
+
+
+def test_single_gpu_traces_are_silent():
+    assert run(trace("torch/h200_gemm_mix.pt.trace.json.gz")).findings == []
+
+
+CORPUS = corpus_files()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
+def test_never_raises_on_the_corpus(path):
+    t = load_or_skip(path)
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    for f in res.findings:
+        assert 0 <= f.share <= 1 and f.impact_ns <= f.evidence["collective_ms"] * 1e6 + 1

@@ -1,0 +1,106 @@
+"""GEM002 gemm-without-tensor-cores: examples, the H200 GEMM mix, name table, AMD names, nsys, corpus."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import polars as pl
+import pytest
+from conftest import TRACES
+from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+
+from traceadvisor.engine.runner import analyze
+from traceadvisor.testing import TraceBuilder
+
+RM = rule("gemm/gem002_gemm_without_tensor_cores.py")
+
+
+def run(t):
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    return res
+
+
+def test_examples():
+    (f,) = run(RM.module.example_bad()).findings
+    assert f.count == 10 and f.evidence["target"] == "TF32"
+    assert f.impact_ns == pytest.approx(10 * 2680e3 * (1 - 67 / 494.5), rel=1e-3)
+    assert run(RM.module.example_good()).findings == []
+
+
+def test_fires_on_the_fp32_gemm_of_the_mix():
+    (f,) = run(trace("torch/h200_gemm_mix.pt.trace.json.gz")).findings
+    d = json.load(gzip.open(TRACES / "torch/h200_gemm_mix.pt.trace.json.gz"))
+    ffma = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and "_ffma_" in e["name"]]
+    assert f.count == len(ffma) == 5  # only the fp32 4096^3 GEMM; bf16/fp16 nvjet and cutlass tensorop are not
+    assert f.evidence["fp32_gemm_ms"] == pytest.approx(sum(e["dur"] for e in ffma) / 1e3, rel=1e-6)
+    assert f.advice["stack"] == "nvidia" and "allow_tf32" in f.advice["torch"]
+    assert any(o["name"] == "aten::mm" for o in f.evidence["ops"])
+
+
+def test_nsys_export_works_from_names_alone():
+    t = trace("nsys/h200_mix_h2d_gemm_launch.sqlite")
+    (f,) = run(t).findings
+    names = {k["name"] for k in f.evidence["kernels"]}
+    assert any("_ffma_" in n for n in names) and any("simt_sgemm" in n for n in names)
+    assert not any("nvjet" in n or "tensorop" in n for n in names)
+
+
+NAMES = [
+    ("ampere_sgemm_128x64_nn", True),
+    ("volta_sgemm_64x64_nt", True),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(T1::Params)", True),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4", True),
+    ("Cijk_Ailk_Bljk_SB_MT64x64x16_SE_K1", True),
+    ("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB1", True),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(Params)", False),
+    ("sm90_xmma_gemm_tf32tf32_tf32f32_f32_nn_n_tilesize128x128x32", False),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1", False),
+    ("Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT128x144x64_MI16x16x1", False),
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", False),
+    ("void implicit_convolve_sgemm<float, float, 128, 6, 7, 3, 3, 5, 1, false, true, true>", False),
+    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float>", False),
+    ("maxwell_sgemm_128x64_nn", False),
+]
+
+
+@pytest.mark.parametrize("name,hit", NAMES)
+def test_name_table(name, hit):
+    df = pl.DataFrame({"name": [name]}).select(RM.module.fp32_simt_expr())
+    assert df.item() is hit
+
+
+def test_amd_device_and_unknown_device():
+    b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X")
+    for i in range(20):
+        b.launch("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT64x64x64_MI16x16x1_SN", i * 100.0, i * 100.0 + 10, 80)
+    (f,) = run(b.build()).findings
+    assert f.advice["stack"] == "amd" and "HIPBLASLT_ALLOW_TF32" in f.advice["primary"]
+    assert f.evidence["speedup_assumed"] == pytest.approx(653.7 / 163.4, rel=1e-3) and f.confidence == "high"
+    u = TraceBuilder(device_name="Tesla V100-SXM2-32GB")
+    for i in range(20):
+        u.launch("volta_sgemm_128x64_nn", i * 100.0, i * 100.0 + 10, 80)
+    (f,) = run(u.build()).findings
+    assert f.confidence == "low" and f.evidence["speedup_assumed"] == 8.0
+
+
+def test_v100_trace_without_device_peaks():
+    (f,) = run(trace("torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz")).findings
+    d = json.load(gzip.open(TRACES / "torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz"))
+    sgemm = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and re.search(r"volta_sgemm", e["name"])]
+    assert f.count == len(sgemm)
+    assert f.confidence == "low"
+
+
+CORPUS = corpus_files()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
+def test_never_raises_on_the_corpus(path):
+    t = load_or_skip(path)
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    for f in res.findings:
+        assert 0 <= f.share <= 1 and f.impact_ns <= f.evidence["fp32_gemm_ms"] * 1e6

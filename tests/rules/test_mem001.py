@@ -1,0 +1,117 @@
+"""MEM001 pageable-host-copy: examples, the H200 pageable/pinned pair, and the whole corpus against its source."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import TRACES
+from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+
+from traceadvisor.engine.runner import analyze
+from traceadvisor.testing import TraceBuilder
+
+RM = rule("memory/mem001_pageable_host_copy.py")
+GT = json.loads((TRACES / "h200_ground_truth.json").read_text())
+
+
+def _run(t):
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    return res
+
+
+def _json_events(path: Path) -> list[dict]:
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def test_examples():
+    bad = _run(RM.module.example_bad()).findings
+    assert [f.count for f in bad] == [4] and bad[0].impact_ns > 0
+    assert _run(RM.module.example_good()).findings == []
+
+
+def test_h200_pageable_counts_the_eight_planted_copies():
+    path = TRACES / "torch/h200_h2d_pageable.pt.trace.json.gz"
+    (f,) = _run(trace("torch/h200_h2d_pageable.pt.trace.json.gz")).findings
+    assert f.count == GT["h2d_pageable"]["h2d_copies"] == 8
+    # impact straight from the JSON: sum(dur - bytes / 55 GB/s) over the pageable copies (H200 pinned rate)
+    copies = [e for e in _json_events(path) if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
+    want = sum(max(0.0, e["dur"] * 1e3 - e["args"]["bytes"] / 55.0) for e in copies)
+    assert f.impact_ns == pytest.approx(want, rel=1e-3, abs=len(copies))
+    ev = f.evidence
+    assert ev["pinned_gbps"] == 55.0
+    assert abs(ev["median_gbps"] - GT["h2d_pageable"]["copy_gbps"]) / GT["h2d_pageable"]["copy_gbps"] < 0.1
+    assert ev["directions"] == {"h2d": 8} and ev["total_bytes"] == 8 * GT["h2d_pageable"]["h2d_bytes_each"]
+    assert f.advice["stack"] == "nvidia" and "cudaHostAlloc" in f.advice["primary"]
+    assert all(it["bytes"] == 32 << 20 and it["direction"] == "h2d" for it in ev["items"])
+
+
+def test_h200_pinned_is_silent():
+    assert _run(trace("torch/h200_h2d_pinned.pt.trace.json.gz")).findings == []
+
+
+def _pageable_in_source(path: Path) -> int:
+    """Pageable copies counted from the file itself: Kineto memcpy names, nsys srcKind/dstKind."""
+    if path.suffix == ".sqlite":
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            pageable = {r[0] for r in con.execute("SELECT id FROM ENUM_CUDA_MEM_KIND WHERE label = 'Pageable'")}
+            rows = con.execute("SELECT srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
+        finally:
+            con.close()
+        return sum(1 for s, d in rows if s in pageable or d in pageable)
+    return sum(1 for e in _json_events(path)
+               if e.get("cat") in ("gpu_memcpy", "Memcpy") and "Pageable" in str(e.get("name")))
+
+
+CUDA_FILES = [p for p in corpus_files()
+              if (p.parts[-2] == "torch" and p.name.endswith(".gz")) or p.suffix == ".sqlite"]
+
+
+@pytest.mark.parametrize("path", CUDA_FILES, ids=ids(CUDA_FILES))
+def test_count_equals_pageable_copies_in_the_source(path):
+    t = load_or_skip(path)
+    if t.meta.vendor != "nvidia":
+        pytest.skip("AMD traces do not record pageable copies (inferred only)")
+    res = _run(t)
+    assert sum(f.count for f in res.findings) == _pageable_in_source(path)
+    for f in res.findings:
+        assert f.confidence == "high" and f.impact_ns >= 0
+
+
+def test_nsys_mix_fires_per_pageable_row():
+    (f,) = _run(trace("nsys/h200_mix_h2d_gemm_launch.sqlite")).findings
+    assert f.count == _pageable_in_source(TRACES / "nsys/h200_mix_h2d_gemm_launch.sqlite") == 25
+    assert 5.0 < f.evidence["median_gbps"] < 10.0 and f.evidence["pinned_gbps"] == 55.0
+
+
+def test_amd_inferred_pageable_is_medium_confidence_with_amd_advice():
+    b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X", name="amd")
+    for i in range(3):
+        row = b.copy(i * 3000.0, 2500.0, bytes=16 << 20, copy_kind="h2d", src="pageable")
+        row["memory_inferred"] = True
+    (f,) = _run(b.build()).findings
+    assert f.count == 3 and f.confidence == "medium"
+    assert f.advice["stack"] == "amd" and "hipHostMalloc" in f.advice["primary"]
+    assert f.evidence["memory_inferred"] is True and f.evidence["pinned_gbps"] == 55.0
+
+
+def test_unknown_device_uses_the_default_rate():
+    b = TraceBuilder(device_name="Some Future GPU", name="unknown")
+    b.copy(0.0, 1000.0, bytes=10_000_000, copy_kind="d2h", src="device", dst="pageable")
+    (f,) = _run(b.build()).findings
+    assert f.evidence["pinned_gbps"] == RM.rule.options["default_pinned_gbs"].default
+    assert f.impact_ns == pytest.approx(1_000_000 - 10_000_000 / 25.0, abs=1)
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files()))
+def test_never_raises_on_the_corpus(path):
+    t = load_or_skip(path)
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors

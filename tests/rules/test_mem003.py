@@ -1,0 +1,70 @@
+"""MEM003 allocator-churn: examples, the H200 memory-churn trace, one-time growth stays silent, corpus."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import TRACES
+from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+
+from traceadvisor.engine.runner import analyze
+from traceadvisor.testing import TraceBuilder
+
+RM = rule("memory/mem003_allocator_churn.py")
+
+
+def _run(t):
+    res = analyze([t], [RM])
+    assert not res.errors, res.errors
+    return res
+
+
+def _json_events(rel: str) -> list[dict]:
+    with gzip.open(TRACES / rel) as f:
+        return json.load(f)["traceEvents"]
+
+
+def test_examples():
+    (f,) = _run(RM.module.example_bad()).findings
+    assert f.evidence["api_ms"] == {"cudaFree": pytest.approx(6.3), "cudaMalloc": pytest.approx(2.8)}
+    assert _run(RM.module.example_good()).findings == []
+
+
+def test_memory_churn_empty_cache():
+    rel = "torch/h200_memory_churn.pt.trace.json.gz"
+    (f,) = _run(trace(rel)).findings
+    ev = _json_events(rel)
+    frees = [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaFree"]
+    assert f.count == len(frees) == 58
+    assert f.impact_ns == pytest.approx(sum(e["dur"] for e in frees) * 1e3, abs=len(frees))
+    assert f.evidence["largest_free_burst"] == 58 and "empty_cache" in f.summary
+    mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    assert f.evidence["memory_allocs"] == sum(1 for e in mem if e["args"]["Bytes"] > 0)
+    assert f.evidence["memory_big_allocs"] == sum(1 for e in mem if e["args"]["Bytes"] >= 16 << 20) == 60
+    assert f.evidence["memory_peak_reserved"] == max(e["args"]["Total Reserved"] for e in mem)
+    assert "expandable_segments" in f.advice["torch"] and "PYTORCH_HIP_ALLOC_CONF" in f.advice["other"]
+
+
+@pytest.mark.parametrize("rel", ["torch/h200_gemm_mix.pt.trace.json.gz", "torch/h200_launch_bound.pt.trace.json.gz",
+                                 "torch/h200_h2d_pinned.pt.trace.json.gz"])
+def test_one_time_growth_is_silent(rel):
+    assert _run(trace(rel)).findings == []
+
+
+def test_amd_hip_malloc_free_in_the_loop():
+    b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X")
+    for i in range(4):
+        b.step(i, i * 1000.0, 1000.0)
+        b.runtime("hipMalloc", i * 1000.0 + 10.0, 300.0)
+        b.runtime("hipFree", i * 1000.0 + 600.0, 300.0)
+    (f,) = _run(b.build()).findings
+    assert f.count == 6  # step 0 is the allocator's growth
+    assert f.advice["stack"] == "amd" and "PYTORCH_HIP_ALLOC_CONF" in f.advice["primary"]
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files()))
+def test_never_raises_on_the_corpus(path):
+    res = analyze([load_or_skip(path)], [RM])
+    assert not res.errors, res.errors

@@ -1,0 +1,272 @@
+"""The torch.profiler (Kineto) importer against the real corpus: counts come from the JSON itself (json module)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from conftest import TRACES
+
+from traceadvisor.cli.main import cli
+from traceadvisor.importers import detect, kineto, load_trace
+
+TORCH = sorted((TRACES / "torch").glob("*.json*"))
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+            "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+
+
+def _source(path: Path) -> tuple[dict, list[dict]]:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
+        doc = json.load(f)
+    if isinstance(doc, list):
+        return {}, doc
+    return doc, doc["traceEvents"]
+
+
+_LOADED: dict[Path, object] = {}
+
+
+def _trace(path: Path):
+    if path not in _LOADED:
+        _LOADED[path] = load_trace(path, cache=False)
+    return _LOADED[path]
+
+
+def _by_name(name: str) -> Path:
+    (p,) = [p for p in TORCH if p.name.startswith(name)]
+    return p
+
+
+def test_corpus_present():
+    assert len(TORCH) >= 29
+
+
+@pytest.mark.parametrize("path", TORCH, ids=lambda p: p.name)
+def test_counts_equal_source(path: Path):
+    _, events = _source(path)
+    want = {"kernel": 0, "memcpy": 0, "memset": 0}
+    pageable = 0
+    for e in events:
+        kind = GPU_CATS.get(e.get("cat"))
+        if kind and e.get("ph") == "X":
+            want[kind] += 1
+            if kind == "memcpy" and "Pageable" in e.get("name", ""):
+                pageable += 1
+    tr = _trace(path)
+    assert detect(path) is kineto
+    got = tr.counts_by_kind()
+    assert {k: got.get(k, 0) for k in want} == want
+    ev = tr.events
+    copies = ev.filter(pl.col("kind") == "memcpy")
+    assert copies.filter((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")).height == pageable
+    # every input event is imported or counted as skipped with a reason
+    assert tr.meta.input_events == len(events)
+    assert ev.height + sum(tr.meta.skipped.values()) == len(events)
+    assert not tr.meta.truncated and not tr.meta.warnings
+    assert ev.get_column("start_ns").is_not_null().all()
+    assert ev.get_column("start_ns").is_sorted()
+    assert set(ev.get_column("kind").unique()) <= {"kernel", "memcpy", "memset", "runtime", "cpu_op", "annotation",
+                                                   "sync", "step", "python", "memory", "overhead", "other"}
+    gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    assert gpu.get_column("category").is_not_null().all()
+    assert gpu.get_column("device").is_not_null().all()
+
+
+@pytest.mark.parametrize("path", TORCH, ids=lambda p: p.name)
+def test_capabilities_are_honest(path: Path):
+    doc, events = _source(path)
+    caps = _trace(path).meta.capabilities
+    names = [e.get("name", "") for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")]
+    assert ("copy_memory_kind" in caps) == any("Pageable" in n or "Pinned" in n for n in names)
+    has_dims = any("Input Dims" in (e.get("args") or {}) or "Input dims" in (e.get("args") or {}) for e in events)
+    assert ("input_shapes" in caps) == has_dims
+    assert ("device_properties" in caps) == bool(doc.get("deviceProperties"))
+    assert ("kernels" in caps) == any(e.get("cat") in ("kernel", "Kernel") for e in events)
+    assert ("memory_events" in caps) == any(e.get("name") == "[memory]" for e in events)
+
+
+def test_steps_equal_profiler_steps():
+    for name in ("hta_a100_train_rank3_of_8", "hta_a100_ddp_2rank", "kineto_tbplugin", "hta_mi250"):
+        path = _by_name(name)
+        _, events = _source(path)
+        want = sum(1 for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+                   and e.get("cat") in ("user_annotation", "cpu_op", "Operator"))
+        steps = _trace(path).events.filter(pl.col("kind") == "step")
+        assert steps.height == want > 0, name
+        assert steps.get_column("name").str.starts_with("ProfilerStep#").all()
+
+
+def test_rank_world_size_and_devices():
+    tr = _trace(_by_name("hta_a100_train_rank3_of_8"))
+    assert (tr.meta.rank, tr.meta.world_size) == (3, 8)
+    assert tr.events.get_column("rank").unique().to_list() == [3]
+    assert tr.meta.vendor == "nvidia" and len(tr.meta.devices) == 8
+    d = tr.meta.devices[3]
+    assert (d.index, d.name, d.model, d.arch, d.compute_units) == (3, "NVIDIA A100-PG509-200", "A100 SXM4 40GB", "sm_80", 108)
+    assert tr.events.filter(pl.col("kind") == "kernel").get_column("device").unique().to_list() == [3]
+    # ROCm 6.2 reports MI250 GCDs as "AMD Radeon Graphics", gfx 9/0 with 104 CUs
+    mi250 = _trace(_by_name("hta_mi250"))
+    assert mi250.meta.vendor == "amd"
+    assert {(d.model, d.arch, d.compute_units) for d in mi250.meta.devices} == {("MI250 GCD", "gfx90a", 104)}
+    assert _trace(_by_name("tracelens_mi210")).meta.devices[0].model == "MI210"
+    mi300 = _trace(_by_name("tracelens_mi300x_bert"))
+    assert (mi300.meta.devices[0].model, mi300.meta.devices[0].arch) == ("MI300X", "gfx942")
+    h200 = _trace(_by_name("h200_gemm_mix"))
+    assert h200.meta.devices[0].model.startswith("H200") and h200.meta.vendor == "nvidia"
+    cpu = _trace(_by_name("hta_cpu_only"))
+    assert (cpu.meta.vendor, cpu.meta.devices, cpu.meta.rank, cpu.meta.world_size) == ("unknown", [], 34, 300)
+    # no deviceProperties: devices come from the GPU events, vendor from the API names
+    sampled = _trace(_by_name("hta_sampled_job128_rank0"))
+    assert sampled.meta.vendor == "nvidia" and [d.index for d in sampled.meta.devices] == [0]
+
+
+def test_times_are_ns_relative_to_base():
+    path = _by_name("h200_h2d_pageable")
+    doc, events = _source(path)
+    tr = _trace(path)
+    assert (tr.meta.clock_base, tr.meta.base_time_ns) == ("unix_ns", doc["baseTimeNanoseconds"])
+    k = next(e for e in events if e.get("cat") == "kernel")
+    row = tr.events.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"]))
+    assert row.get_column("start_ns").item() == round(k["ts"] * 1000)
+    assert row.get_column("dur_ns").item() == round(k["dur"] * 1000)
+
+
+def test_ns_display_unit_still_means_us():
+    path = _by_name("hta_v100_rank0_ns_timeunit")
+    doc, events = _source(path)
+    assert doc["displayTimeUnit"] == "ns"
+    tr = _trace(path)
+    k = next(e for e in events if e.get("cat") == "kernel")
+    row = tr.events.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"]))
+    assert row.get_column("dur_ns").item() == round(k["dur"] * 1000)
+    assert abs(row.get_column("start_ns").item() - k["ts"] * 1000) < 1000  # absolute us as a double: sub-us noise
+    assert tr.meta.clock_base == "unix_ns" and tr.meta.extra["displayTimeUnit"] == "ns"
+
+
+def test_legacy_list_layout():
+    path = _by_name("kineto_tbplugin")
+    _, events = _source(path)
+    tr = _trace(path)
+    ev = tr.events
+    k = next(e for e in events if e.get("cat") == "Kernel" and e["args"]["external id"])
+    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    assert row["stream"] == k["args"]["stream"] and row["tid"] == 7 and row["device"] == 0
+    assert row["external_id"] == k["args"]["external id"]
+    assert (row["grid_x"], row["block_x"], row["registers"]) == (k["args"]["grid"][0], k["args"]["block"][0],
+                                                                 k["args"]["registers per thread"])
+    op = next(e for e in events if e.get("cat") == "Operator" and e["args"].get("Input dims"))
+    r = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(0, named=True)
+    assert json.loads(r["input_dims"]) == op["args"]["Input dims"]
+    assert json.loads(r["args"])["Input names"] == op["args"]["Input names"]
+    assert tr.meta.vendor == "nvidia"
+
+
+def test_copy_direction_and_memory_kinds():
+    pageable = _trace(_by_name("h200_h2d_pageable")).events.filter(pl.col("kind") == "memcpy")
+    h2d = pageable.filter(pl.col("copy_kind") == "h2d")
+    assert h2d.height > 0 and h2d.get_column("src_memory").unique().to_list() == ["pageable"]
+    assert h2d.get_column("dst_memory").unique().to_list() == ["device"]
+    assert h2d.get_column("memory_inferred").unique().to_list() == [False]
+    assert h2d.get_column("bytes").min() > 0
+    pinned = _trace(_by_name("h200_h2d_pinned")).events.filter((pl.col("kind") == "memcpy") & (pl.col("copy_kind") == "h2d"))
+    assert pinned.get_column("src_memory").unique().to_list() == ["pinned"]
+    # ROCm names say "Host": direction yes, memory kind unknown; ROCm 6.2 copies take the size from the host call
+    tr = _trace(_by_name("hta_mi250"))
+    rocm = tr.events.filter(pl.col("kind") == "memcpy")
+    assert rocm.get_column("copy_kind").unique().to_list() == ["h2d"]
+    assert rocm.get_column("src_memory").unique().to_list() == ["unknown"]
+    assert rocm.get_column("bytes").to_list() == [2560, 2560]
+    assert "copies" in tr.meta.capabilities and "copy_memory_kind" not in tr.meta.capabilities
+    memset = _trace(_by_name("h200_gemm_mix")).events.filter(pl.col("kind") == "memset")
+    assert memset.get_column("dst_memory").unique().to_list() == ["device"]
+    assert memset.get_column("category").unique().to_list() == ["memset"]
+
+
+def test_kernel_fields_links_and_args():
+    path = _by_name("h200_gemm_mix")
+    _, events = _source(path)
+    ev = _trace(path).events
+    k = next(e for e in events if e.get("cat") == "kernel")
+    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    a = k["args"]
+    assert [row["grid_x"], row["grid_y"], row["grid_z"]] == a["grid"]
+    assert [row["block_x"], row["block_y"], row["block_z"]] == a["block"]
+    assert (row["registers"], row["shared_mem_bytes"], row["stream"]) == (a["registers per thread"], a["shared memory"], a["stream"])
+    assert json.loads(row["args"]) == a  # nothing read is lost
+    # every kernel's correlation id has its launching runtime/driver call
+    kernels = ev.filter(pl.col("kind") == "kernel").select("correlation_id")
+    launches = ev.filter(pl.col("kind") == "runtime").select("correlation_id")
+    assert kernels.join(launches, on="correlation_id", how="anti").height == 0
+    drv = ev.filter((pl.col("kind") == "runtime") & pl.col("name").str.starts_with("cuLaunch"))
+    assert drv.height > 0 and all(json.loads(x)["cat"] == "cuda_driver" for x in drv.get_column("args"))
+
+
+def test_rocm_workitem_grids_become_blocks():
+    path = _by_name("tracelens_mi300x_bert")
+    _, events = _source(path)
+    launch = {e["args"]["correlation"]: e["name"] for e in events if e.get("cat") == "cuda_runtime"}
+    ev = _trace(path).events
+    k = next(e for e in events if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipExtModuleLaunchKernel")
+    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    assert row["grid_x"] * k["args"]["block"][0] == k["args"]["grid"][0]
+    k2 = next(e for e in events if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipLaunchKernel")
+    row2 = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k2["args"]["correlation"])).row(0, named=True)
+    assert row2["grid_x"] == k2["args"]["grid"][0]
+
+
+def test_fwdbwd_flows_kept_on_their_ops():
+    path = _by_name("hta_a100_ddp_2rank")
+    _, events = _source(path)
+    tr = _trace(path)
+    n_flows = sum(1 for e in events if e.get("cat") == "fwdbwd")
+    stored = tr.events.filter(pl.col("args").str.contains('"flows":', literal=True))
+    ids = [f["id"] for a in stored.get_column("args") for f in json.loads(a)["flows"]]
+    assert len(ids) == n_flows == tr.meta.skipped["flow event (stored in args.flows of its slice)"]
+    assert set(stored.get_column("kind").unique()) <= {"cpu_op", "annotation"}
+
+
+def test_memory_events_and_input_shapes():
+    path = _by_name("h200_memory_churn")
+    _, events = _source(path)
+    mem = _trace(path).events.filter(pl.col("kind") == "memory")
+    want = [e["args"]["Bytes"] for e in events if e.get("name") == "[memory]"]
+    assert sorted(mem.get_column("bytes").to_list()) == sorted(want)
+    assert mem.filter(pl.col("bytes") > 0).get_column("device").drop_nulls().len() > 0
+    path = _by_name("hta_a100_train_rank3_of_8")
+    _, events = _source(path)
+    op = next(e for e in events if e.get("cat") == "cpu_op" and any(e["args"].get("Input Dims") or []))
+    ev = _trace(path).events
+    row = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(0, named=True)
+    assert json.loads(row["input_dims"]) == op["args"]["Input Dims"]
+    assert json.loads(row["input_types"]) == op["args"]["Input type"]
+
+
+def test_plain_json_equals_gzip(tmp_path):
+    src = _by_name("hta_mi250")
+    plain = tmp_path / "t.json"
+    plain.write_bytes(gzip.decompress(src.read_bytes()))
+    a, b = _trace(src).events, load_trace(plain, cache=False).events
+    assert a.equals(b)
+
+
+def test_import_command_writes_parquet_and_uses_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEADVISOR_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "events.parquet"
+    path = _by_name("hta_mi250")
+    r = CliRunner().invoke(cli, ["import", str(path), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    table = pq.read_table(out)
+    md = table.schema.metadata
+    assert b"traceadvisor.meta" in md and json.loads(md[b"traceadvisor.meta"])["format"] == "kineto"
+    assert table.num_rows == _trace(path).events.height
+    assert table.schema.field("start_ns").metadata[b"unit"] == b"ns"
+    assert list((tmp_path / "cache").glob("*.parquet"))
+    again = load_trace(path)  # from the cache
+    assert again.events.equals(_trace(path).events) and again.meta.format == "kineto"
+    r = CliRunner().invoke(cli, ["info", str(path), "--no-cache"])
+    assert r.exit_code == 0 and "skipped" in r.output and "MI250 GCD" in r.output

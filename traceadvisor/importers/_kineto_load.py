@@ -1,0 +1,301 @@
+"""Kineto JSON: bytes in (plain or gzip, possibly cut off), typed msgspec records out.
+
+The whole document is decoded in one msgspec pass into typed Structs: no Python dict per event. Each
+event's ``args`` stays a ``msgspec.Raw`` slice of the input, so the importer can keep it verbatim (nothing
+read is lost) and decode only the few keys that have canonical columns.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import Raw, Struct
+
+from traceadvisor.errors import InputError
+from traceadvisor.importers.probe import GZIP_MAGIC
+from traceadvisor.progress import Progress
+
+CHUNK = 8 << 20
+EMPTY_ARGS = Raw(b"{}")
+NO_RAW = Raw(b"")
+
+
+class Event(Struct, gc=False):
+    """One Chrome-trace event; fields outside the Chrome trace format are in ``args``."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    bp: Any = None
+    s: Any = None
+    args: Raw = EMPTY_ARGS
+
+
+class Document(Struct, gc=False):
+    """Top-level object of a Kineto trace (keys as written by libkineto's output_json.cpp).
+
+    ``traceEvents`` stays raw text here: events are decoded in chunks (see ``event_chunks``).
+    """
+
+    traceEvents: Raw = NO_RAW
+    schemaVersion: Any = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: Any = None
+    displayTimeUnit: Any = None
+    traceName: Any = None
+    trace_id: Any = None
+    cupti_version: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    roctracer_version: Any = None
+    rocprofiler_sdk_version: Any = msgspec.field(default=None, name="rocprofiler-sdk_version")
+    hip_runtime_version: Any = None
+    hip_driver_version: Any = None
+    record_shapes: Any = None
+    with_stack: Any = None
+    with_flops: Any = None
+    with_modules: Any = None
+    profile_memory: Any = None
+
+
+_DOC = msgspec.json.Decoder(Document)
+_EVENTS = msgspec.json.Decoder(list[Event])
+_EVENT = msgspec.json.Decoder(Event)
+_RAWS = msgspec.json.Decoder(list[Raw])
+
+
+@dataclass
+class Loaded:
+    """What the loader recovered from the file: trace-level keys and the raw text of the events array."""
+
+    doc: Document
+    events: Any  # bytes-like: the JSON text of the events array, "[...]"
+    legacy_list: bool  # 2020-era bare list of events
+    size: int  # bytes of JSON text read
+    truncated: bool = False
+    recovered_bytes: int = 0  # bytes of JSON text up to the last complete event
+    gzip_truncated: bool = False
+    path: str = ""
+
+
+def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytes, bool]:
+    """The JSON text of ``path``, gunzipped when it is gzip. Returns (text, gzip stream ended early)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            total = path.stat().st_size
+            if progress is not None:
+                progress.start(total, f"reading {path.name}")
+            if head != GZIP_MAGIC:
+                data = f.read()
+                if progress is not None:
+                    progress.advance(total)
+                return data, False
+            return _gunzip(f, path, progress)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
+
+
+def _gunzip(f, path: Path, progress: Progress | None) -> tuple[bytes, bool]:
+    """Decompress every gzip member; the flag says the last member was cut off (no end-of-stream)."""
+    parts: list[bytes] = []
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    open_member = False  # bytes fed to ``d`` whose member has not ended
+    while chunk := f.read(CHUNK):
+        if progress is not None:
+            progress.advance(len(chunk))
+        try:
+            while chunk:
+                parts.append(d.decompress(chunk))
+                open_member = True
+                chunk = b""
+                if d.eof:  # member finished: a concatenated member may follow
+                    open_member = False
+                    rest = d.unused_data
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    if rest[:2] == GZIP_MAGIC:
+                        chunk = rest
+        except zlib.error as e:
+            raise InputError(f"{path} is a corrupt gzip file ({e})", "Copy or export the trace again") from e
+    data = b"".join(parts)
+    if open_member and not data:
+        raise InputError(f"{path} is a gzip file that ends before any data", "Copy or export the trace again")
+    return data, open_member
+
+
+def load(path: Path, progress: Progress | None = None) -> Loaded:
+    """Read ``path`` and split it into trace-level keys and the events array text.
+
+    A file cut off mid-write is closed after its last complete event (``truncated``).
+    """
+    data, gz_short = read_bytes(path, progress)
+    size = len(data)
+    text = data.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        raise InputError(f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing")
+    legacy = text[:1] == b"["
+    try:
+        doc, events = _split(text, legacy, path)
+        return Loaded(doc, events, legacy, size, truncated=gz_short, recovered_bytes=size,
+                      gzip_truncated=gz_short, path=str(path))
+    except msgspec.ValidationError as e:
+        raise _not_a_trace(path, e) from e
+    except msgspec.DecodeError as e:
+        err = e
+    rec = _recover(text, legacy, path)
+    if rec is None and not legacy and b'"traceEvents"' not in text:
+        raise InputError(f"{path} is a torch.profiler trace cut off before its events ({err})",
+                         "The profiler or the copy stopped early; export the trace again") from err
+    if rec is None:
+        raise InputError(f"{path} is not valid JSON ({err})",
+                         "Is this a torch.profiler trace? Re-export it with export_chrome_trace()") from err
+    doc, events, cut = rec
+    return Loaded(doc, events, legacy, size, truncated=True, recovered_bytes=cut, gzip_truncated=gz_short,
+                  path=str(path))
+
+
+def _not_a_trace(path: Path, e: Exception) -> InputError:
+    return InputError(f"{path} is JSON but not a torch.profiler trace ({e})",
+                      "Expected an object with traceEvents (or a list of events)")
+
+
+def _split(text: bytes, legacy: bool, path: Path) -> tuple[Document, Any]:
+    if legacy:
+        _RAWS_SKIP.decode(text)  # validates the whole text as a JSON array (no objects are built)
+        return Document(), text
+    doc = _DOC.decode(text)
+    events = doc.traceEvents
+    if not events:
+        raise InputError(f"{path} has no traceEvents", "Is this a torch.profiler trace?")
+    mv = memoryview(events)
+    if mv[:1] != b"[":
+        raise _not_a_trace(path, ValueError("traceEvents is not a list"))
+    doc.traceEvents = NO_RAW
+    return doc, mv
+
+
+class _Skip(Struct):
+    pass
+
+
+# decoding into a list of empty Structs checks syntax and structure without keeping anything
+_RAWS_SKIP = msgspec.json.Decoder(list[_Skip])
+
+
+# the end of one event followed by the start of the next: "}" "," "{" with optional whitespace
+_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
+_MAX_TRIES = 64
+
+
+def _recover(text: bytes, legacy: bool, path: Path) -> tuple[Document, Any, int] | None:
+    """Close the text after its last complete event and decode that; None when that does not work."""
+    start = 0 if legacy else text.find(b'"traceEvents"')
+    if start < 0:
+        return None
+    closing = b"]" if legacy else b"]}"
+    end = len(text)
+    for _ in range(_MAX_TRIES):
+        pos = _last_gap(text, start, end)
+        if pos < 0:
+            break
+        try:
+            doc, events = _split(text[: pos + 1] + closing, legacy, path)
+            return doc, events, pos + 1
+        except msgspec.DecodeError:
+            end = pos
+    # only one complete event: close right after the last "}"
+    last = text.rfind(b"}", start)
+    if last > start:
+        try:
+            doc, events = _split(text[: last + 1] + closing, legacy, path)
+            return doc, events, last + 1
+        except msgspec.DecodeError:
+            return None
+    return None
+
+
+def _last_gap(text: bytes, start: int, end: int) -> int:
+    """Position of the "}" of the last event gap in text[start:end], or -1."""
+    window = 1 << 16
+    hi = end
+    while hi > start:
+        lo = max(start, hi - window)
+        found = -1
+        for m in _EVENT_GAP.finditer(text, lo, hi):
+            found = m.start()
+        if found >= 0:
+            return found
+        if lo == start:
+            return -1
+        hi = lo + 16  # overlap so a gap spanning the window edge is found
+        window *= 2
+    return -1
+
+
+CHUNK_TEXT = 24 << 20  # bytes of event text decoded at once (bounds the Python objects alive)
+
+
+def event_chunks(events: Any) -> Iterator[list[Event]]:
+    """Decode the events array in chunks of about ``CHUNK_TEXT`` bytes, cut between two events.
+
+    Cuts are found by searching for ``},{`` after the chunk size; a cut that falls inside an event (an
+    array of objects in args) makes that chunk fail to decode, and the rest of the array is then split
+    exactly with a raw pass.
+    """
+    mv = memoryview(events)
+    tail = max(0, len(mv) - 256)
+    hi = tail + bytes(mv[tail:]).rfind(b"]")  # the closing "]"
+    a = 1  # after "["
+    while a < hi:
+        b, nxt = _next_cut(mv, a, hi)
+        try:
+            evs = _EVENTS.decode(b"".join((b"[", mv[a:b], b"]")))
+        except msgspec.DecodeError:
+            yield from _exact_chunks(mv[a:hi])
+            return
+        yield evs
+        a = nxt
+
+
+def _next_cut(mv: memoryview, a: int, hi: int) -> tuple[int, int]:
+    """(end of this chunk, start of the next) for a chunk starting at ``a``."""
+    target = a + CHUNK_TEXT
+    if target >= hi:
+        return hi, hi
+    m = _EVENT_GAP.search(mv, target, hi)
+    if m is None:
+        return hi, hi
+    return m.start() + 1, m.end() - 1
+
+
+def _exact_chunks(body: memoryview) -> Iterator[list[Event]]:
+    """Exact split of whole events (``body`` is the array text without its brackets)."""
+    raws = _RAWS.decode(b"".join((b"[", body, b"]")))
+    step = 1 << 17
+    for i in range(0, len(raws), step):
+        part = raws[i:i + step]
+        try:
+            yield _EVENTS.decode(b"".join((b"[", b",".join(part), b"]")))
+        except msgspec.ValidationError:
+            yield [_one(r) for r in part]
+
+
+def _one(raw: Raw) -> Event:
+    """One event, or an empty Event (no ph) when the array element is not an object."""
+    try:
+        return _EVENT.decode(raw)
+    except msgspec.ValidationError:
+        return Event()

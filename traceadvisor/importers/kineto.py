@@ -1,0 +1,150 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: ``.json`` / ``.json.gz`` from CUDA, ROCm and CPU-only builds.
+
+Reads the object layout (``{"traceEvents": [...], "deviceProperties": ...}``) of every Kineto era and the 2020
+bare-list layout; ``ts``/``dur`` are microseconds whatever ``displayTimeUnit`` says, relative to
+``baseTimeNanoseconds`` when that key exists. A file cut off mid-write keeps every complete event before
+the cut. See ``_kineto_build`` for the field map and ``../shared/docs/formats.md`` section 1 for the format.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from traceadvisor.errors import InputError
+from traceadvisor.importers._kineto_build import build, link_flows, raw_frame
+from traceadvisor.importers._kineto_load import Loaded, event_chunks, load
+from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
+from traceadvisor.importers.probe import Probe
+from traceadvisor.progress import Progress
+from traceadvisor.schema.classify import classify_frame
+from traceadvisor.schema.columns import conform
+from traceadvisor.trace import Trace, TraceMeta
+
+NAME = "kineto"
+DESCRIPTION = "PyTorch profiler (Kineto) trace JSON, .json or .json.gz, CUDA and ROCm builds, legacy list layout"
+PRODUCER = "PyTorch profiler (Kineto)"
+
+_OBJECT_SIGNS = re.compile(
+    rb'"(?:schemaVersion|deviceProperties|distributedInfo|baseTimeNanoseconds)"\s*:'
+    rb'|"cat"\s*:\s*"(?:cpu_op|kernel|cuda_runtime|cuda_driver|user_annotation|python_function|gpu_memcpy|ac2g)"'
+)
+_KINETO_KEYS = re.compile(rb'"(?:deviceProperties|distributedInfo|baseTimeNanoseconds)"\s*:')
+_LIST_SIGNS = re.compile(rb'"cat"\s*:\s*"(?:Operator|Runtime|Kernel|Memcpy|Memset|cpu_op|kernel|cuda_runtime)"')
+_OTHER_TOOLS = re.compile(rb'"(?:rocprofiler-sdk-tool|otherData)"\s*:')
+# ROCm launch calls whose recorded grid counts work-items, not blocks (formats.md 1.9)
+_WORKITEM_GRID_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
+# absolute Unix-epoch timestamps in ns are above this (year 1973); relative ones are far below
+_EPOCH_NS = 10**17
+
+
+def sniff(probe: Probe) -> bool:
+    if probe.is_dir or probe.is_sqlite:
+        return False
+    head = probe.head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head[:1] == b"{":
+        if _OTHER_TOOLS.search(head):
+            return False
+        if b'"traceEvents"' in head:
+            return bool(_OBJECT_SIGNS.search(head))
+        return bool(_KINETO_KEYS.search(head))  # a Kineto header cut off before its events
+    if head[:1] == b"[":
+        return bool(_LIST_SIGNS.search(head))
+    return False
+
+
+def read(path: Path, progress: Progress | None = None) -> Trace:
+    path = Path(path)
+    loaded = load(path, progress)
+    meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
+    doc = loaded.doc
+    dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
+    raw = raw_frame(event_chunks(loaded.events))
+    loaded.events = None  # free the JSON text; the frame holds everything now
+    ev = build(raw, meta, _int(dist.get("rank")))
+    if ev.height == 0 and raw.height > 0 and raw.get_column("ph").is_null().all():
+        raise InputError(f"{path} has traceEvents but none of them is an event object",
+                         "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
+    ev = link_flows(raw, ev, meta)
+    del raw
+    ev = _fix_rocm_grids(ev)
+    ev = _copy_bytes_from_host(ev)
+    ev = conform(classify_frame(ev.drop("category", strict=False).select(
+        [c for c in ev.columns if c in _CANONICAL]))).sort("start_ns", maintain_order=True)
+    fill_meta(meta, doc, ev)
+    _clock(meta, doc, ev)
+    meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
+    _truncation(meta, loaded, ev.height)
+    return Trace(ev, meta)
+
+
+def _names() -> tuple[str, ...]:
+    from traceadvisor.schema.columns import COLUMN_NAMES
+
+    return COLUMN_NAMES
+
+
+_CANONICAL = set(_names())
+
+
+def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
+    """ROCm launch geometry: kernels without a grid (ROCm 6.2) take their launch call's; launches through
+    hipExtModuleLaunchKernel record the grid in work-items, which is divided by the block size into blocks."""
+    geo = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes")
+    launches = ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
+                         & (pl.col("grid_x").is_not_null() | pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES)))
+    if launches.height == 0:
+        return ev
+    launches = launches.select("correlation_id", wi=pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES),
+                               **{f"l_{c}": pl.col(c) for c in geo}).unique("correlation_id", keep="first")
+    ev = ev.join(launches, on="correlation_id", how="left", maintain_order="left")
+    is_kernel = pl.col("kind") == "kernel"
+    missing = is_kernel & pl.col("grid_x").is_null() & pl.col("block_x").is_null()
+    ev = ev.with_columns(**{c: pl.when(missing).then(pl.col(f"l_{c}")).otherwise(pl.col(c)) for c in geo})
+    wi = (is_kernel | (pl.col("kind") == "runtime")) & pl.col("wi").fill_null(False)
+    fixed = {}
+    for a in "xyz":
+        g, b = pl.col(f"grid_{a}"), pl.col(f"block_{a}")
+        fixed[f"grid_{a}"] = pl.when(wi & (b > 0) & (g % b == 0)).then(g // b).otherwise(g)
+    return ev.with_columns(**fixed).drop("wi", *(f"l_{c}" for c in geo))
+
+
+def _copy_bytes_from_host(ev: pl.DataFrame) -> pl.DataFrame:
+    """Copies without a size (ROCm 6.2) take it from the host copy call with the same correlation id."""
+    need = (pl.col("kind") == "memcpy") & pl.col("bytes").is_null()
+    if ev.filter(need).height == 0:
+        return ev
+    host = ev.filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null()).select(
+        "correlation_id", host_bytes=pl.col("bytes")).unique("correlation_id")
+    ev = ev.join(host, on="correlation_id", how="left")
+    return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop("host_bytes")
+
+
+def _clock(meta: TraceMeta, doc, ev: pl.DataFrame) -> None:
+    base = _int(doc.baseTimeNanoseconds)
+    if base is not None:
+        meta.clock_base, meta.base_time_ns = "unix_ns", base
+        return
+    first = ev.get_column("start_ns").min() if ev.height else None
+    if first is not None and first > _EPOCH_NS:
+        meta.clock_base, meta.base_time_ns = "unix_ns", 0
+    else:
+        meta.clock_base = "relative"
+
+
+def _truncation(meta: TraceMeta, loaded: Loaded, kept: int) -> None:
+    if not loaded.truncated:
+        return
+    meta.truncated = True
+    if loaded.gzip_truncated and loaded.recovered_bytes >= loaded.size:
+        meta.warn(f"the gzip stream ends early (file cut off); all {loaded.size:,} bytes that decompressed "
+                  f"form complete JSON, {kept:,} events imported")
+        return
+    lost = loaded.size - loaded.recovered_bytes
+    where = "the gzip stream ends early and the JSON" if loaded.gzip_truncated else "the JSON"
+    of = f"the {loaded.size:,} bytes that decompressed" if loaded.gzip_truncated else f"{loaded.size:,} bytes"
+    meta.warn(f"trace is cut off ({where} stops mid-file): recovered {meta.input_events or 0:,} complete events "
+              f"from the first {loaded.recovered_bytes:,} of {of}; the {lost:,} bytes after the last complete event "
+              "were dropped")

@@ -1,0 +1,393 @@
+"""The HTML report: one self-contained, offline file (plotly.js embedded, strict Content-Security-Policy).
+
+It renders the :class:`~traceadvisor.engine.runner.AnalysisResult` it is given and computes nothing new: figures
+come from :mod:`traceadvisor.report.figures` (pure functions of the trace's frames), the text from the findings and
+the rules' own docstrings. Every string from a trace is escaped: Jinja2 autoescaping for the page, entity escaping
+for plotly labels, and ``\\u003c``-style escaping for JSON embedded in ``<script>`` blocks.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from markupsafe import Markup, escape
+
+from traceadvisor.report import figures as F
+
+TEMPLATES = Path(__file__).parent / "templates"
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+STACK_LABELS = {"nvidia": "CUDA (NVIDIA)", "amd": "ROCm (AMD)"}
+MAX_CELL = 140  # characters of a trace string shown in an evidence cell (the full text is in its title)
+
+
+# ----------------------------------------------------------------------------------------------- escaping helpers
+
+
+def script_json(obj: Any) -> Markup:
+    """JSON safe inside ``<script type="application/json">``: no ``</``, ``<!--`` or line separators survive."""
+    return json_text_for_script(json.dumps(obj, separators=(",", ":"), default=str, allow_nan=False))
+
+
+def json_text_for_script(text: str) -> Markup:
+    """Escape already-serialized JSON for a script block (``<``, ``>``, ``&``, ``'`` only occur inside strings)."""
+    text = (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return Markup(text)  # noqa: S704 - escaped above: no markup can open or close inside it
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> Markup:
+    """plotly.js from the installed plotly package (its offline bundle), made safe to inline."""
+    from plotly.offline import get_plotlyjs
+
+    js = get_plotlyjs()
+    js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE).replace("<!--", "<\\!--")
+    return Markup(js)  # noqa: S704 - the bundle shipped with plotly; closing tags neutralised above
+
+
+_INLINE = [
+    (re.compile(r"``(.+?)``"), r"<code>\1</code>"),
+    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
+    (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"(https?://[^\s&<>()\"']+[^\s&<>()\"'.,;:])"),
+     r'<a href="\1" rel="noopener noreferrer" target="_blank">\1</a>'),
+]
+
+
+def doc_html(text: str | None) -> Markup:
+    """A small Markdown subset (paragraphs, ``-`` lists, `code`, **bold**, URLs) rendered after escaping.
+
+    Used for the rules' own docs and advice, which are written by rule authors; the input is escaped first, so a
+    trace string that ends up here can never become markup.
+    """
+    if not text:
+        return Markup("")
+    blocks = re.split(r"\n\s*\n", str(text).strip())
+    out: list[str] = []
+    for blk in blocks:
+        lines = [ln.rstrip() for ln in blk.splitlines()]
+        if all(re.match(r"\s*[-*] ", ln) or (i and ln.startswith("  ")) for i, ln in enumerate(lines)):
+            items: list[str] = []
+            for ln in lines:
+                if re.match(r"\s*[-*] ", ln):
+                    items.append(re.sub(r"^\s*[-*] ", "", ln))
+                else:
+                    items[-1] += " " + ln.strip()
+            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
+        else:
+            out.append(f"<p>{_inline(' '.join(ln.strip() for ln in lines))}</p>")
+    return Markup("".join(out))  # noqa: S704 - built from escaped text
+
+
+def _inline(s: str) -> str:
+    s = str(escape(s))
+    for pat, rep in _INLINE:
+        s = pat.sub(rep, s)
+    return s
+
+
+# ----------------------------------------------------------------------------------------------- value formatting
+
+
+def fmt_bytes(v: float | int | None) -> str:
+    if v is None:
+        return "—"
+    v = float(v)
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(v) >= f:
+            return f"{v / f:.3g} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_value(key: str, v: Any, t0_ns: int | None = None) -> str:
+    """One evidence value as text, by the unit its column name carries."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    k = key.lower()
+    if isinstance(v, (int, float)):
+        if k in ("start_ns", "end_ns", "t_ns") and t0_ns is not None:
+            return f"{(v - t0_ns) / 1e6:,.3f} ms"
+        if k.endswith("_ns"):
+            return F.fmt_dur(v)
+        if k.endswith("_us"):
+            return F.fmt_dur(v * 1e3)
+        if k.endswith("_ms"):
+            return F.fmt_dur(v * 1e6)
+        if k == "bytes" or k.endswith("_bytes"):
+            return fmt_bytes(v)
+        if k in ("share", "utilization") or k.endswith("_share") or k.endswith("_frac"):
+            return f"{100 * v:.1f}%"
+        if k.endswith("gbps"):
+            return f"{v:.3g} GB/s"
+        if k.endswith("tflops"):
+            return f"{v:.3g} TFLOP/s"
+        if isinstance(v, float):
+            return f"{v:,.4g}"
+        return f"{v:,}"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)[:MAX_CELL]
+    return str(v)
+
+
+def column_title(key: str) -> str:
+    k = key
+    if k in ("start_ns", "end_ns"):
+        return k[:-3] + " (ms)"
+    for suf in ("_ns", "_us", "_ms"):
+        if k.endswith(suf):
+            k = k[: -len(suf)]
+    return k.replace("_", " ")
+
+
+def order_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Columns of evidence rows: non-empty ones, identifying columns first, constant rank/device left out."""
+    cols: list[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    cols = [c for c in cols if any(r.get(c) not in (None, "", []) for r in rows)]
+    cols = [c for c in cols if not (c in ("rank", "device") and len({str(r.get(c)) for r in rows}) == 1)]
+    front = [c for c in ("name", "label", "m", "n", "k", "batch", "dtype") if c in cols]
+    return front + [c for c in cols if c not in front]
+
+
+def evidence_table(rows: list[dict[str, Any]], t0_ns: int | None, *, max_rows: int = 20) -> dict[str, Any] | None:
+    """Rows of dicts -> {columns, rows: [{cells: [{text, full}], zoom: (x0_ms, x1_ms) | None}]}."""
+    rows = [r for r in rows if isinstance(r, dict)][:max_rows]
+    if not rows:
+        return None
+    cols = order_columns(rows)
+    out = []
+    for r in rows:
+        cells = []
+        for c in cols:
+            full = fmt_value(c, r.get(c), t0_ns)
+            cells.append({"text": full if len(full) <= MAX_CELL else full[: MAX_CELL - 1] + "…", "full": full})
+        a, b = r.get("start_ns"), r.get("end_ns")
+        zoom = None
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and t0_ns is not None:
+            zoom = ((a - t0_ns) / 1e6, (b - t0_ns) / 1e6)
+        out.append({"cells": cells, "zoom": zoom})
+    return {"columns": [column_title(c) for c in cols], "rows": out}
+
+
+# ----------------------------------------------------------------------------------------------- context
+
+
+def _device_text(trace) -> list[str]:
+    """One line per distinct device description, identical devices grouped: "2 × H200 SXM 141GB ... (GPU 0, 1)"."""
+    groups: dict[str, list[int]] = {}
+    for d in trace.meta.devices:
+        units = "CUs" if (d.vendor or trace.meta.vendor) == "amd" else "SMs"
+        bits = [d.model or d.name or "unknown model"]
+        if d.name and d.model and d.name != d.model:
+            bits.append(f"({d.name})")
+        extra = [x for x in (d.arch, f"{d.compute_units} {units}" if d.compute_units else None,
+                             fmt_bytes(d.memory_bytes) if d.memory_bytes else None) if x]
+        if extra:
+            bits.append("· " + ", ".join(extra))
+        groups.setdefault(" ".join(bits), []).append(d.index)
+    out = []
+    for text, idx in groups.items():
+        ids = ", ".join(str(i) for i in idx)
+        out.append(f"{len(idx)} × {text} (GPU {ids})" if len(idx) > 1 else f"GPU {ids}: {text}")
+    return out
+
+
+def _trace_health(trace) -> list[str]:
+    m = trace.meta
+    out = list(m.warnings)
+    if m.truncated:
+        out.insert(0, "The input is truncated: only the part that could be read was imported.")
+    total_skipped = sum(m.skipped.values())
+    if total_skipped:
+        of = f" of {m.input_events:,} read" if m.input_events else ""
+        reasons = "; ".join(f"{reason}: {n:,}" for reason, n in sorted(m.skipped.items(), key=lambda kv: -kv[1]))
+        out.append(f"{total_skipped:,} input events{of} were skipped ({reasons}).")
+    if "timeline" not in m.capabilities and m.capabilities:
+        out.append("This input has no timeline (aggregate statistics only): the timeline and breakdowns are empty.")
+    return out
+
+
+def _model(trace):
+    from traceadvisor.devices import BY_KEY, match_model
+
+    for d in trace.meta.devices:
+        m = BY_KEY.get(d.model or "") or match_model(d.name, arch=d.arch, compute_units=d.compute_units)
+        if m:
+            return m, d
+    return None, None
+
+
+def _finding_label(i: int, f) -> str:
+    return f"#{i} {f.rule} {f.name}"
+
+
+def _finding_ctx(i: int, f, trace_idx: dict[str, int], t0s: dict[str, int], docs: dict[str, Any]) -> dict[str, Any]:
+    ev = dict(f.evidence or {})
+    t0 = t0s.get(f.trace)
+    items = ev.pop("items", None) or []
+    total = ev.pop("items_total", len(items))
+    shapes = ev.pop("shapes", None)
+    scalars, tables = [], []
+    for k, v in ev.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            tables.append({"title": k.replace("_", " "), "table": evidence_table(v, t0)})
+        elif isinstance(v, dict):
+            scalars.append({"key": k.replace("_", " "), "value": json.dumps(v, default=str)[:400]})
+        else:
+            scalars.append({"key": k.replace("_", " "), "value": fmt_value(k, v, t0)})
+    adv = f.advice or {}
+    stack = adv.get("stack", "nvidia")
+    other = adv.get("other_stack", "amd" if stack == "nvidia" else "nvidia")
+    rm = docs.get(f.rule)
+    section = (lambda s: rm.section(s)) if rm is not None else (lambda s: "")
+    return {
+        "id": f"f{i}", "index": i, "rule": f.rule, "name": f.name, "title": f.title, "summary": f.summary,
+        "trace": f.trace, "trace_idx": trace_idx.get(f.trace), "rank": f.rank, "device": f.device,
+        "count": f.count, "impact": F.fmt_dur(f.impact_ns), "impact_ns": f.impact_ns, "share_pct": 100 * f.share,
+        "confidence": f.confidence, "n_ranges": len(f.ranges), "label": _finding_label(i, f),
+        "color": F.FINDING_COLORS[(i - 1) % len(F.FINDING_COLORS)],
+        "top": evidence_table(items, t0), "top_total": total, "scalars": scalars, "tables": tables,
+        "shapes": evidence_table(shapes, t0, max_rows=50) if isinstance(shapes, list) else None,
+        "why": doc_html(section("Why it matters")), "detects": doc_html(section("What it detects")),
+        "how": doc_html(section("How it is measured")), "false_positives": doc_html(section("Known false positives")),
+        "references": doc_html(section("References")), "gemm_fig": None, "zoomable": False,
+        "advice": {"stack": STACK_LABELS.get(stack, stack), "primary": doc_html(adv.get("primary")),
+                   "other_stack": STACK_LABELS.get(other, other), "other": doc_html(adv.get("other")),
+                   "common": doc_html(adv.get("common")), "torch": doc_html(adv.get("torch"))},
+    }
+
+
+def _gemm_ctx(f, trace, fig_id: str) -> tuple[dict[str, Any], Any] | None:
+    shapes = (f.evidence or {}).get("shapes")
+    if not isinstance(shapes, list) or not shapes:
+        return None
+    model, dev = _model(trace)
+    g = F.gemm_frame([s for s in shapes if isinstance(s, dict)], model, dev.compute_units if dev else None)
+    label = f"{model.key}: dense peaks per dtype, HBM {model.hbm_tbs} TB/s" if model else "device peaks unknown"
+    fig = F.gemm_figure(g, model.hbm_tbs if model else None, label)
+    return {"fig": fig_id, "trace": trace.name, "finding": f.rule, "shapes": g.height,
+            "model": model.key if model else None}, fig
+
+
+def _trace_ctx(i: int, trace, findings_for_trace: list[tuple[str, str, list]], figs: dict[str, Any],
+               timeline_opts: dict[str, Any]) -> dict[str, Any]:
+    m = trace.meta
+    ctx: dict[str, Any] = {
+        "idx": i, "name": trace.name, "path": m.path, "format": m.format,
+        "producer": " ".join(x for x in (m.producer, m.producer_version) if x), "vendor": m.vendor,
+        "devices": _device_text(trace), "span": F.fmt_dur(trace.span_ns()), "rank": m.rank, "world_size": m.world_size,
+        "events": trace.counts_by_kind(), "n_events": trace.events.height, "health": _trace_health(trace),
+        "capabilities": sorted(m.capabilities), "clock": m.clock_base,
+    }
+    has_timeline = trace.events.height > 0 and trace.events["start_ns"].drop_nulls().len() > 0
+    steps = F.step_frame(trace) if has_timeline else None
+    ctx["steps"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
+    ctx.update(timeline=None, cat_fig=None, busy_fig=None, step_fig=None, busy=[])
+    if has_timeline:
+        td = F.timeline_data(trace, findings_for_trace, **timeline_opts)
+        fid = f"timeline-{i}"
+        figs[fid] = F.timeline_figure(td)
+        stats = td.lanes.filter(pl.col("group") != "finding")
+        ctx["timeline"] = {
+            "fig": fid, "notes": td.notes, "lanes": stats.height, "t0_ns": td.t0_ns,
+            "drawn": int(stats["drawn"].sum()), "merged": int(stats["merged"].sum()),
+            "events": int(stats["events"].sum()), "blocks": int(stats["blocks"].sum()),
+            "bucket": F.fmt_dur(td.bucket_ns),
+        }
+        cat = F.gpu_category_frame(trace)
+        if cat.height:
+            figs[f"cat-{i}"] = F.category_figure(cat)
+            ctx["cat_fig"] = f"cat-{i}"
+        bi = F.busy_idle_frame(trace)
+        if bi.height:
+            figs[f"busy-{i}"] = F.busy_idle_figure(bi)
+            ctx["busy_fig"] = f"busy-{i}"
+            ctx["busy"] = [{"device": d, "share": 100 * s} for d, s in bi.select("device", "busy_share").iter_rows()]
+        if steps is not None and steps.height:
+            figs[f"steps-{i}"] = F.step_figure(steps)
+            ctx["step_fig"] = f"steps-{i}"
+    return ctx
+
+
+def build_context(result, *, timeline_opts: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Template context and the plotly figures (id -> Figure) of a result."""
+    import traceadvisor
+
+    timeline_opts = timeline_opts or {}
+    trace_idx = {t.name: i for i, t in enumerate(result.traces)}
+    t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces}
+    docs = {rm.code: rm for rm in result.rules}
+    findings = [_finding_ctx(i, f, trace_idx, t0s, docs) for i, f in enumerate(result.findings, 1)]
+    figs: dict[str, Any] = {}
+    traces = []
+    for i, t in enumerate(result.traces):
+        mine = [(fc["id"], F.esc(fc["label"]), f.ranges) for fc, f in zip(findings, result.findings, strict=True)
+                if f.trace == t.name]
+        traces.append(_trace_ctx(i, t, mine, figs, timeline_opts))
+    gemm = []
+    for fc, f in zip(findings, result.findings, strict=True):
+        t = result.traces[trace_idx[f.trace]] if f.trace in trace_idx else None
+        if t is None:
+            continue
+        got = _gemm_ctx(f, t, f"gemm-{fc['id']}")
+        if got:
+            gemm.append(got[0])
+            figs[got[0]["fig"]] = got[1]
+            fc["gemm_fig"] = got[0]["fig"]
+    zoom = {}
+    for fc, f in zip(findings, result.findings, strict=True):
+        ti = trace_idx.get(f.trace)
+        tl = traces[ti]["timeline"] if ti is not None else None
+        if tl:
+            zoom[fc["id"]] = {"fig": tl["fig"], "label": fc["label"], "color": fc["color"],
+                              "ranges": [[(a - tl["t0_ns"]) / 1e6, (b - tl["t0_ns"]) / 1e6] for a, b in f.ranges]}
+        fc["zoomable"] = bool(tl and f.ranges)
+    title = ", ".join(t.name for t in result.traces[:3]) + (f" +{len(result.traces) - 3}" if len(result.traces) > 3 else "")
+    ctx = {
+        "title": title or "no trace", "csp": Markup(CSP), "version": traceadvisor.__version__,
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "traces": traces, "findings": findings, "gemm": gemm,
+        "skipped": list(result.skipped), "errors": list(result.errors), "n_rules": len(result.rules),
+        "zoom_json": script_json(zoom),
+    }
+    return ctx, figs
+
+
+def figures_json(figs: dict[str, Any]) -> Markup:
+    """All figures as one JSON object (id -> {data, layout}), escaped for a script block."""
+    import plotly.io as pio
+
+    parts = [json.dumps(k) + ":" + pio.to_json(fig, validate=False, remove_uids=True) for k, fig in figs.items()]
+    return json_text_for_script("{" + ",".join(parts) + "}")
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["thousands"] = lambda v: f"{v:,}"
+    return env
+
+
+def render_html(result, *, timeline_opts: dict[str, Any] | None = None) -> str:
+    ctx, figs = build_context(result, timeline_opts=timeline_opts)
+    ctx["figures_json"] = figures_json(figs)
+    ctx["plotly_js"] = plotly_js()
+    return _env().get_template("report.html.j2").render(**ctx)
+
+
+def write_html(result, path: str | Path, **kw: Any) -> Path:
+    """Write the report of ``result`` to ``path`` (one self-contained file) and return the path."""
+    p = Path(path)
+    p.write_text(render_html(result, **kw), encoding="utf-8")
+    return p

@@ -1,0 +1,185 @@
+"""The Markdown summary for a pull-request comment (GitHub-flavoured, at most ``LIMIT`` characters).
+
+Sections, in order of importance, so that truncation drops the least useful part first: the traces, the findings
+table, the top findings with their evidence and advice (the trace's stack, with the other stack's equivalent),
+skipped and failed rules. When the text would pass the limit, whole blocks are left out and a note says how many.
+Every string that comes from a trace is escaped (HTML and Markdown specials, pipes, newlines).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+LIMIT = 60_000  # GitHub rejects comments over 65,536 characters; keep a margin
+TABLE_ROWS = 60
+DETAILS = 10
+EVIDENCE_ROWS = 5
+STACK_LABELS = {"nvidia": "CUDA (NVIDIA)", "amd": "ROCm (AMD)"}
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+
+
+def md_text(s: Any, max_len: int | None = None) -> str:
+    """Escape a string from a trace for Markdown (and the HTML GitHub allows in it): one line, no markup."""
+    t = re.sub(r"\s+", " ", str(s))
+    if max_len and len(t) > max_len:
+        t = t[: max_len - 1] + "…"
+    t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    t = _MD_SPECIAL.sub(r"\\\1", t)
+    return t.replace("@", "@\u200b")  # no accidental @mentions in a PR comment
+
+
+def md_advice(s: Any) -> str:
+    """Advice written by rule authors keeps its `code` spans (unless they hold <, > or &); the rest is escaped."""
+    parts = re.split(r"(``.+?``|`[^`]+`)", re.sub(r"\s+", " ", str(s)).strip())
+    out = []
+    for p in parts:
+        if p.startswith("`") and p.endswith("`") and len(p) > 1 and not re.search(r"[<>&]", p):
+            out.append("`" + p.strip("`").replace("`", "'") + "`")
+        else:
+            out.append(md_text(p))
+    return "".join(out)
+
+
+def _dur(ns: float | int | None) -> str:
+    from traceadvisor.report.figures import fmt_dur
+
+    return fmt_dur(ns)
+
+
+def _value(key: str, v: Any, t0: int | None) -> str:
+    from traceadvisor.report.html import fmt_value
+
+    return md_text(fmt_value(key, v, t0), 80)
+
+
+def _trace_lines(res) -> list[str]:
+    lines = []
+    for t in res.traces:
+        m = t.meta
+        devs = ", ".join(sorted({d.model or d.name or "?" for d in m.devices})) or "no GPU recorded"
+        from traceadvisor.schema import views
+
+        steps = views.steps(t.lazy()).select("step").collect().height if t.events.height else 0
+        lines.append(f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
+                     f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events")
+        health = list(m.warnings)
+        if m.truncated:
+            health.insert(0, "input truncated: only the readable part was imported")
+        skipped = sum(m.skipped.values())
+        if skipped:
+            health.append(f"{skipped:,} input events skipped ("
+                          + "; ".join(f"{r}: {n:,}" for r, n in sorted(m.skipped.items(), key=lambda kv: -kv[1]))
+                          + ")")
+        for w in health[:8]:
+            lines.append(f"> ⚠️ {md_text(w, 300)}")
+        if len(health) > 8:
+            lines.append(f"> … and {len(health) - 8} more trace warnings")
+    return lines
+
+
+def _table(res) -> list[str]:
+    rows = ["| # | Rule | Impact | Share | Confidence | Count | Summary |", "|--:|---|--:|--:|---|--:|---|"]
+    multi = len(res.traces) > 1
+    for i, f in enumerate(res.findings[:TABLE_ROWS], 1):
+        where = f" ({md_text(f.trace, 40)})" if multi else ""
+        rows.append(f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
+                    f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |")
+    if len(res.findings) > TABLE_ROWS:
+        rows.append(f"\n_{len(res.findings) - TABLE_ROWS} more findings with smaller impact are in the HTML and JSON "
+                    "reports._")
+    return rows
+
+
+def _evidence(f, t0: int | None) -> list[str]:
+    from traceadvisor.report.html import column_title, order_columns
+
+    items = [r for r in (f.evidence or {}).get("items") or [] if isinstance(r, dict)][:EVIDENCE_ROWS]
+    shapes = (f.evidence or {}).get("shapes")
+    out: list[str] = []
+    for title, rows in (("GEMM shapes", shapes if isinstance(shapes, list) else []), ("Top items", items)):
+        rows = [r for r in rows if isinstance(r, dict)][:EVIDENCE_ROWS * 2 if title == "GEMM shapes" else EVIDENCE_ROWS]
+        if not rows:
+            continue
+        cols = order_columns(rows)[:8]
+        out += ["", f"<details><summary>{title}</summary>", "",
+                "| " + " | ".join(md_text(column_title(c)) for c in cols) + " |", "|" + "---|" * len(cols)]
+        out += ["| " + " | ".join(_value(c, r.get(c), t0) for c in cols) + " |" for r in rows]
+        out += ["", "</details>"]
+    return out
+
+
+def _detail(i: int, f, t0: int | None) -> list[str]:
+    adv = f.advice or {}
+    stack = adv.get("stack", "nvidia")
+    other = adv.get("other_stack", "amd" if stack == "nvidia" else "nvidia")
+    out = [f"#### {i}. `{f.rule}` {md_text(f.title)} — {_dur(f.impact_ns)} ({100 * f.share:.1f}%)", "",
+           md_text(f.summary, 600), ""]
+    if adv.get("primary"):
+        out.append(f"- **Fix on {STACK_LABELS.get(stack, stack)}:** {md_advice(adv['primary'])}")
+    if adv.get("other"):
+        out.append(f"- **{STACK_LABELS.get(other, other)} equivalent:** {md_advice(adv['other'])}")
+    if adv.get("torch"):
+        out.append(f"- **PyTorch:** {md_advice(adv['torch'])}")
+    if adv.get("common"):
+        out.append(f"- **Any stack:** {md_advice(adv['common'])}")
+    return out + _evidence(f, t0) + [""]
+
+
+def _rules(res) -> list[str]:
+    out = []
+    if res.errors:
+        out += ["", f"**{len(res.errors)} rule(s) failed:** "
+                + "; ".join(f"`{e['rule']}` on {md_text(e['trace'], 60)}: {md_text(e['error'], 200)}"
+                            for e in res.errors[:10])]
+    if res.skipped:
+        out += ["", f"<details><summary>{len(res.skipped)} rule(s) skipped: the input lacks the facts they need"
+                "</summary>", ""]
+        out += [f"- `{s['rule']}` {md_text(s.get('name', ''))}: {md_text(s['reason'], 200)}" for s in res.skipped[:40]]
+        out += ["", "</details>"]
+    return out
+
+
+def render_markdown(result, limit: int = LIMIT) -> str:
+    """A GitHub-flavoured summary of ``result`` of at most ``limit`` characters."""
+    import traceadvisor
+
+    t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else None for t in result.traces}
+    head = ["## traceadvisor report", ""] + _trace_lines(result) + [""]
+    if result.findings:
+        head += [f"### {len(result.findings)} finding(s), ranked by impact", ""] + _table(result) + [""]
+    else:
+        head += ["**No findings.**", ""]
+    foot = ["", f"<sub>traceadvisor {traceadvisor.__version__} · impact is the time a fix could save (an upper "
+                "bound), share is of the capture span · the HTML report has the timeline and full evidence.</sub>"]
+    blocks: list[list[str]] = []
+    if result.findings:
+        blocks.append(["### Top findings and what to do", ""])
+        for i, f in enumerate(result.findings[:DETAILS], 1):
+            blocks.append(_detail(i, f, t0s.get(f.trace)))
+    rules = _rules(result)
+    if rules:
+        blocks.append(rules)
+    return assemble(head, blocks, foot, limit)
+
+
+def assemble(head: list[str], blocks: list[list[str]], foot: list[str], limit: int = LIMIT) -> str:
+    """Join head, as many whole blocks as fit, and foot; say how many blocks were left out."""
+    note_room = 200
+    text = "\n".join(head)
+    if len(text) + note_room > limit:  # even the head is too long: cut it at a line boundary
+        cut = text[: limit - note_room].rsplit("\n", 1)[0]
+        return cut + "\n\n_… truncated to stay under the comment limit; see the HTML or JSON report._\n"
+    tail = "\n".join(foot)
+    left = 0
+    for blk in blocks:
+        piece = "\n" + "\n".join(blk)
+        if left or len(text) + len(piece) + len(tail) + note_room > limit:
+            left += 1
+            continue
+        text += piece
+    if left:
+        text += (f"\n\n_… {left} more section(s) left out to keep this comment under {limit:,} characters; "
+                 "see the HTML or JSON report for everything._")
+    return text + "\n" + tail + "\n"
