@@ -113,7 +113,7 @@ def test_capture_without_steps_writes_the_whole_run(tmp_path):
         torch.nn.Linear(4, 4)(torch.randn(2, 4))
     assert len(cap.paths) == 1 and "step() was never called" in cap.warnings[0]
     doc = read(cap.paths[0])
-    assert doc["traceadvisor_capture"]["window"] == "whole-run"
+    assert doc["traceadvisor_capture"]["window"] == "from-start"
     assert step_names(doc) == ["ProfilerStep#0"]
     assert any(e.get("name") == "aten::linear" for e in doc["traceEvents"])
 
@@ -123,6 +123,15 @@ def test_capture_ending_before_the_window_falls_back(tmp_path):
         train(cap, 2)
     assert "ended after 2 step(s), before the window" in cap.warnings[0]
     assert step_names(read(cap.paths[0])) == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+
+
+def test_capture_ending_in_the_profiler_warmup_writes_the_fallback_recording(tmp_path):
+    with capture(tmp_path, name="warm", wait=2, warmup=2, active=2) as cap:
+        train(cap, 3)  # steps 0-1 recorded as the fallback, step 2 is the profiler's warm-up
+    assert "ended after 3 step(s)" in cap.warnings[0] and "its first 2 step(s)" in cap.warnings[0]
+    doc = read(cap.paths[0])
+    assert doc["traceadvisor_capture"]["window"] == "from-start"
+    assert step_names(doc) == ["ProfilerStep#0", "ProfilerStep#1"]
 
 
 def test_capture_without_fallback_writes_nothing_before_the_window(tmp_path):
@@ -208,6 +217,45 @@ def test_captured_trace_imports_and_yields_findings(tmp_path):
     assert trc and "GPU" in trc[0].summary
 
 
+# -- the project's own GPU fixtures (made with this helper on an H200: fixtures/PROVENANCE.md) -----------------
+def gpu_fixtures() -> list[Path]:
+    from traceadvisor.cli.common import example_trace
+
+    return [*sorted((ROOT / "fixtures").glob("*.pt.trace.json.gz")), example_trace()]
+
+
+@pytest.mark.parametrize("path", gpu_fixtures(), ids=lambda p: p.name.split(".")[0])
+def test_gpu_fixture_imports_with_the_counts_in_its_json(path):
+    from traceadvisor.importers import load_trace
+
+    doc = read(path)
+    meta = doc["traceadvisor_capture"]
+    assert meta["window"] == "scheduled" and meta["activities"] == ["cpu", "cuda"]
+    assert path.stat().st_size <= 1_000_000
+    trace = load_trace(path, cache=False)
+    counts = trace.counts_by_kind()
+    for kind, cat in (("kernel", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset")):
+        assert counts.get(kind, 0) == sum(e.get("cat") == cat for e in doc["traceEvents"])
+    assert counts["step"] == meta["schedule"]["active"]
+    assert [d.model for d in trace.meta.devices] == ["H200 SXM 141GB"]
+
+
+def test_planted_fixture_fires_and_fixed_fixture_stays_silent():
+    from traceadvisor.analysis import analyze_paths
+
+    planted = analyze_paths([ROOT / "fixtures" / "h200_train_planted.pt.trace.json.gz"], use_config=False)
+    fixed = analyze_paths([ROOT / "fixtures" / "h200_train_fixed.pt.trace.json.gz"], use_config=False)
+    planted_rules = {f.rule: f for f in planted.findings}
+    fixed_rules = {f.rule for f in fixed.findings}
+    plants = {"MEM001", "MEM002", "SYN001", "GEM002", "WRM001", "LNC001"}
+    assert plants <= set(planted_rules)
+    assert not (plants - {"LNC001"}) & fixed_rules  # the fixed run still launches small kernels
+    doc = read(ROOT / "fixtures" / "h200_train_planted.pt.trace.json.gz")
+    pageable = sum(e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"] for e in doc["traceEvents"])
+    assert planted_rules["MEM001"].count == pageable
+    assert planted_rules["WRM001"].impact_ns > 3e9  # the torch.compile of the metric, in the first step
+
+
 # -- traceadvisor profile --------------------------------------------------------------------------------------
 def test_profile_runs_a_script_end_to_end(tmp_path):
     script = write_script(tmp_path, TRAIN_SCRIPT)
@@ -241,7 +289,7 @@ def test_profile_without_steps_falls_back_to_the_whole_run(tmp_path):
     assert r.exit_code == 0, r.output
     assert "step() was never called; wrote the whole run" in r.stderr
     assert "--step-on optimizer marked no step" in r.stderr
-    assert read(tmp_path / "script.pt.trace.json.gz")["traceadvisor_capture"]["window"] == "whole-run"
+    assert read(tmp_path / "script.pt.trace.json.gz")["traceadvisor_capture"]["window"] == "from-start"
 
 
 def test_profile_script_that_raises_still_writes_a_trace(tmp_path):

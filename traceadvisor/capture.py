@@ -15,10 +15,12 @@ that, writes a gzipped Chrome trace per rank and prints the ``traceadvisor analy
 Schedule: iterations are counted by ``step()`` calls. The first ``wait`` iterations are skipped, the next
 ``warmup`` ones warm the profiler up, the next ``active`` ones are recorded and written (``repeat`` cycles).
 
-Fallback (on by default): the lead-in iterations (``wait + warmup``) are recorded too, and that recording is
-dropped as soon as the window opens. So a program that never calls ``step()``, or stops before the window,
-still leaves a trace, of the whole run, with a warning. ``fallback=False`` skips that (less overhead while a
-long lead-in runs, but nothing is written if the window is never reached).
+Fallback (on by default): the ``wait`` iterations (the whole lead-in when ``wait`` is 0) are recorded too,
+from the start, and that recording is kept in memory until the window is written, then dropped. So a
+program that never calls ``step()``, or stops before the window, still leaves a trace (the whole run, or
+its first ``wait`` iterations), with a warning. ``fallback=False`` skips that (less overhead while a long
+lead-in runs, but nothing is written if the window is never reached). The trace's ``traceadvisor_capture``
+metadata says which it is: ``window`` is ``scheduled`` or ``from-start``.
 
 Only the standard library is imported here; torch is imported when a capture starts, so importing
 traceadvisor never imports torch. ``traceadvisor profile -- python train.py`` runs a script under a capture
@@ -188,21 +190,30 @@ class Capture:
         self._outer: Capture | None = None
         self._stopping = False
         self._closed = False
+        self._held: Any = None  # the fallback recording's results, until a window is written
         self._cycles_saved = 0
         self._t0 = 0.0
 
     # -- schedule -------------------------------------------------------------------------------------------
-    def _action(self, step: int) -> Any:
-        """torch ProfilerAction for iteration ``step``; during the lead-in the fallback recording runs."""
-        act = self._torch.profiler.ProfilerAction
-        s = self.schedule
-        if self.fallback and step < s.lead_in:
-            return act.RECORD_AND_SAVE if step == s.lead_in - 1 else act.RECORD
-        return {"wait": act.NONE, "warmup": act.WARMUP, "record": act.RECORD, "save": act.RECORD_AND_SAVE,
-                "done": act.NONE}[s.phase(step)]
+    @property
+    def fallback_steps(self) -> int:
+        """Steps recorded from the start as the fallback: the ``wait`` steps (or the whole lead-in when
+        ``wait`` is 0), so that the profiler's warm-up steps still separate that recording from the window."""
+        if not self.fallback:
+            return 0
+        return self.schedule.wait or self.schedule.lead_in
 
-    def _in_lead_in(self, step: int) -> bool:
-        return self.fallback and 0 <= step < self.schedule.lead_in
+    def _action(self, step: int) -> Any:
+        """torch ProfilerAction for iteration ``step``: the fallback recording, then the schedule."""
+        act = self._torch.profiler.ProfilerAction
+        f = self.fallback_steps
+        if step < f:
+            return act.RECORD_AND_SAVE if step == f - 1 else act.RECORD
+        return {"wait": act.NONE, "warmup": act.WARMUP, "record": act.RECORD, "save": act.RECORD_AND_SAVE,
+                "done": act.NONE}[self.schedule.phase(step)]
+
+    def _in_fallback(self, step: int) -> bool:
+        return 0 <= step < self.fallback_steps
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def __enter__(self) -> Capture:
@@ -219,7 +230,7 @@ class Capture:
         acts = [getattr(pa, a.upper()) for a in self.activities]
         self._prof = _profiler_class(torch, self.activities)(
             activities=acts, schedule=self._action, on_trace_ready=self._on_trace_ready, **self.options)
-        self._set_metadata(window="whole-run" if self._in_lead_in(0) else "scheduled")
+        self._set_metadata(window="from-start" if self._in_fallback(0) else "scheduled")
         self._t0 = time.perf_counter()
         with _quiet_torch_warnings():
             self._prof.__enter__()
@@ -239,6 +250,8 @@ class Capture:
                 self._prof.__exit__(exc_type, exc, tb)
         finally:
             self._stopping = False
+        if not self.paths and self._held is not None:
+            self._export_held()
         if not self.paths:
             self._warn(self._nothing_written_reason())
         if not self.quiet:
@@ -274,7 +287,7 @@ class Capture:
         if self._prof is None or self._closed:
             raise UsageError("step() was called outside the capture", "Call it inside `with capture(...)`")
         self.steps_taken += 1
-        self._set_metadata(window="whole-run" if self._in_lead_in(self.steps_taken) else "scheduled")
+        self._set_metadata(window="from-start" if self._in_fallback(self.steps_taken) else "scheduled")
         with _quiet_torch_warnings():
             self._prof.step()
 
@@ -288,31 +301,44 @@ class Capture:
 
     def _on_trace_ready(self, prof: Any) -> None:
         s = prof.step_num
-        if not self._stopping and self._in_lead_in(s - 1):
-            return  # the window opens now: the fallback recording of the lead-in is not needed
-        if self._stopping and (self.steps_taken == 0 or self._in_lead_in(s)):
-            self._warn(self._fallback_reason())
+        if not self._stopping and self._in_fallback(s - 1):
+            self._held = prof.profiler  # the fallback recording: kept (not written) until a window is written
+            return
+        if self._stopping and (self.steps_taken == 0 or self._in_fallback(s)):
+            self._warn(self._fallback_reason(whole=True))
         elif self._stopping:
             self._warn(f"the program ended inside the window, after {s - self._window_start()} of "
                        f"{self.schedule.active} active step(s)")
+        self._held = None
+        self._export(prof)
+
+    def _export(self, prof: Any) -> None:
         self._cycles_saved += 1
         path = self._next_path()
         prof.export_chrome_trace(str(path))
         self.paths.append(path)
 
+    def _export_held(self) -> None:
+        """The program ended after the fallback recording but before the window: write that recording."""
+        self._warn(self._fallback_reason(whole=False))
+        self._prof.profiler, self._held = self._held, None
+        self._export(self._prof)
+
     def _window_start(self) -> int:
         cycle = self.schedule.lead_in + self.schedule.active
         return (self._prof.step_num // cycle) * cycle + self.schedule.lead_in
 
-    def _fallback_reason(self) -> str:
+    def _fallback_reason(self, whole: bool) -> str:
         secs = time.perf_counter() - self._t0
         if self.steps_taken == 0:
             why = "no step markers: step() was never called"
         else:
             why = (f"the program ended after {self.steps_taken} step(s), before the window "
                    f"(wait {self.schedule.wait} + warmup {self.schedule.warmup})")
-        return (f"{why}; wrote the whole run ({secs:.1f} s) as one window instead. Call step() once per "
-                "iteration, or lower wait/warmup, for a steady-state window")
+        what = (f"the whole run ({secs:.1f} s)" if whole
+                else f"the recording of its first {self.fallback_steps} step(s)")
+        return (f"{why}; wrote {what} instead. Call step() once per iteration, or lower wait/warmup, "
+                "for a steady-state window")
 
     def _nothing_written_reason(self) -> str:
         return (f"no trace written: {self.steps_taken} step(s) ran, but the window starts after "

@@ -163,7 +163,7 @@ def install_trigger(cap, step_on: str) -> Callable[[], None]:
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (much bigger traces).")
 @click.option("--no-fallback", is_flag=True,
               help="Do not record the lead-in (less overhead; no trace if the window is never reached).")
-@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="-- python SCRIPT|-m MODULE [ARGS]...")
 def command(out_dir, name, wait, warmup, active, repeat, step_on, activities, profile_memory, with_stack,
             no_fallback, cmd) -> None:
     """Run a Python script under the PyTorch profiler and write a trace to analyze.
@@ -175,7 +175,7 @@ def command(out_dir, name, wait, warmup, active, repeat, step_on, activities, pr
     Examples:
       traceadvisor profile -- python train.py --epochs 1
       traceadvisor profile --steps 5 --step-on train_step -o traces -- python -m mypkg.train
-      traceadvisor profile --step-on none -- python infer.py   # whole run, one window
+      traceadvisor profile --step-on none -- python infer.py   # the whole run as one window
     """
     from traceadvisor.capture import Capture, Schedule
 

@@ -182,9 +182,13 @@ def _lane(values: list[Any]) -> tuple[pl.Series, pl.Series | None]:
     try:
         return pl.Series(values, dtype=pl.Int64), None
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        ints = [v if v.__class__ is int else None for v in values]
-        strs = [v if v.__class__ is str else None for v in values]
-        return pl.Series(ints, dtype=pl.Int64), pl.Series(strs, dtype=pl.String)
+        odd = [i for i, v in enumerate(values) if v.__class__ is not int and v is not None]
+        ints = list(values)
+        for i in odd:
+            ints[i] = None
+        strs = pl.Series([values[i] if values[i].__class__ is str else None for i in odd], dtype=pl.String)
+        lane = _nulls(len(values), pl.String).scatter(odd, strs) if odd else None
+        return pl.Series(ints, dtype=pl.Int64), lane
 
 
 def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
@@ -256,12 +260,22 @@ def _decode_class(k: int, args: list[Raw], start: int, cols: dict[str, pl.Series
         cols[col] = cols[col].scatter(rows, v)
 
 
-def raw_frame(chunks: Any) -> pl.DataFrame:
-    """All decoded chunks as one frame (see ``chunk_frame``)."""
-    frames = [chunk_frame(evs) for evs in chunks]
-    if not frames:
-        return chunk_frame([])
-    return pl.concat(frames, how="vertical", rechunk=False)
+def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Canonical events and flow events of all chunks, built chunk by chunk so that only one chunk's
+    intermediate columns are alive at a time. Also returns how many array elements were not objects."""
+    events, flows = [], []
+    not_objects = 0
+    for evs in chunks:
+        raw = chunk_frame(evs)
+        del evs
+        not_objects += raw.get_column("ph").null_count()
+        flows.append(flow_frame(raw))
+        events.append(build(raw, meta, rank))
+        del raw
+    if not events:
+        empty = chunk_frame([])
+        return build(empty, meta, rank), flow_frame(empty), 0
+    return pl.concat(events, rechunk=False), pl.concat(flows), not_objects
 
 
 def _xyz(prefix: str) -> dict[str, pl.Expr]:
@@ -327,25 +341,32 @@ def args_expr() -> pl.Expr:
     )
 
 
-def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
-    """Canonical events from the raw per-event frame; skipped events are counted in ``meta``."""
-    meta.input_events = raw.height
+def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
     ph = pl.col("ph")
-    meta.skip("metadata event (process/thread names, kept in metadata)", raw.filter(ph == "M").height)
-    ev = raw.filter(ph.is_in(IMPORTED_PHASES))
-    meta.skip("array element is not an event object", raw.filter(ph.is_null()).height)
-    other = raw.filter(ph.is_not_null() & ~ph.is_in((*IMPORTED_PHASES, "M", "s", "f", "t")))
-    for p, n in other.group_by("ph").len().sort("ph").iter_rows():
+    c = raw.lazy().select(
+        meta_events=(ph == "M").sum(),
+        not_objects=ph.is_null().sum(),
+        no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_null()).sum(),
+    ).collect().row(0, named=True)
+    meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
+    meta.skip("array element is not an event object", c["not_objects"])
+    meta.skip("event without a timestamp", c["no_ts"])
+    other = raw.lazy().filter(ph.is_not_null() & ~ph.is_in((*IMPORTED_PHASES, "M", "s", "f", "t")))
+    for p, n in other.group_by("ph").len().sort("ph").collect().iter_rows():
         meta.skip(f"event phase {p!r} is not a slice, instant or counter", n)
-    no_ts = ev.filter(pl.col("ts").is_null()).height
-    meta.skip("event without a timestamp", no_ts)
-    ev = ev.filter(pl.col("ts").is_not_null())
+
+
+def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
+    """Canonical events from the raw per-event frame, in one lazy pass; skipped events are counted in ``meta``."""
+    meta.input_events = (meta.input_events or 0) + raw.height
+    _count_skips(raw, meta)
+    ph = pl.col("ph")
     is_gpu = pl.col("cat").is_in(GPU_CATS)
     ext = pl.coalesce(pl.col("a_ext"), pl.col("a_ext_legacy"))
     legacy_stream = pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False)
     gpu_stream = pl.coalesce(pl.col("a_stream"), pl.col("tid_int"), legacy_stream)
-    ev = ev.with_columns(kind=kind_expr())
-    ev = ev.with_columns(
+    lf = raw.lazy().filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_not_null()).with_columns(kind=kind_expr())
+    lf = lf.with_columns(
         rank=pl.lit(rank, dtype=pl.Int32),
         pid=pl.col("pid_int"),
         tid=lane_tid(),
@@ -354,18 +375,24 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         .cast(pl.Int32),
         stream=pl.when(is_gpu & (gpu_stream >= 0)).then(gpu_stream),
         start_ns=to_ns(pl.col("ts")),
-        dur_ns=pl.when(ph.is_in(("X",))).then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
+        dur_ns=pl.when(ph == "X").then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
         correlation_id=pl.when(pl.col("a_corr") != 0).then(pl.col("a_corr")),
         external_id=pl.when(ext != 0).then(ext),
         bytes=pl.when(pl.col("kind") == "memory").then(pl.col("a_alloc"))
         .otherwise(pl.coalesce(pl.col("a_bytes"), pl.col("a_size"))),
         input_dims=pl.coalesce(pl.col("input_dims"), pl.col("input_dims_legacy")),
+        input_types=pl.col("input_types"),
         registers=pl.col("registers").cast(pl.Int32, strict=False),
+        shared_mem_bytes=pl.col("shared_mem_bytes"),
         **_xyz("grid"),
         **_xyz("block"),
+        **_copy_exprs(raw),
     )
-    ev = _copy_columns(ev)
-    return with_args(ev)
+    keep = ("kind", "name", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns", "correlation_id",
+            "external_id", "bytes", "copy_kind", "src_memory", "dst_memory", "memory_inferred", "grid_x", "grid_y",
+            "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes", "input_dims", "input_types",
+            "args_raw", "cat", "pid_str", "tid_str", "scope")
+    return with_args(lf.select(keep).collect())
 
 
 # categories whose value is implied by the row's kind (and device), so args need not repeat them
@@ -381,27 +408,26 @@ def with_args(ev: pl.DataFrame) -> pl.DataFrame:
         | (pl.col("kind") == "step") | pl.col("pid_str").is_not_null() | pl.col("tid_str").is_not_null()
         | pl.col("scope").is_not_null()
     )
-    sub = ev.with_row_index("_r").filter(need).select("_r", a=args_expr())
+    sub = ev.lazy().with_row_index("_r").filter(need).select("_r", a=args_expr()).collect()
     args = ev.get_column("args_raw").alias("args")
     if sub.height:
         args = args.scatter(sub.get_column("_r"), sub.get_column("a"))
-    return ev.with_columns(args).drop("args_raw")
+    return ev.with_columns(args).drop("args_raw", "cat", "pid_str", "tid_str", "scope")
 
 
-def _copy_columns(ev: pl.DataFrame) -> pl.DataFrame:
+def _copy_exprs(raw: pl.DataFrame) -> dict[str, pl.Expr]:
     """copy_kind / src_memory / dst_memory of memcpy and memset rows, parsed once per distinct name."""
-    is_copy = pl.col("kind").is_in(("memcpy", "memset"))
-    names = ev.lazy().filter(is_copy).select(pl.col("name").drop_nulls().unique()).collect().to_series().to_list()
+    copy_cats = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
+    is_copy = pl.col("cat").is_in(copy_cats)
+    names = raw.lazy().filter(is_copy).select(pl.col("name").drop_nulls().unique()).collect().to_series().to_list()
     fields = copy_fields(names)
     exprs = {}
     for col in ("copy_kind", "src_memory", "dst_memory"):
         mapping = dict(zip(fields.get_column("name").to_list(), fields.get_column(col).to_list(), strict=True))
         exprs[col] = pl.when(is_copy).then(pl.col("name").replace_strict(mapping, default=None, return_dtype=pl.String))
-    ev = ev.with_columns(**exprs)
-    return ev.with_columns(
-        memory_inferred=pl.when(pl.col("src_memory").is_not_null() | pl.col("dst_memory").is_not_null())
-        .then(pl.lit(False))
-    )
+    exprs["memory_inferred"] = pl.when(is_copy & (exprs["src_memory"].is_not_null() | exprs["dst_memory"].is_not_null())
+                                       ).then(pl.lit(False))
+    return exprs
 
 
 def lane_tid() -> pl.Expr:
@@ -410,7 +436,13 @@ def lane_tid() -> pl.Expr:
                        pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False))
 
 
-def link_flows(raw: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.DataFrame:
+def flow_frame(raw: pl.DataFrame) -> pl.DataFrame:
+    """The flow events (s/f/t) with their lane and time in ns."""
+    return raw.lazy().filter(pl.col("ph").is_in(("s", "f", "t"))).select(
+        "ph", "cat", "flow_id", pid=pl.col("pid_int"), tid=lane_tid(), ts_ns=to_ns(pl.col("ts"))).collect()
+
+
+def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.DataFrame:
     """Fold flow events into the slices they connect.
 
     Launch flows (ac2g and its older names) carry the correlation id that both ends already have: they are
@@ -418,8 +450,6 @@ def link_flows(raw: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.DataF
     same lane that encloses their timestamp and stored in that slice's ``args.flows``; a launch flow whose
     slice has no correlation id gives it one.
     """
-    flows = raw.filter(pl.col("ph").is_in(("s", "f", "t"))).select(
-        "ph", "cat", "flow_id", pid=pl.col("pid_int"), tid=lane_tid(), ts_ns=to_ns(pl.col("ts")))
     if flows.height == 0:
         return ev
     corr = ev.get_column("correlation_id").drop_nulls().unique().implode()

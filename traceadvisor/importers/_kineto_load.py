@@ -7,6 +7,7 @@ read is lost) and decode only the few keys that have canonical columns.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -90,28 +91,40 @@ class Loaded:
     path: str = ""
 
 
-def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytes, bool]:
-    """The JSON text of ``path``, gunzipped when it is gzip. Returns (text, gzip stream ended early)."""
+def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray, bool]:
+    """The JSON text of ``path``, gunzipped when it is gzip. Returns (text, gzip stream ended early).
+
+    The text is read into one preallocated buffer (no second copy of a multi-GB file).
+    """
     try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            total = path.stat().st_size
+        with open(path, "rb", buffering=0) as f:
+            total = os.fstat(f.fileno()).st_size
             if progress is not None:
                 progress.start(total, f"reading {path.name}")
+            head = f.read(2)
+            f.seek(0)
             if head != GZIP_MAGIC:
-                data = f.read()
-                if progress is not None:
-                    progress.advance(total)
+                data = bytearray(total)
+                view = memoryview(data)
+                got = 0
+                while got < total:
+                    n = f.readinto(view[got:got + CHUNK])
+                    if not n:
+                        break
+                    got += n
+                    if progress is not None:
+                        progress.advance(n)
+                view.release()
+                del data[got:]
                 return data, False
             return _gunzip(f, path, progress)
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
 
 
-def _gunzip(f, path: Path, progress: Progress | None) -> tuple[bytes, bool]:
+def _gunzip(f: Any, path: Path, progress: Progress | None) -> tuple[bytearray, bool]:
     """Decompress every gzip member; the flag says the last member was cut off (no end-of-stream)."""
-    parts: list[bytes] = []
+    out = bytearray()
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     open_member = False  # bytes fed to ``d`` whose member has not ended
     while chunk := f.read(CHUNK):
@@ -119,7 +132,7 @@ def _gunzip(f, path: Path, progress: Progress | None) -> tuple[bytes, bool]:
             progress.advance(len(chunk))
         try:
             while chunk:
-                parts.append(d.decompress(chunk))
+                out += d.decompress(chunk)
                 open_member = True
                 chunk = b""
                 if d.eof:  # member finished: a concatenated member may follow
@@ -130,10 +143,9 @@ def _gunzip(f, path: Path, progress: Progress | None) -> tuple[bytes, bool]:
                         chunk = rest
         except zlib.error as e:
             raise InputError(f"{path} is a corrupt gzip file ({e})", "Copy or export the trace again") from e
-    data = b"".join(parts)
-    if open_member and not data:
+    if open_member and not out:
         raise InputError(f"{path} is a gzip file that ends before any data", "Copy or export the trace again")
-    return data, open_member
+    return out, open_member
 
 
 def load(path: Path, progress: Progress | None = None) -> Loaded:
@@ -143,7 +155,8 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
     """
     data, gz_short = read_bytes(path, progress)
     size = len(data)
-    text = data.lstrip(b"\xef\xbb\xbf \t\r\n")
+    del data[:_content_start(data)]  # O(1) on a bytearray
+    text = data
     if not text:
         raise InputError(f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing")
     legacy = text[:1] == b"["
@@ -165,6 +178,14 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
     doc, events, cut = rec
     return Loaded(doc, events, legacy, size, truncated=True, recovered_bytes=cut, gzip_truncated=gz_short,
                   path=str(path))
+
+
+def _content_start(data: bytearray) -> int:
+    """Offset of the first JSON byte after a UTF-8 BOM and whitespace."""
+    i = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+    while i < len(data) and data[i] in b" \t\r\n":
+        i += 1
+    return i
 
 
 def _not_a_trace(path: Path, e: Exception) -> InputError:

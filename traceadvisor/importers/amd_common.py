@@ -28,7 +28,7 @@ from traceadvisor.devices import Model, match_model
 from traceadvisor.errors import InputError
 from traceadvisor.importers.probe import open_sqlite_ro
 from traceadvisor.schema.classify import classify_frame
-from traceadvisor.schema.columns import COLUMN_NAMES, conform
+from traceadvisor.schema.columns import COLUMN_NAMES, conform, empty_frame
 from traceadvisor.trace import Device, Trace, TraceMeta
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -377,7 +377,11 @@ def blocks(grid: str, wg: str) -> pl.Expr:
 
 
 def positive(col: str) -> pl.Expr:
-    c = pl.col(col)
+    return positive_expr(pl.col(col))
+
+
+def positive_expr(c: pl.Expr) -> pl.Expr:
+    """The value when > 0, else null (0 is the formats' "not recorded" for ids and sizes)."""
     return pl.when(c > 0).then(c)
 
 
@@ -742,10 +746,13 @@ def _stats_kind(fname: str, names: pl.Series) -> str:
 def read_csv_strings(path: Path) -> pl.DataFrame:
     """A CSV with every field as a string (rocprof quotes inconsistently); ragged last lines tolerated."""
     try:
-        return pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, quote_char='"',
-                           missing_utf8_is_empty_string=False, encoding="utf8-lossy")
+        df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, quote_char='"', encoding="utf8-lossy")
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, OSError) as e:
         raise InputError(f"{path} is not a readable CSV ({str(e).splitlines()[0]})", "Export the profile again") from e
+    if df.width == 0:
+        return df
+    blank = pl.all_horizontal([pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in df.columns])
+    return df.filter(~blank)
 
 
 def require_columns(df: pl.DataFrame, path: Path, needed: Sequence[str], what: str) -> None:
@@ -809,7 +816,7 @@ def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, raw: Iterable[str]
     """Pack extra columns into args, conform, classify, order by start and account for every input event."""
     raw = tuple(raw)
     packed = [conform(pack(p, raw)) for p in parts if p is not None and p.height]
-    ev = pl.concat(packed, how="vertical") if packed else conform(pl.DataFrame())
+    ev = pl.concat(packed, how="vertical") if packed else empty_frame()
     ev = classify_frame(ev.with_columns(rank=pl.lit(0, dtype=pl.Int32)))
     ev = ev.select(COLUMN_NAMES).sort("start_ns", nulls_last=True, maintain_order=True)
     meta.input_events = ev.height + sum(meta.skipped.values())
@@ -852,3 +859,116 @@ def with_memory_inference(trace: Trace) -> Trace:
     if n:
         trace.meta.capabilities.add("copy_memory_inferred")
     return Trace(ev.select(COLUMN_NAMES), trace.meta)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rocprof output files: what each one is (by content), for file and folder inputs
+
+V3_TYPES = ("v3_kernel_trace", "v3_memory_copy", "v3_api", "v3_counter_collection", "v3_agent_info",
+            "v3_memory_allocation", "v3_scratch_memory", "v3_stats", "v3_json", "rocpd_db")
+V1_TYPES = ("v1_kernel_csv", "v1_stats", "v1_json", "v1_db", "sysinfo")
+STATS_TYPES = ("v1_stats", "v3_stats")
+
+
+def _csv_type(h: list[str]) -> str | None:
+    s = set(h)
+    if is_stats_header(h):
+        return "v3_stats" if set(STATS_V3_EXTRA) <= s else "v1_stats"
+    if h[:2] == ["Index", "KernelName"]:
+        return "v1_kernel_csv"
+    if {"Kind", "Kernel_Name", "Start_Timestamp"} <= s:
+        return "v3_kernel_trace"
+    if {"Kind", "Direction"} <= s:
+        return "v3_memory_copy"
+    if {"Domain", "Function", "Start_Timestamp"} <= s:
+        return "v3_api"
+    if {"Counter_Name", "Dispatch_Id"} <= s:
+        return "v3_counter_collection"
+    if {"Agent_Type", "Node_Id"} <= s or {"Agent_Type", "Logical_Node_Id"} <= s:
+        return "v3_agent_info"
+    if {"Kind", "Operation", "Allocation_Size"} <= s:
+        return "v3_memory_allocation"
+    if {"Kind", "Operation"} <= s and "Start_Timestamp" in s:
+        return "v3_scratch_memory"
+    return None
+
+
+def file_type(probe) -> str | None:
+    """What rocprof output a probed file is, from its content (None: not a rocprof output)."""
+    if probe.is_dir:
+        return None
+    if probe.is_sqlite:
+        names = {re.sub(r"_[0-9a-fA-F]{8}(_[0-9a-fA-F]{4}){3}_[0-9a-fA-F]{12}$", "", n) for n in sqlite_names(probe)}
+        if "rocpd_api" in names:
+            return None  # rocmProfileData .rpd
+        if "rocpd_metadata" in names and names & {"rocpd_kernel_dispatch", "rocpd_region", "rocpd_memory_copy"}:
+            return "rocpd_db"
+        if names & {"HIP", "OPS", "COPY", "HSA", "rocTX"}:
+            return "v1_db"
+        return None
+    head = probe.text_head
+    body = head.lstrip()
+    if body.startswith("{") or body.startswith("["):
+        if '"rocprofiler-sdk-tool"' in head:
+            return "v3_json"
+        if '"traceEvents"' in head and ('"otherData"' in head or '"BeginNs"' in head) and re.search(
+                r'"name"\s*:\s*"(CPU HIP API|COPY|GPU\d+|Markers and Ranges|CPU HSA API)"', head):
+            return "v1_json"
+        return None
+    if "HSA System Attributes" in head or re.search(r"ROCk module (version .* )?is loaded", head):
+        return "sysinfo"
+    return _csv_type(csv_header(head))
+
+
+def folder_members(folder: Path, limit: int = 400) -> list[Path]:
+    """Files of an output folder: its own files and those one level down (rocprofv3 writes ``<host>/<pid>_*``)."""
+    out: list[Path] = []
+    for p in sorted(folder.iterdir()):
+        if p.is_file():
+            out.append(p)
+        elif p.is_dir():
+            out.extend(sorted(q for q in p.iterdir() if q.is_file()))
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def typed_members(folder: Path) -> list[tuple[Path, str]]:
+    from traceadvisor.importers.probe import Probe
+
+    out = []
+    for p in folder_members(folder):
+        try:
+            t = file_type(Probe.open(p))
+        except InputError:
+            continue
+        if t:
+            out.append((p, t))
+    return out
+
+
+def merge_traces(traces: Sequence[Trace], path: Path, fmt: str) -> Trace:
+    """One trace from several inputs of one folder (e.g. one rocprofv3 JSON or database per process)."""
+    if len(traces) == 1:
+        t = traces[0]
+        t.meta.path = str(path)
+        return t
+    first = traces[0].meta
+    meta = TraceMeta(path=str(path), format=fmt, producer=first.producer, producer_version=first.producer_version,
+                     vendor="amd", rank=0, clock_base=first.clock_base)
+    seen: dict[int, Device] = {}
+    for t in traces:
+        m = t.meta
+        meta.capabilities |= m.capabilities
+        meta.truncated |= m.truncated
+        for w in m.warnings:
+            meta.warn(w)
+        for k, n in m.skipped.items():
+            meta.skip(k, n)
+        for d in m.devices:
+            seen.setdefault(d.index, d)
+        meta.extra.setdefault("members", []).append({"path": m.path, "extra": m.extra})
+    meta.devices = [seen[i] for i in sorted(seen)]
+    ev = pl.concat([t.events for t in traces]).sort("start_ns", nulls_last=True, maintain_order=True)
+    meta.input_events = ev.height + sum(meta.skipped.values())
+    return Trace(ev, meta)

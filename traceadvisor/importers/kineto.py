@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from traceadvisor.errors import InputError
-from traceadvisor.importers._kineto_build import build, link_flows, raw_frame
+from traceadvisor.importers._kineto_build import import_chunks, link_flows
 from traceadvisor.importers._kineto_load import Loaded, event_chunks, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers.probe import Probe
@@ -61,14 +61,12 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
     doc = loaded.doc
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    raw = raw_frame(event_chunks(loaded.events))
-    loaded.events = None  # free the JSON text; the frame holds everything now
-    ev = build(raw, meta, _int(dist.get("rank")))
-    if ev.height == 0 and raw.height > 0 and raw.get_column("ph").is_null().all():
+    ev, flows, not_objects = import_chunks(event_chunks(loaded.events), meta, _int(dist.get("rank")))
+    loaded.events = None  # free the JSON text; the frames hold everything now
+    if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(f"{path} has traceEvents but none of them is an event object",
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
-    ev = link_flows(raw, ev, meta)
-    del raw
+    ev = link_flows(flows, ev, meta)
     ev = _fix_rocm_grids(ev)
     ev = _copy_bytes_from_host(ev)
     ev = conform(classify_frame(ev.drop("category", strict=False).select(

@@ -217,7 +217,7 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
     canon = ["kind", "name", "start_ns", "dur_ns", "device", "pid", "tid", "stream", "correlation_id", "copy_kind",
              "bytes", "shared_mem_bytes", "registers", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
     names = set(op.collect_schema().names())
-    return op.select(canon + [c for c in keep_extra if c in names]).collect()
+    return op.select(canon + [c for c in keep_extra if c in names]).collect(engine="in-memory")
 
 
 def _monitor_summary(con: sqlite3.Connection, meta: TraceMeta) -> list[dict]:

@@ -154,7 +154,7 @@ def lane_events(trace: Trace, max_cpu_lanes: int = 8, min_cpu_share: float = 0.0
           .select("row", gpu=is_gpu, rank=pl.col("rank").fill_null(-1),
                   a=pl.when(is_gpu).then(pl.col("device").cast(pl.Int64)).otherwise(pl.col("pid")).fill_null(-1),
                   b=pl.when(is_gpu).then(pl.col("stream")).otherwise(pl.col("tid")).fill_null(-1),
-                  key=_key_expr(), start_ns=pl.col("start_ns"),
+                  kind=pl.col("kind"), key=_key_expr(), start_ns=pl.col("start_ns"),
                   dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0))
           .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
           .collect())
@@ -202,12 +202,16 @@ def _event_text(ev: pl.DataFrame) -> pl.Series:
                      .alias("text"))["text"]
 
 
-def lane_caps(events: list[int], budget: int, floor: int = 200) -> list[int]:
-    """Share a budget of individually drawn events among lanes: small lanes keep all, the rest split fairly."""
+def lane_caps(events: list[int], budget: int, floor: int = 200, slack: float = 1.25) -> list[int]:
+    """Share a budget of individually drawn events among lanes: small lanes keep all, the rest split fairly.
+
+    A lane at most ``slack`` times over its share keeps all its events too (merging a handful helps nobody).
+    """
     caps = [0] * len(events)
     left, n = budget, len(events)
     for i in sorted(range(len(events)), key=lambda j: events[j]):
-        caps[i] = min(events[i], max(floor, left // max(n, 1)))
+        share = max(floor, left // max(n, 1))
+        caps[i] = events[i] if events[i] <= share * slack else share
         left -= caps[i]
         n -= 1
     return caps
@@ -256,14 +260,14 @@ def _block_text(blocks: pl.DataFrame) -> pl.Series:
 def _markers(trace: Trace, ev: pl.DataFrame, cap: int) -> tuple[pl.DataFrame, list[str]]:
     """Copies and syncs as point markers (visible at any zoom), at most ``cap`` of each, the longest first."""
     out, notes = [], []
-    for key, what in (("copy", "copies"), ("sync", "syncs")):
-        m = ev.filter(pl.col("key").cast(pl.String) == key)
+    for kind, key, what in (("memcpy", "copy", "copies"), ("sync", "sync", "syncs")):
+        m = ev.filter(pl.col("kind") == kind)
         if m.height > cap:
-            notes.append(f"{m.height:,} {what}: the {cap:,} longest are marked with a symbol.")
+            notes.append(f"{m.height:,} {what}: the {cap:,} longest are marked with a tick above their lane.")
             m = m.sort(pl.col("dur_ns"), pl.col("row").hash(7), descending=True).head(cap)
         if m.height:
             m = _with_names(trace, m)
-            out.append(m.select("lane", pl.col("key").cast(pl.String), pl.col("start_ns").alias("t_ns"),
+            out.append(m.select("lane", key=pl.lit(key), t_ns=pl.col("start_ns"),
                                 text=_event_text(m)))
     if not out:
         return pl.DataFrame(schema={"lane": pl.Int64, "key": pl.String, "t_ns": pl.Int64, "text": pl.String}), notes
@@ -279,7 +283,7 @@ def step_bands(trace: Trace) -> pl.DataFrame:
 
 
 def timeline_data(trace: Trace, findings: Sequence[tuple[str, str, list[tuple[int, int]]]] = (), *,
-                  max_segments: int = 8000, buckets: int = 1200, max_markers: int = 1000, max_cpu_lanes: int = 8
+                  max_segments: int = 5000, buckets: int = 1200, max_markers: int = 1000, max_cpu_lanes: int = 8
                   ) -> TimelineData:
     """Everything the timeline of ``trace`` draws, aggregated to stay responsive.
 
@@ -345,6 +349,15 @@ def _segment_xy(start_ms: pl.Series, end_ms: pl.Series, lane: pl.Series) -> tupl
     return typed(xy["x"]), typed(xy["y"], "f")
 
 
+def _tick_xy(x_ms: pl.Series, y_mid: pl.Series, half: float) -> tuple[dict, dict]:
+    """Short vertical ticks at ``x_ms`` (one path for all of them, unlike one SVG node per marker)."""
+    nan = pl.lit(float("nan"))
+    df = pl.DataFrame({"x": x_ms, "y": y_mid.cast(pl.Float64)})
+    xy = df.select(x=pl.concat_list("x", "x", nan),
+                   y=pl.concat_list(pl.col("y") - half, pl.col("y") + half, nan)).explode("x", "y")
+    return typed(xy["x"]), typed(xy["y"], "f")
+
+
 def _segment_text(text: list[str | None]) -> list[str | None]:
     out: list[str | None] = [None] * (3 * len(text))
     out[0::3] = text
@@ -378,14 +391,13 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
         s = td.segments.filter(pl.col("key") == key)
         x, y = _segment_xy(_ms(s["start_ns"], t0), _ms(s["end_ns"], t0), s["lane"])
         fig.add_trace(_line_trace(key, COLORS.get(key, "#888"), x, y, _segment_text(s["text"].to_list()), width))
-    for key, symbol, dy in (("copy", "triangle-down", -0.42), ("sync", "x-thin", -0.42)):
+    for key in ("copy", "sync"):  # a tick above the lane per copy / sync: visible at any zoom
         m = td.markers.filter(pl.col("key") == key)
         if m.height:
-            fig.add_trace(go.Scatter(
-                x=typed(_ms(m["t_ns"], t0)), y=typed(m["lane"].cast(pl.Float64) + dy, "f"), mode="markers",
-                name=f"{key} marker", legendgroup=key, showlegend=False, text=m["text"].to_list(),
-                marker={"symbol": symbol, "size": 7, "color": COLORS[key], "line": {"width": 1.5, "color": COLORS[key]}},
-                hovertemplate="%{text}<br>t = %{x:.4f} ms<extra></extra>"))
+            x, y = _tick_xy(_ms(m["t_ns"], t0), m["lane"].cast(pl.Float64) - 0.38, 0.1)
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"{key} marks", legendgroup=key, showlegend=False,
+                                     line={"color": COLORS[key], "width": 2}, text=_segment_text(m["text"].to_list()),
+                                     hovertemplate="%{text}<br>t = %{x:.4f} ms<extra></extra>"))
     f_lanes = td.lanes.filter(pl.col("group") == "finding")
     for i, (fid, ranges) in enumerate(td.finding_ranges.items()):
         if not ranges:
@@ -399,9 +411,10 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=label, showlegend=False, text=_segment_text(txt),
                                  line={"color": color, "width": width}, hovertemplate="%{text}<extra></extra>",
                                  meta=fid))
-        fig.add_trace(go.Scatter(x=typed((a + b) / 2), y=[float(i)] * len(ranges), mode="markers", showlegend=False,
-                                 name=label, text=txt, marker={"symbol": "diamond", "size": 8, "color": color},
-                                 hovertemplate="%{text}<extra></extra>", meta=fid))
+        x, y = _tick_xy((a + b) / 2, pl.Series([float(i)] * len(ranges)), 0.36)  # ranges too short to see
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", showlegend=False, name=label, text=_segment_text(txt),
+                                 line={"color": color, "width": 2}, hovertemplate="%{text}<extra></extra>",
+                                 meta=fid))
     shapes, annotations = _step_shapes(td.steps, t0)
     top, bottom = 56, 92
     height = max(280, top + bottom + lane_px * n_lanes)
@@ -422,18 +435,25 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
 
 
 def _step_shapes(steps: pl.DataFrame, t0: int, width_px: int = 1100) -> tuple[list[dict], list[dict]]:
-    """Alternating bands per step, labelled as often as the labels fit side by side across ``width_px``."""
+    """Alternating bands per step; a step is labelled where its label does not overlap the previous one."""
     shapes, annotations = [], []
-    longest = max((len(x) for x in steps["label"]), default=1)
-    every = max(1, math.ceil(steps.height * (longest * 6 + 12) / width_px))
+    if steps.height == 0:
+        return shapes, annotations
+    lo = (steps["start_ns"].min() - t0) / 1e6
+    hi = (steps["end_ns"].max() - t0) / 1e6
+    per_px = max(hi - min(lo, 0.0), 1e-9) / width_px
+    last_right = -math.inf
     for i, (a, b, label) in enumerate(steps.select("start_ns", "end_ns", "label").iter_rows()):
         x0, x1 = (a - t0) / 1e6, (b - t0) / 1e6
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1,
                        "fillcolor": "rgba(60,90,160,0.07)" if i % 2 == 0 else "rgba(60,90,160,0.02)",
                        "line": {"width": 0.6, "color": "rgba(60,90,160,0.35)"}, "layer": "below"})
-        if i % every == 0:
-            annotations.append({"x": (x0 + x1) / 2, "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
+        half = (len(label) * 6 + 16) / 2 * per_px
+        mid = (x0 + x1) / 2
+        if mid - half >= last_right:
+            annotations.append({"x": mid, "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
                                 "text": label, "showarrow": False, "font": {"size": 10, "color": "#3c5aa0"}})
+            last_right = mid + half
     return shapes, annotations
 
 
@@ -530,10 +550,16 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
         fig.add_trace(go.Bar(x=xs, y=(s["time_ns"].fill_null(0) / 1e6).to_list(), name=esc(key),
                              marker={"color": COLORS.get(key, "#888")},
                              hovertemplate="%{x}<br>" + esc(key) + ": %{y:.3f} ms<extra></extra>"))
-    fig.update_layout(template="plotly_white", barmode="stack", height=360, bargap=0.25,
-                      margin={"l": 10, "r": 10, "t": 36, "b": 40}, yaxis={"title": {"text": "ms"}},
+    modes = [{"label": "ms", "method": "relayout", "args": [{"barnorm": "", "yaxis.title.text": "ms"}]},
+             {"label": "% of step", "method": "relayout",
+              "args": [{"barnorm": "percent", "yaxis.title.text": "% of the step"}]}]
+    fig.update_layout(template="plotly_white", barmode="stack", height=380, bargap=0.25,
+                      margin={"l": 10, "r": 10, "t": 64, "b": 40}, yaxis={"title": {"text": "ms"}},
                       legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
-                      xaxis={"type": "category", "automargin": True})
+                      xaxis={"type": "category", "automargin": True},
+                      updatemenus=[{"type": "buttons", "direction": "right", "buttons": modes, "x": 1, "y": 1.0,
+                                    "xanchor": "right", "yanchor": "bottom", "showactive": True,
+                                    "font": {"size": 11}, "pad": {"b": 4}}])
     return fig
 
 

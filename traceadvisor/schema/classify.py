@@ -9,20 +9,39 @@ from __future__ import annotations
 
 import polars as pl
 
-# (category, regex, vendor stack / library it comes from) -- first match wins
+# (category, regex, vendor stack / library it comes from) -- first match wins. Checked against every kernel
+# name in ../shared/traces (torch, nsys, rpd, rocpd); tests/test_classify.py holds real names per row.
 KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
-    # collectives first: NCCL and RCCL kernels keep "nccl" names; "all_reduce" etc. appear in triton comms
-    ("collective", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|all_to_all|broadcast_kernel|msccl", "NCCL/RCCL"),
+    # collectives first: NCCL/RCCL kernels keep "nccl" names; "all_reduce" etc. appear in custom/Triton comms
+    ("collective", r"nccl|rccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_kernel"
+                   r"|cross_device_reduce", "NCCL/RCCL, custom all-reduce"),
+    # KV-cache writes of serving engines: copies, although their names mention attention libraries
+    ("copy", r"reshape_and_cache|store_kvcache|concat_and_cache|kv_indices", "vLLM/SGLang/FlashInfer KV cache"),
     # attention before gemm: flash/fmha kernels often contain "gemm" tokens
-    ("attention", r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|paged_attention|unified_attention|softmax_gemm", "flash/fmha/CK/Triton attention"),
-    ("conv", r"conv|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|miopenSp|MIOpenCv|naive_conv|gcnAsm", "cuDNN/MIOpen"),
-    ("gemm", r"gemm|Cijk_|cutlass|xmma|nvjet|sm\d+_xmma|cublas|hipblaslt|rocblas|_mm_|matmul|\bmm_|bmm|ck::.*Gemm|DeviceGemm|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|s\d+gemm|h\d+gemm|ampere_.*gemm|volta_.*gemm|Tensile|mfma", "cuBLAS/cuBLASLt/CUTLASS/nvjet, Tensile/hipBLASLt/CK"),
-    ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|welford|norm_kernel|LayerNorm|RMSNorm", "norms"),
-    ("reduction", r"reduce|reduction|softmax|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel|norm2|cross_entropy|nll_loss|logsumexp", "reductions"),
-    ("copy", r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|fillBuffer_copy|direct_copy|_to_copy", "copy kernels"),
-    ("memset", r"fillBuffer|memset|zero_kernel|FillFunctor", "fill kernels"),
-    ("elementwise", r"elementwise|vectorized_|unrolled_elementwise|pointwise|triton_poi|triton_|activation|gelu|relu|silu|sigmoid|tanh|add_kernel|mul_kernel|div_kernel|where_kernel|index|gather|scatter|embedding|dropout|cast|fused|adam|sgd|optimizer|foreach|_kernel_fun|rotary|rope", "elementwise / Triton pointwise"),
+    ("attention", r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|softmax_gemm",
+                  "FlashAttention, CK/ck_tile fmha, aiter, Triton attn_fwd, vLLM paged attention"),
+    # "conv" only at a word start: vLLM's "_typeConvert" is not a convolution
+    ("conv", r"(?:^|[^a-z])conv|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
+             r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm", "cuDNN (cask, scudnn, winograd), MIOpen igemm, CK grouped conv"),
+    ("gemm", r"gemm|Cijk_|cutlass|xmma|nvjet|cublas|hipblaslt|rocblas|Tensile|_mm_|(?:^|_)mm(?:_|$)|matmul|bmm"
+             r"|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|mfma|triton_tem_",
+     "cuBLAS/cuBLASLt (xmma, nvjet, splitKreduce), CUTLASS, Tensile/hipBLASLt Cijk_, CK, skinny wvSplitK"),
+    ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|welford|norm_kernel"
+             r"|GammaBeta|RowwiseMoments", "PyTorch/cuDNN/MIOpen/vLLM/aiter norms"),
+    ("reduction", r"reduce|reduction|softmax|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel"
+                  r"|cross_entropy|nll_loss|NLLCriterion|logsumexp|triton_red_|triton_per_|nvfuser_\w*persistent|(?:max|avg|adaptive\w*)_?pool",
+     "reductions, scans, softmax, pooling, Inductor/nvFuser reductions"),
+    ("copy", r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|direct_copy|_to_copy"
+             r"|recat_copy|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", "copy / layout kernels (incl. ROCm blit copies)"),
+    ("memset", r"fillBuffer|memset|zero_kernel|FillFunctor|(?:^|_)fill(?:_|$)", "fill kernels (incl. ROCm blit fills)"),
+    ("elementwise", r"elementwise|vectorized_|pointwise|triton_|nvfuser_pointwise|nvfuser_none|activation|gelu"
+                    r"|relu|silu|sigmoid|tanh|add_kernel|mul_kernel|div_kernel|where_kernel|index|gather|scatter"
+                    r"|embedding|dropout|cast|quant|fused|adam|sgd|optimizer|foreach|multi_tensor_apply|_kernel_fun"
+                    r"|rotary|rope|SubTensorOp|OpTensor|scalePackedTensor|transform_kernel|^cupy_",
+     "PyTorch/MIOpen/cuDNN pointwise, Inductor triton_poi, nvFuser, optimizers"),
 )
+
+CATEGORIES_IN_TABLE: tuple[str, ...] = tuple(dict.fromkeys(c for c, _, _ in KERNEL_CATEGORIES))
 
 GEMM_VENDOR_HINTS: tuple[tuple[str, str], ...] = (
     (r"Cijk_|hipblaslt|rocblas|Tensile", "hipBLASLt/Tensile"),

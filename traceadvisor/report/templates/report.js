@@ -1,7 +1,7 @@
 /* traceadvisor report: draw the embedded plotly figures and link findings to the timeline. */
 (function () {
   "use strict";
-  var TA = window.__ta || { errors: [] };
+  var TA = window.__ta || { errors: [], fail: function (m) { this.errors.push(String(m)); } };
 
   function readJSON(id) {
     var el = document.getElementById(id);
@@ -21,7 +21,7 @@
     var jobs = [];
     document.querySelectorAll("[data-fig].plot").forEach(function (div) {
       var f = FIGS[div.getAttribute("data-fig")];
-      if (!f) { TA.errors.push("no figure " + div.getAttribute("data-fig")); return; }
+      if (!f) { TA.fail("no figure " + div.getAttribute("data-fig")); return; }
       var xr = f.layout.xaxis && f.layout.xaxis.range ? f.layout.xaxis.range.slice() : null;
       state[div.id] = { shapes: (f.layout.shapes || []).slice(), range: xr, finding: null, index: -1 };
       jobs.push(Plotly.newPlot(div, f.data, f.layout, CONFIG));
@@ -120,10 +120,14 @@
   }
 
   var t0 = window.performance ? performance.now() : 0;
+  function finish() {
+    TA.update = done;  // errors after the first render update the marker too
+    done();
+  }
   try {
-    render().then(done, function (e) { TA.errors.push("render: " + e); done(); });
+    render().then(finish, function (e) { TA.errors.push("render: " + e); finish(); });
   } catch (e) {
     TA.errors.push("render: " + e);
-    done();
+    finish();
   }
 })();

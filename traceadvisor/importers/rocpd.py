@@ -1,0 +1,359 @@
+"""rocprofv3 "rocpd" SQLite database (ROCm 7 ``--output-format rocpd``; formats.md section 3.6).
+
+Not the rocmProfileData ``.rpd`` schema despite the name. Base tables carry a ``_<uuid>`` suffix (one set per
+run or process merged into the file) and unsuffixed views union them; each suffix group is read from its
+own tables (no ``guid`` column needed for the joins) and the groups are concatenated.
+
+Field map (source -> canonical):
+
+| source | canonical |
+|---|---|
+| ``rocpd_kernel_dispatch`` | kind ``kernel``; ``device`` = agent ``type_index`` (GPU ordinal), ``stream`` = HIP stream id, ``tid`` = queue id |
+| ``grid_size_*`` (work-items) / ``workgroup_size_*`` | ``grid_*`` = ceil(grid / workgroup) blocks, ``block_*`` |
+| kernel symbol ``display_name`` / ``arch_vgpr_count`` | ``name`` / ``registers`` |
+| ``rocpd_memory_copy`` (``MEMORY_COPY_*`` name, ``size``) | kind ``memcpy`` with ``copy_kind`` and ``bytes`` |
+| ``rocpd_region`` (HIP/HSA/RCCL API, markers) | kind ``runtime`` / ``annotation``; function arguments (``rocpd_arg``) in ``args.api_args`` |
+| ``rocpd_memory_allocate`` | kind ``memory`` with ``bytes`` |
+| ``rocpd_event.stack_id`` / ``correlation_id`` | ``correlation_id`` (internal) / ``external_id`` (0 -> null) |
+| ``rocpd_info_agent`` (+ extdata JSON) | devices: product name, gfx target, CUs, memory, PCI id |
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+
+from traceadvisor.errors import InputError
+from traceadvisor.importers import amd_common as ac
+from traceadvisor.importers.probe import Probe
+from traceadvisor.progress import Progress
+from traceadvisor.trace import Device, Trace, TraceMeta
+
+NAME = "rocpd"
+DESCRIPTION = "rocprofv3 rocpd SQLite database (ROCm 7: rocpd_kernel_dispatch_<uuid>, rocpd_region_<uuid>, views)"
+
+UUID_RE = r"_[0-9a-fA-F]{8}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{12}"
+LOGICAL = ("rocpd_string", "rocpd_event", "rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate",
+           "rocpd_region", "rocpd_arg", "rocpd_info_agent", "rocpd_info_kernel_symbol", "rocpd_info_process",
+           "rocpd_info_thread", "rocpd_info_queue", "rocpd_info_stream", "rocpd_metadata", "rocpd_pmc_event",
+           "rocpd_sample", "rocpd_track", "rocpd_info_code_object", "rocpd_info_node", "rocpd_info_pmc")
+EVENT_TABLES = ("rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate", "rocpd_region")
+SKIPPED = {"rocpd_pmc_event": "rocpd_pmc_event rows (counter values per dispatch)",
+           "rocpd_sample": "rocpd_sample rows (sampled events: PC sampling, tracks)"}
+
+
+def _logical(name: str) -> str:
+    return re.sub(UUID_RE + "$", "", name)
+
+
+def sniff(probe: Probe) -> bool:
+    if not probe.is_sqlite:
+        return False
+    names = {_logical(n) for n in ac.sqlite_names(probe)}
+    return "rocpd_api" not in names and "rocpd_metadata" in names and bool(
+        names & {"rocpd_kernel_dispatch", "rocpd_region", "rocpd_memory_copy"})
+
+
+def _groups(tables: dict[str, str]) -> dict[str, dict[str, str]]:
+    """uuid suffix -> logical name -> physical table; views stand in when no base table exists."""
+    out: dict[str, dict[str, str]] = {}
+    for name, ty in tables.items():
+        m = re.fullmatch(r"(rocpd_\w+?)(" + UUID_RE + ")", name)
+        if ty == "table" and m and m.group(1) in LOGICAL:
+            out.setdefault(m.group(2), {})[m.group(1)] = name
+    if not out:
+        plain = {n: n for n in LOGICAL if n in tables}
+        if plain:
+            out[""] = plain
+    return out
+
+
+SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # logical -> (columns, text columns)
+    "rocpd_event": (("id", "category_id", "stack_id", "parent_stack_id", "correlation_id"), ()),
+    "rocpd_kernel_dispatch": (("id", "pid", "tid", "agent_id", "kernel_id", "dispatch_id", "queue_id", "stream_id",
+                               "start", "end", "private_segment_size", "group_segment_size", "workgroup_size_x",
+                               "workgroup_size_y", "workgroup_size_z", "grid_size_x", "grid_size_y", "grid_size_z",
+                               "region_name_id", "event_id"), ()),
+    "rocpd_region": (("id", "pid", "tid", "start", "end", "name_id", "event_id"), ()),
+    "rocpd_memory_copy": (("id", "pid", "tid", "start", "end", "name_id", "dst_agent_id", "dst_address", "src_agent_id",
+                           "src_address", "size", "queue_id", "stream_id", "region_name_id", "event_id"),
+                          ("dst_address", "src_address")),
+    "rocpd_memory_allocate": (("id", "pid", "tid", "agent_id", "type", "level", "start", "end", "address", "size",
+                               "queue_id", "stream_id", "event_id"), ("type", "level", "address")),
+    "rocpd_arg": (("event_id", "position", "type", "name", "value"), ("type", "name", "value")),
+}
+
+
+def _specs(con: sqlite3.Connection, phys: dict[str, str]) -> list[ac.TableSpec]:
+    out = []
+    for logical, (cols, text) in SPECS.items():
+        if logical in phys:
+            have = set(ac.table_columns(con, phys[logical]))
+            use = tuple(c for c in cols if c in have)
+            out.append(ac.TableSpec(phys[logical], use, tuple(t for t in text if t in use)))
+    return out
+
+
+def _small(con: sqlite3.Connection, table: str | None, cols: dict[str, pl.DataType]) -> pl.DataFrame:
+    if table is None:
+        return pl.DataFrame(schema=cols)
+    have = set(ac.table_columns(con, table))
+    use = {c: t for c, t in cols.items() if c in have}
+    df = ac.fetch_frame(con, f"SELECT {', '.join(ac._q(c) for c in use)} FROM {ac._q(table)}", use)
+    return df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in use])
+
+
+def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+    if id_col not in df.columns:
+        return df.with_columns(pl.lit(None, dtype=pl.String).alias(out))
+    return df.join(strings.rename({"id": id_col, "string": out}), on=id_col, how="left")
+
+
+def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    ev = _strings(strings, events, "category_id", "category_name").rename({"id": "event_id"}).drop("category_id")
+    df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
+    for c in ("stack_id", "parent_stack_id", "correlation_id"):
+        if c not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias(c))
+    if "category_name" not in df.columns:
+        df = df.with_columns(category_name=pl.lit(None, dtype=pl.String))
+    return df.with_columns(
+        external_id=ac.positive("correlation_id"), correlation_id=pl.col("stack_id"),
+        parent_stack_id=ac.positive("parent_stack_id"),
+    )
+
+
+def _os_ids(df: pl.DataFrame, procs: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    df = df.join(procs.select(pl.col("id").alias("pid"), pl.col("pid").alias("os_pid")), on="pid", how="left")
+    df = df.join(threads.select(pl.col("id").alias("tid"), pl.col("tid").alias("os_tid")), on="tid", how="left")
+    return df.with_columns(os_pid=pl.coalesce("os_pid", "pid"), os_tid=pl.coalesce("os_tid", "tid"))
+
+
+def _agent_index(agents: pl.DataFrame) -> pl.DataFrame:
+    return agents.select(pl.col("id").alias("agent_id"), pl.col("type").alias("agent_type"),
+                         pl.col("type_index").alias("agent_ordinal"), pl.col("absolute_index").alias("agent_abs_index"))
+
+
+def _kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
+    if kd.height == 0:
+        return kd
+    sym = g["symbols"].select(
+        pl.col("id").alias("kernel_id"),
+        pl.coalesce(pl.col("display_name").replace("", None), pl.col("kernel_name")).alias("name"),
+        pl.col("kernel_name").alias("symbol_name"), pl.col("arch_vgpr_count").alias("registers"),
+        pl.col("accum_vgpr_count"), pl.col("sgpr_count"), pl.col("group_segment_size").alias("static_lds_bytes"),
+        pl.col("private_segment_size").alias("static_scratch_bytes"))
+    sym = ac.demangle(sym.with_columns(name=ac.clean_kernel_name(pl.col("name"))), "name")
+    kd = kd.join(sym, on="kernel_id", how="left").join(_agent_index(g["agents"]), on="agent_id", how="left")
+    kd = _strings(g["strings"], kd, "region_name_id", "launch_api")
+    kd = _events(_os_ids(kd, g["procs"], g["threads"]), g["events"], g["strings"])
+    kd = kd.join(g["queues"], on="queue_id", how="left").join(g["streams"], on="stream_id", how="left")
+    grid = {}
+    for a in ("x", "y", "z"):
+        grid[f"grid_{a}"] = ac.blocks(f"grid_size_{a}", f"workgroup_size_{a}")
+        grid[f"block_{a}"] = ac.positive(f"workgroup_size_{a}")
+    return kd.select(
+        pl.lit("kernel").alias("kind"), pl.coalesce("name", pl.lit("<unknown kernel>")).alias("name"),
+        pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
+        pl.col("agent_ordinal").alias("device"), pl.col("agent_ordinal").alias("pid"), pl.col("queue_id").alias("tid"),
+        pl.col("stream_id").alias("stream"), "correlation_id", "external_id",
+        pl.col("group_segment_size").alias("shared_mem_bytes"), pl.col("registers"), *[v.alias(k) for k, v in grid.items()],
+        pl.concat_list("grid_size_x", "grid_size_y", "grid_size_z").alias("grid_work_items"),
+        pl.lit("work-items / workgroup").alias("grid_rule"),
+        "dispatch_id", "queue_id", "queue_name", "stream_name", "os_pid", "os_tid", "parent_stack_id",
+        pl.col("launch_api").replace("", None), pl.col("private_segment_size").alias("scratch_bytes_per_item"),
+        "accum_vgpr_count", "sgpr_count", "static_lds_bytes", "kernel_id", "mangled_name", "agent_abs_index",
+    )
+
+
+def _copies(mc: pl.DataFrame, g: dict) -> pl.DataFrame:
+    if mc.height == 0:
+        return mc
+    mc = _strings(g["strings"], mc, "name_id", "name")
+    mc = _strings(g["strings"], mc, "region_name_id", "launch_api")
+    ag = _agent_index(g["agents"])
+    mc = mc.join(ag.rename({c: f"dst_{c}" for c in ag.columns}), on="dst_agent_id", how="left")
+    mc = mc.join(ag.rename({c: f"src_{c}" for c in ag.columns}), on="src_agent_id", how="left")
+    mc = _events(_os_ids(mc, g["procs"], g["threads"]), g["events"], g["strings"])
+    ck = pl.col("name").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
+    gpu_side = (pl.when(pl.col("copy_kind") == "h2d").then(pl.col("dst_agent_ordinal"))
+                .when(pl.col("src_agent_type") == "GPU").then(pl.col("src_agent_ordinal"))
+                .when(pl.col("dst_agent_type") == "GPU").then(pl.col("dst_agent_ordinal")))
+    mc = mc.with_columns(copy_kind=ck)
+    mc = mc.with_columns(
+        copy_kind=pl.when((pl.col("copy_kind") == "d2d") & (pl.col("src_agent_ordinal") != pl.col("dst_agent_ordinal")))
+        .then(pl.lit("p2p")).otherwise(pl.col("copy_kind")), device=gpu_side)
+    return mc.select(
+        pl.lit("memcpy").alias("kind"), "name", pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
+        "device", pl.col("device").alias("pid"), pl.col("queue_id").alias("tid"), pl.col("stream_id").alias("stream"),
+        "correlation_id", "external_id", ac.positive("size").alias("bytes"), "copy_kind",
+        pl.col("launch_api").replace("", None), "os_pid", "os_tid", "parent_stack_id", "src_address", "dst_address",
+        pl.col("src_agent_abs_index").alias("src_agent"), pl.col("dst_agent_abs_index").alias("dst_agent"),
+        "queue_id",
+    )
+
+
+def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
+    """One JSON object of function arguments per event id (first value per name, in argument order)."""
+    if arg is None or arg.height == 0:
+        return None
+    a = arg.sort("event_id", "position").unique(subset=["event_id", "name"], keep="first", maintain_order=True)
+    kv = pl.concat_str([ac.json_str_expr("name"), pl.lit(":"), ac.json_str_expr("value")])
+    a = a.filter(pl.col("name").is_not_null()).with_columns(kv.alias("_kv"))
+    return a.group_by("event_id").agg(pl.col("_kv").str.join(",")).select(
+        "event_id", pl.concat_str([pl.lit("{"), pl.col("_kv"), pl.lit("}")]).alias("api_args"))
+
+
+def _regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFrame:
+    if rg.height == 0:
+        return rg
+    rg = _strings(g["strings"], rg, "name_id", "name")
+    rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["events"], g["strings"])
+    ra = _region_args(arg)
+    if ra is not None:
+        rg = rg.join(ra, on="event_id", how="left")
+    else:
+        rg = rg.with_columns(api_args=pl.lit(None, dtype=pl.String))
+    marker = pl.col("category_name").str.starts_with("MARKER")
+    name = pl.coalesce(pl.col("name").replace("", None), pl.lit("<unnamed>"))
+    kind = pl.when(marker).then(ac.annotation_kind(name)).otherwise(ac.runtime_kind(name))
+    return rg.select(
+        kind.alias("kind"), name.alias("name"), pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
+        pl.col("os_pid").alias("pid"), pl.col("os_tid").alias("tid"), "correlation_id", "external_id",
+        pl.col("category_name").alias("api_category"), "parent_stack_id", "api_args",
+    )
+
+
+def _allocations(ma: pl.DataFrame, g: dict) -> pl.DataFrame:
+    if ma.height == 0:
+        return ma
+    ma = ma.join(_agent_index(g["agents"]), on="agent_id", how="left")
+    ma = _events(_os_ids(ma, g["procs"], g["threads"]), g["events"], g["strings"])
+    return ma.select(
+        pl.lit("memory").alias("kind"), pl.concat_str([pl.col("type"), pl.col("level")], separator=" ", ignore_nulls=True)
+        .alias("name"), pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
+        pl.col("os_pid").alias("pid"), pl.col("os_tid").alias("tid"),
+        pl.when(pl.col("agent_type") == "GPU").then(pl.col("agent_ordinal")).alias("device"),
+        ac.positive("size").alias("bytes"), "correlation_id", "external_id", "address", "queue_id", "stream_id",
+        pl.col("type").alias("alloc_type"), pl.col("level").alias("alloc_level"),
+    )
+
+
+def _agent_devices(agents: pl.DataFrame) -> list[Device]:
+    out = []
+    for r in agents.filter(pl.col("type") == "GPU").iter_rows(named=True):
+        try:
+            ext = json.loads(r["extdata"]) if r["extdata"] else {}
+        except ValueError:
+            ext = {}
+        banks = ext.get("mem_banks") or []
+        mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
+        props = {k: ext[k] for k in ("num_xcc", "simd_per_cu", "wave_front_size", "max_engine_clk_fcompute",
+                                     "gfx_target_version", "family_id", "lds_size_in_kb") if k in ext}
+        agent = ac.Agent(name=r["product_name"] or r["model_name"] or None, arch=r["name"] or None,
+                         compute_units=ext.get("cu_count"), memory_bytes=mem, pci_id=ext.get("device_id"),
+                         node=r["absolute_index"], ordinal=r["type_index"], properties=props)
+        out.append(ac.device_from_agent(int(r["type_index"] if r["type_index"] is not None else len(out)), agent,
+                                        "rocpd_info_agent"))
+    return out
+
+
+def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta) -> tuple[list[pl.DataFrame], dict]:
+    con = db.connect()
+    try:
+        g = {
+            "strings": _small(con, phys.get("rocpd_string"), {"id": pl.Int64, "string": pl.String}),
+            "agents": _small(con, phys.get("rocpd_info_agent"), {
+                "id": pl.Int64, "type": pl.String, "absolute_index": pl.Int64, "logical_index": pl.Int64,
+                "type_index": pl.Int64, "name": pl.String, "model_name": pl.String, "product_name": pl.String,
+                "extdata": pl.String}),
+            "symbols": _small(con, phys.get("rocpd_info_kernel_symbol"), {
+                "id": pl.Int64, "kernel_name": pl.String, "display_name": pl.String, "sgpr_count": pl.Int64,
+                "arch_vgpr_count": pl.Int64, "accum_vgpr_count": pl.Int64, "group_segment_size": pl.Int64,
+                "private_segment_size": pl.Int64}),
+            "procs": _small(con, phys.get("rocpd_info_process"), {
+                "id": pl.Int64, "pid": pl.Int64, "start": pl.Int64, "end": pl.Int64, "command": pl.String}),
+            "threads": _small(con, phys.get("rocpd_info_thread"), {"id": pl.Int64, "tid": pl.Int64}),
+            "queues": _small(con, phys.get("rocpd_info_queue"), {"id": pl.Int64, "name": pl.String}).rename(
+                {"id": "queue_id", "name": "queue_name"}),
+            "streams": _small(con, phys.get("rocpd_info_stream"), {"id": pl.Int64, "name": pl.String}).rename(
+                {"id": "stream_id", "name": "stream_name"}),
+            "metadata": dict(con.execute(f"SELECT tag, value FROM {ac._q(phys['rocpd_metadata'])}").fetchall())
+            if "rocpd_metadata" in phys else {},
+        }
+        specs = _specs(con, phys)
+        for logical, reason in SKIPPED.items():
+            if logical in phys:
+                meta.skip(reason, con.execute(f"SELECT count(*) FROM {ac._q(phys[logical])}").fetchone()[0])
+    finally:
+        con.close()
+    frames, errors = ac.read_tables(db, specs)
+    by_logical = {_logical(t): df for t, df in frames.items()}
+    for t, err in errors.items():
+        meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows read before the damage")
+        meta.truncated = True
+    g["events"] = by_logical.get("rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]}))
+    empty = pl.DataFrame()
+    parts = [
+        _kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
+        _copies(by_logical.get("rocpd_memory_copy", empty), g),
+        _regions(by_logical.get("rocpd_region", empty), g, by_logical.get("rocpd_arg")),
+        _allocations(by_logical.get("rocpd_memory_allocate", empty), g),
+    ]
+    return [p for p in parts if p.height], g
+
+
+def read(path: Path, progress: Progress | None = None) -> Trace:
+    path = Path(path)
+    with ac.SqliteInput(path) as db:
+        return _read(db, progress)
+
+
+def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
+    path = db.path
+    groups = _groups(db.tables())
+    if not groups:
+        raise InputError(f"{path} has no rocpd tables", "Is this a rocprofv3 --output-format rocpd database?")
+    if progress:
+        progress.start(None, f"reading {path.name}")
+    meta = ac.new_meta(path, NAME, "rocprofv3 (rocpd database)", None, "CLOCK_BOOTTIME")
+    parts: list[pl.DataFrame] = []
+    devices: dict[int, Device] = {}
+    windows, commands, versions = [], [], set()
+    try:
+        for phys in groups.values():
+            got, g = _read_group(db, phys, meta)
+            parts.extend(got)
+            for d in _agent_devices(g["agents"]):
+                devices.setdefault(d.index, d)
+            for r in g["procs"].iter_rows(named=True):
+                if r["start"] and r["end"]:
+                    windows.append((r["start"], r["end"]))
+                if r["command"]:
+                    commands.append(r["command"])
+            versions.add(str(g["metadata"].get("schema_version", "?")))
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"{path} is a damaged rocpd database ({e})", "Copy or record the profile again") from e
+    if db.truncated:
+        meta.truncated = True
+        meta.warn("the file is cut short (its last pages are missing); imported the rows that are present")
+    meta.producer_version = "schema " + "/".join(sorted(versions))
+    used = {int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()}
+    meta.devices = sorted((d for i, d in devices.items() if i in used or not used), key=lambda d: d.index)
+    meta.devices += [Device(index=i, vendor="amd") for i in sorted(used - set(devices))]
+    if windows:
+        meta.extra["capture_window_ns"] = [min(w[0] for w in windows), max(w[1] for w in windows)]
+    meta.extra.update({"commands": commands, "runs": len(groups), "gpu_agents": len(devices)})
+    if not parts and (meta.truncated or db.truncated):
+        raise InputError(f"{path} is a damaged rocpd database: no events could be read", "Copy or record the profile again")
+    trace = ac.finish(parts, meta, raw=("api_args",))
+    ev = trace.events
+    kinds = set(trace.counts_by_kind())
+    ac.timeline_caps(meta, kinds, copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
+                     correlation=ev.filter(pl.col("kind") == "runtime").height > 0
+                     and ev.filter(pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()).height > 0)
+    return ac.with_memory_inference(trace)
