@@ -38,7 +38,6 @@ IDL001 / DLD001 on that rank instead.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import polars as pl
@@ -79,17 +78,10 @@ RULE = Rule(
 
 
 def merge_ranks(traces: list[Trace]) -> Trace:
-    """One trace holding the events of several ranks of one job (their clocks must be comparable)."""
-    if not traces:
-        raise ValueError("no traces to merge")
-    frames = [t.events.with_columns(pl.col("rank").fill_null(pl.lit(t.meta.rank, dtype=pl.Int32))) for t in traces]
-    first = traces[0].meta
-    devices = {(t.meta.rank, d.index): d for t in traces for d in t.meta.devices}
-    caps = set.intersection(*(set(t.meta.capabilities) for t in traces))
-    meta = dataclasses.replace(first, path=f"job({', '.join(t.name for t in traces)})", rank=None,
-                               devices=list(devices.values()), capabilities=caps,
-                               warnings=[w for t in traces for w in t.meta.warnings])
-    return Trace(pl.concat(frames, how="vertical_relaxed"), meta)
+    """One trace holding the events of several ranks of one job (what ``analyze --job`` does)."""
+    from traceadvisor.job import merge_job
+
+    return merge_job(traces)
 
 
 def _ranks_with_steps(trace: Trace) -> int:
@@ -103,7 +95,7 @@ def requires(trace: Trace) -> str | None:
     n = _ranks_with_steps(trace)
     if n < 2:
         return (f"compares ranks of one job, but this trace holds the steps of {n} rank(s); analyse the ranks' "
-                "traces together (merged into one trace) to use it")
+                "traces together with `traceadvisor analyze --job rank0 rank1 ...` to use it")
     return None
 
 

@@ -70,3 +70,19 @@ def test_never_raises_on_the_corpus(path):
     res = analyze([t], [RM])
     assert not res.errors, res.errors
     assert res.findings == []  # every corpus file holds one rank
+
+
+def test_analyze_job_flag_merges_ranks_and_finds_straggler(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from traceadvisor.cli.main import cli
+
+    out = tmp_path / "f.json"
+    r = CliRunner().invoke(cli, ["analyze", "--job", *(str(TRACES / p) for p in PAIR), "--select", "STR001", "--json", str(out),
+                                 "--no-html", "-q"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert [f["rule"] for f in doc["findings"]] == ["STR001"]
+    assert len(doc["traces"]) == 1 and doc["traces"][0]["path"].startswith("job(")

@@ -57,10 +57,12 @@ def default_html_path(res) -> Path:
 @click.option("--option", "-O", "opts", multiple=True, help="Rule option CODE.name=value, e.g. GEM001.low_utilization=0.4.")
 @click.option("--config", type=click.Path(dir_okay=False, exists=True), help="traceadvisor.toml or pyproject.toml.")
 @click.option("--fail-on", help="Exit 1 when a finding reaches a confidence and/or impact share, e.g. 'high', '5%', 'medium,2%'.")
+@click.option("--job", is_flag=True, help="The TRACES are the per-rank traces of one distributed job: merge them "
+              "(enables cross-rank rules such as STR001 straggler).")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 @no_cache_option
 @example_option
-def command(traces, html_path, no_html, md_path, json_path, select, ignore, packs, opts, config, fail_on, quiet,
+def command(traces, html_path, no_html, md_path, json_path, select, ignore, packs, opts, config, fail_on, job, quiet,
             no_cache, example) -> None:
     """Analyze TRACES and report the bottlenecks, ranked by measured impact, with advice.
 
@@ -69,6 +71,7 @@ def command(traces, html_path, no_html, md_path, json_path, select, ignore, pack
       traceadvisor analyze run.pt.trace.json.gz
       traceadvisor analyze run.rpd --md pr-comment.md --json findings.json --fail-on high,5%
       traceadvisor analyze --example
+      traceadvisor analyze --job rank0.json.gz rank1.json.gz
     """
     from traceadvisor.analysis import run_analysis
     from traceadvisor.engine.failon import FailOn
@@ -76,6 +79,10 @@ def command(traces, html_path, no_html, md_path, json_path, select, ignore, pack
     fo = FailOn.parse(fail_on)
     paths = resolve_traces(traces, example)
     loaded = load_all(paths, no_cache=no_cache)
+    if job:
+        from traceadvisor.job import merge_job
+
+        loaded = [merge_job(loaded)]
     res, cfg = run_analysis(loaded, select=select, ignore=ignore, packs=packs, cli_options=opts,
                             config=Path(config) if config else None)
     if fo is None and cfg.get("fail-on"):

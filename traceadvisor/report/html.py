@@ -38,7 +38,7 @@ def json_text_for_script(text: str) -> Markup:
     """Escape already-serialized JSON for a script block (``<``, ``>``, ``&``, ``'`` only occur inside strings)."""
     text = (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-    return Markup(text)  # noqa: S704 - escaped above: no markup can open or close inside it
+    return Markup(text)  # safe: escaped above: no markup can open or close inside it
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +48,7 @@ def plotly_js() -> Markup:
 
     js = get_plotlyjs()
     js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE).replace("<!--", "<\\!--")
-    return Markup(js)  # noqa: S704 - the bundle shipped with plotly; closing tags neutralised above
+    return Markup(js)  # safe: the bundle shipped with plotly; closing tags neutralised above
 
 
 _INLINE = [
@@ -82,7 +82,7 @@ def doc_html(text: str | None) -> Markup:
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
         else:
             out.append(f"<p>{_inline(' '.join(ln.strip() for ln in lines))}</p>")
-    return Markup("".join(out))  # noqa: S704 - built from escaped text
+    return Markup("".join(out))  # safe: built from escaped text
 
 
 def _inline(s: str) -> str:
@@ -105,29 +105,45 @@ def fmt_bytes(v: float | int | None) -> str:
     return f"{v:.0f} B"
 
 
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+UNIT_TOKENS = {*TIME_UNITS, "pct", "bytes", "gbps", "tflops"}
+ABSOLUTE_TIMES = ("start_ns", "end_ns", "t_ns", "ts_ns")
+
+
+def _unit(key: str) -> str | None:
+    """The unit a snake_case evidence key carries in one of its words (``gap_us_median`` -> ``us``)."""
+    toks = key.lower().split("_")
+    for t in toks:
+        if t in UNIT_TOKENS and t != "s":
+            return t
+    if len(toks) > 1 and toks[-1] == "s":
+        return "s"
+    if toks[0] in ("share", "utilization", "frac", "fraction") or toks[-1] in ("share", "utilization", "frac"):
+        return "share"
+    return None
+
+
 def fmt_value(key: str, v: Any, t0_ns: int | None = None) -> str:
-    """One evidence value as text, by the unit its column name carries."""
+    """One evidence value as text, by the unit its key carries (times relative to the trace start)."""
     if v is None:
         return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    k = key.lower()
     if isinstance(v, (int, float)):
-        if k in ("start_ns", "end_ns", "t_ns") and t0_ns is not None:
+        if key.lower() in ABSOLUTE_TIMES and t0_ns is not None:
             return f"{(v - t0_ns) / 1e6:,.3f} ms"
-        if k.endswith("_ns"):
-            return F.fmt_dur(v)
-        if k.endswith("_us"):
-            return F.fmt_dur(v * 1e3)
-        if k.endswith("_ms"):
-            return F.fmt_dur(v * 1e6)
-        if k == "bytes" or k.endswith("_bytes"):
+        unit = _unit(key)
+        if unit in TIME_UNITS:
+            return F.fmt_dur(v * TIME_UNITS[unit])
+        if unit == "bytes":
             return fmt_bytes(v)
-        if k in ("share", "utilization") or k.endswith("_share") or k.endswith("_frac"):
+        if unit == "share":
             return f"{100 * v:.1f}%"
-        if k.endswith("gbps"):
+        if unit == "pct":
+            return f"{v:.1f}%"
+        if unit == "gbps":
             return f"{v:.3g} GB/s"
-        if k.endswith("tflops"):
+        if unit == "tflops":
             return f"{v:.3g} TFLOP/s"
         if isinstance(v, float):
             return f"{v:,.4g}"
@@ -138,13 +154,14 @@ def fmt_value(key: str, v: Any, t0_ns: int | None = None) -> str:
 
 
 def column_title(key: str) -> str:
-    k = key
-    if k in ("start_ns", "end_ns"):
-        return k[:-3] + " (ms)"
-    for suf in ("_ns", "_us", "_ms"):
-        if k.endswith(suf):
-            k = k[: -len(suf)]
-    return k.replace("_", " ")
+    """A readable title for an evidence key: words without the unit (shown in the values), absolute times in ms."""
+    if key.lower() in ABSOLUTE_TIMES:
+        return key[: key.rindex("_")].replace("_", " ") + " (ms)"
+    unit = _unit(key)
+    words = key.split("_")
+    if unit in TIME_UNITS and len(words) > 1:
+        words = [w for w in words if w.lower() != unit]
+    return " ".join("%" if w.lower() == "pct" else w for w in words)
 
 
 def order_columns(rows: list[dict[str, Any]]) -> list[str]:

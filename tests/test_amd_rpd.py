@@ -1,0 +1,181 @@
+"""rocmProfileData .rpd importer on the real corpus: counts checked against SQL, links, grids, inference, damage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from traceadvisor.cli.main import cli
+from traceadvisor.errors import InputError
+from traceadvisor.importers import detect, rpd
+
+GFX90A = "rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd"
+VLLM = "rpd/rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd"
+SYSINFO = "rocprof_csv/mi300x_hip_bmm_naive/results.sysinfo.txt"
+
+
+def _sql(path, q):
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(q).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def traces(traces_dir):
+    return {name: rpd.read(traces_dir / name) for name in (GFX90A, VLLM)}
+
+
+@pytest.mark.parametrize("name", [GFX90A, VLLM])
+def test_counts_match_sql(traces, traces_dir, name):
+    path = traces_dir / name
+    by_type = dict(_sql(path, "SELECT s.string, count(*) FROM rocpd_op o JOIN rocpd_string s ON s.id = o.opType_id GROUP BY 1"))
+    named_tasks = _sql(path, "SELECT count(*) FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
+                             "JOIN rocpd_string d ON d.id = o.description_id WHERE t.string = 'Task' AND d.string != ''")[0][0]
+    counts = traces[name].counts_by_kind()
+    assert counts.get("kernel", 0) == by_type.get("KernelExecution", 0) + named_tasks
+    assert counts.get("memcpy", 0) == sum(n for t, n in by_type.items() if t.startswith("Copy"))
+    assert counts.get("memset", 0) == by_type.get("FillBuffer", 0)
+    n_api = _sql(path, "SELECT count(*) FROM rocpd_api")[0][0]
+    host = sum(counts.get(k, 0) for k in ("runtime", "overhead", "annotation", "step"))
+    assert host == n_api
+    assert sum(counts.values()) == n_api + _sql(path, "SELECT count(*) FROM rocpd_op")[0][0]
+
+
+def test_times_are_int64_ns_on_the_file_clock(traces, traces_dir):
+    tr = traces[GFX90A]
+    assert tr.events.schema["start_ns"] == pl.Int64 and tr.events.schema["dur_ns"] == pl.Int64
+    lo, hi = _sql(traces_dir / GFX90A, "SELECT min(start), max(end) FROM rocpd_op")[0]
+    k = tr.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    assert k["start_ns"].min() == lo
+    assert (k["start_ns"] + k["dur_ns"]).max() == hi
+    assert tr.meta.clock_base == "CLOCK_MONOTONIC"
+
+
+def test_api_links_and_grid_units(traces, traces_dir):
+    ev = traces[GFX90A].events
+    gemm = ev.filter(pl.col("name").str.starts_with("Cijk_")).row(0, named=True)
+    assert gemm["category"] == "gemm"
+    api = ev.filter((pl.col("kind") == "runtime") & (pl.col("correlation_id") == gemm["correlation_id"]))
+    assert api["name"].to_list() == ["hipExtModuleLaunchKernel"]
+    gx, gy, wx, wy = _sql(traces_dir / GFX90A, "SELECT gridX, gridY, workgroupX, workgroupY FROM rocpd_kernelapi k "
+                                              f"WHERE k.api_ptr_id = {gemm['correlation_id']}")[0]
+    assert (gemm["grid_x"], gemm["grid_y"]) == (-(-gx // wx), -(-gy // wy))  # work-items -> blocks
+    assert json.loads(gemm["args"])["grid_recorded"][0] == gx
+    launch = ev.filter(pl.col("args").str.contains('"launch_api":"hipLaunchKernel"') & (pl.col("kind") == "kernel")).row(0, named=True)
+    k = _sql(traces_dir / GFX90A, f"SELECT gridX, workgroupX FROM rocpd_kernelapi WHERE api_ptr_id = {launch['correlation_id']}")[0]
+    assert (launch["grid_x"], launch["block_x"]) == k  # hipLaunchKernel grids are blocks already
+
+
+def test_pageable_inferred_with_evidence_never_as_fact(traces):
+    tr = traces[GFX90A]
+    assert "copy_memory_inferred" in tr.meta.capabilities
+    assert "copy_memory_kind" not in tr.meta.capabilities
+    big = tr.events.filter((pl.col("kind") == "memcpy") & (pl.col("bytes") == 2_000_000_000)).row(0, named=True)
+    assert (big["copy_kind"], big["src_memory"], big["dst_memory"], big["memory_inferred"]) == ("h2d", "pageable", "device", True)
+    ev = json.loads(big["args"])["memory_inference"]
+    assert ev["confidence"] in ("medium", "high") and ev["api"] == "hipMemcpyWithStream"
+    assert ev["api_dur_ns"] > ev["copy_dur_ns"] and 12 < ev["gbps"] < 13.5 and ev["reason"]
+    small = tr.events.filter((pl.col("kind") == "memcpy") & (pl.col("bytes") < 1 << 20))
+    assert small.height and small["memory_inferred"].is_null().all()
+    assert set(small.filter(pl.col("copy_kind") == "d2h")["dst_memory"]) == {"unknown"}
+
+
+def test_device_model_inferred_and_flagged(traces):
+    d = traces[VLLM].meta.devices
+    assert [(x.index, x.arch, x.model) for x in d] == [(2, "gfx942", "MI300X")]
+    assert d[0].properties["model_inferred"] is True
+    assert any("inferred" in w for w in traces[VLLM].meta.warnings)
+    assert "device_properties" not in traces[VLLM].meta.capabilities
+    assert traces[GFX90A].meta.devices[0].arch == "gfx90a"
+
+
+def test_sysinfo_beside_the_rpd_names_the_device(traces_dir, tmp_path):
+    shutil.copy(traces_dir / GFX90A, tmp_path / "run.rpd")
+    shutil.copy(traces_dir / SYSINFO, tmp_path / "results.sysinfo.txt")
+    tr = rpd.read(tmp_path / "run.rpd")
+    d = tr.meta.devices[0]
+    assert (d.model, d.name, d.compute_units) == ("MI300X", "AMD Instinct MI300X", 304)
+    assert not d.properties.get("model_inferred") and "device_properties" in tr.meta.capabilities
+
+
+def test_extension_tables_kept_or_counted(traces, traces_dir):
+    tr = traces[VLLM]
+    n_cs = _sql(traces_dir / VLLM, "SELECT count(*) FROM ext_callstack")[0][0]
+    assert tr.meta.skipped["ext_callstack rows (derived caller/callee pairs of API rows, recomputable)"] == n_cs
+    n_ag = _sql(traces_dir / VLLM, "SELECT count(*) FROM ext_autogradapi")[0][0]
+    ann = tr.events.filter(pl.col("args").str.contains('"autograd_name"'))
+    assert ann.height == n_ag and set(ann["kind"]) == {"annotation"}
+    assert tr.meta.input_events == tr.events.height + sum(tr.meta.skipped.values())
+
+
+def test_unknown_extension_table_is_counted_not_an_error(traces_dir, tmp_path):
+    p = tmp_path / "ext.rpd"
+    shutil.copy(traces_dir / GFX90A, p)
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE ext_mytool (api_ptr_id INTEGER, note TEXT)")
+    con.executemany("INSERT INTO ext_mytool VALUES (?, ?)", [(i, "x") for i in range(7)])
+    con.commit()
+    con.close()
+    tr = rpd.read(p)
+    assert tr.meta.skipped["rows of extension table ext_mytool (not interpreted)"] == 7
+    assert tr.meta.extra["extension_tables"]["ext_mytool"] == 7
+
+
+def test_sniffed_from_content_not_extension(traces_dir, tmp_path):
+    p = tmp_path / "trace.json"
+    shutil.copy(traces_dir / GFX90A, p)
+    assert detect(p).NAME == "rpd"
+
+
+def test_truncated_rpd_gives_partial_import_or_one_line_error(traces_dir, tmp_path):
+    data = (traces_dir / VLLM).read_bytes()
+    runner = CliRunner()
+    for frac in (0.6, 0.2, 0.001):
+        p = tmp_path / f"cut{frac}.rpd"
+        p.write_bytes(data[: int(len(data) * frac)])
+        res = runner.invoke(cli, ["info", "--no-cache", str(p)])
+        assert res.exit_code in (0, 2), res.output
+        assert "Traceback" not in res.output
+        if res.exit_code == 0:
+            tr = rpd.read(p)
+            assert tr.meta.truncated and any("cut short" in w for w in tr.meta.warnings)
+        else:
+            assert res.output.count("\n") <= 2 and res.output.startswith("Error:")
+
+
+def test_corrupt_pages_do_not_raise_a_traceback(traces_dir, tmp_path):
+    data = bytearray((traces_dir / VLLM).read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for k in range(len(data) // page // 3, len(data) // page // 3 + 40):  # scribble over 40 pages in the middle
+        data[k * page: k * page + 64] = b"\xff" * 64
+    p = tmp_path / "corrupt.rpd"
+    p.write_bytes(bytes(data))
+    try:
+        tr = rpd.read(p)
+    except InputError as e:
+        assert "damaged" in e.one_line()
+    else:
+        assert tr.meta.truncated and tr.meta.warnings
+
+
+def test_missing_core_table_is_an_input_error(tmp_path):
+    p = tmp_path / "bad.rpd"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE rocpd_api (id INTEGER)")
+    con.execute("CREATE TABLE rocpd_op (id INTEGER)")
+    con.close()
+    with pytest.raises(InputError, match="without the table"):
+        rpd.read(p)
+
+
+def test_cli_info_names_the_device(traces_dir):
+    res = CliRunner().invoke(cli, ["info", "--no-cache", str(traces_dir / VLLM)])
+    assert res.exit_code == 0, res.output
+    assert "MI300X" in res.output and "rpd" in res.output
