@@ -207,7 +207,7 @@ def test_header_findings_and_sections(small_html):
     assert "<code>cudaMemcpyAsync</code>" in small_html and "<strong>8 GB/s</strong>" in small_html
     assert "<li>it cannot overlap</li>" in small_html and "One-off copies." in small_html
     # evidence table: durations, bytes, bandwidth and trace-relative times, with per-row zoom buttons
-    assert "32 MiB" in f1 and "8.1 GB/s" in f1 and "120 µs" in f1 and "0.005 ms" in f1
+    assert "32 MiB" in f1 and "8.1 GB/s" in f1 and "120 µs" in f1 and "<td>0.005</td>" in f1
     assert "data-x0=" in f1
 
 
@@ -371,3 +371,28 @@ def test_real_trace_report(traces_dir, tmp_path):
     why = rm.section("Why it matters").split()[:6]
     assert " ".join(why) in re.sub(r"<[^>]+>", "", html)  # why it matters, from the rule's own docstring
     assert "H200 SXM 141GB" in html and "Equivalent on ROCm (AMD)" in html
+
+
+def test_several_traces_get_their_own_timelines():
+    a, b = small_trace(name="rank0"), small_trace(vendor="amd", device="AMD Instinct MI300X", name="rank1")
+    res = AnalysisResult(traces=[a, b], findings=[finding(b, impact_ns=900_000, stack="amd"), finding(a)],
+                         rules=[doc_rule()])
+    html = render_html(res)
+    figs = island(html, "ta-figures")
+    assert {"timeline-0", "timeline-1", "cat-1", "steps-1"} <= set(figs)
+    zoom = island(html, "ta-zoom")
+    assert zoom["f1"]["fig"] == "timeline-1" and zoom["f2"]["fig"] == "timeline-0"
+    assert figs["timeline-1"]["layout"]["yaxis"]["ticktext"][0] == "#1 MEM001 pageable-host-copy"
+    assert html.count("<h1>rank") == 2 and "(rank1)" in html  # findings say which trace they belong to
+
+
+def test_trace_health_is_shown():
+    tr = small_trace()
+    tr.meta.truncated = True
+    tr.meta.input_events = 1000
+    tr.meta.warn("clock went backwards twice")
+    tr.meta.skip("unknown phase", 7)
+    html = render_html(AnalysisResult(traces=[tr]))
+    health = html[html.index('class="health"'):html.index("</ul>", html.index('class="health"'))]
+    assert "The input is truncated" in health and "clock went backwards twice" in health
+    assert "7 input events of 1,000 read were skipped (unknown phase: 7)" in health

@@ -89,10 +89,12 @@ class Loaded:
     recovered_bytes: int = 0  # bytes of JSON text up to the last complete event
     gzip_truncated: bool = False
     path: str = ""
+    text_offset: int | None = None  # file offset of the JSON text (plain files only; None for gzip)
+    events_offset: int | None = None  # offset of the events array in the JSON text, when known
 
 
-def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray, bool]:
-    """The JSON text of ``path``, gunzipped when it is gzip. Returns (text, gzip stream ended early).
+def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray, bool, bool]:
+    """The JSON text of ``path``, gunzipped when it is gzip: (text, gzip stream ended early, was gzip).
 
     The text is read into one preallocated buffer (no second copy of a multi-GB file).
     """
@@ -116,8 +118,8 @@ def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray,
                         progress.advance(n)
                 view.release()
                 del data[got:]
-                return data, False
-            return _gunzip(f, path, progress)
+                return data, False, False
+            return (*_gunzip(f, path, progress), True)
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
 
@@ -153,17 +155,20 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
 
     A file cut off mid-write is closed after its last complete event (``truncated``).
     """
-    data, gz_short = read_bytes(path, progress)
+    data, gz_short, gz = read_bytes(path, progress)
     size = len(data)
-    del data[:_content_start(data)]  # O(1) on a bytearray
+    start = _content_start(data)
+    del data[:start]  # O(1) on a bytearray
     text = data
     if not text:
         raise InputError(f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing")
     legacy = text[:1] == b"["
+    base = None if gz else start
     try:
         doc, events = _split(text, legacy, path)
         return Loaded(doc, events, legacy, size, truncated=gz_short, recovered_bytes=size,
-                      gzip_truncated=gz_short, path=str(path))
+                      gzip_truncated=gz_short, path=str(path), text_offset=base,
+                      events_offset=_offset_in(text, events, legacy))
     except msgspec.ValidationError as e:
         raise _not_a_trace(path, e) from e
     except msgspec.DecodeError as e:
@@ -175,9 +180,21 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
     if rec is None:
         raise InputError(f"{path} is not valid JSON ({err})",
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()") from err
-    doc, events, cut = rec
+    doc, events, cut, closed = rec
     return Loaded(doc, events, legacy, size, truncated=True, recovered_bytes=cut, gzip_truncated=gz_short,
-                  path=str(path))
+                  path=str(path), text_offset=base, events_offset=_offset_in(closed, events, legacy))
+
+
+def _offset_in(text: Any, events: Any, legacy: bool) -> int | None:
+    """Where the events array (a view into ``text``) starts in ``text``; None when it cannot be told."""
+    if legacy:
+        return 0
+    mv = memoryview(events)
+    probe = bytes(mv[:64])
+    off = text.find(probe, max(0, text.find(b'"traceEvents"')))
+    if off < 0 or off + len(mv) > len(text) or text[off + len(mv) - 16:off + len(mv)] != mv[-16:]:
+        return None
+    return off
 
 
 def _content_start(data: bytearray) -> int:
@@ -221,7 +238,7 @@ _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 _MAX_TRIES = 64
 
 
-def _recover(text: bytes, legacy: bool, path: Path) -> tuple[Document, Any, int] | None:
+def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, bytes] | None:
     """Close the text after its last complete event and decode that; None when that does not work."""
     start = 0 if legacy else text.find(b'"traceEvents"')
     if start < 0:
@@ -232,17 +249,19 @@ def _recover(text: bytes, legacy: bool, path: Path) -> tuple[Document, Any, int]
         pos = _last_gap(text, start, end)
         if pos < 0:
             break
+        closed = bytes(text[: pos + 1]) + closing
         try:
-            doc, events = _split(text[: pos + 1] + closing, legacy, path)
-            return doc, events, pos + 1
+            doc, events = _split(closed, legacy, path)
+            return doc, events, pos + 1, closed
         except msgspec.DecodeError:
             end = pos
     # only one complete event: close right after the last "}"
     last = text.rfind(b"}", start)
     if last > start:
+        closed = bytes(text[: last + 1]) + closing
         try:
-            doc, events = _split(text[: last + 1] + closing, legacy, path)
-            return doc, events, last + 1
+            doc, events = _split(closed, legacy, path)
+            return doc, events, last + 1, closed
         except msgspec.DecodeError:
             return None
     return None
@@ -269,26 +288,39 @@ def _last_gap(text: bytes, start: int, end: int) -> int:
 CHUNK_TEXT = 24 << 20  # bytes of event text decoded at once (bounds the Python objects alive)
 
 
-def event_chunks(events: Any) -> Iterator[list[Event]]:
-    """Decode the events array in chunks of about ``CHUNK_TEXT`` bytes, cut between two events.
+def _array_bounds(mv: memoryview) -> tuple[int, int]:
+    """(first byte after "[", position of the closing "]") of the events array text."""
+    tail = max(0, len(mv) - 256)
+    return 1, tail + bytes(mv[tail:]).rfind(b"]")
 
-    Cuts are found by searching for ``},{`` after the chunk size; a cut that falls inside an event (an
-    array of objects in args) makes that chunk fail to decode, and the rest of the array is then split
-    exactly with a raw pass.
+
+def chunk_ranges(events: Any) -> list[tuple[int, int]]:
+    """Byte ranges of about ``CHUNK_TEXT`` bytes of whole events in the events array text, cut at ``},{``.
+
+    A cut can fall inside an event only when args hold an array of objects; such a range fails to decode.
     """
     mv = memoryview(events)
-    tail = max(0, len(mv) - 256)
-    hi = tail + bytes(mv[tail:]).rfind(b"]")  # the closing "]"
-    a = 1  # after "["
+    a, hi = _array_bounds(mv)
+    ranges = []
     while a < hi:
         b, nxt = _next_cut(mv, a, hi)
+        ranges.append((a, b))
+        a = nxt
+    return ranges
+
+
+def event_chunks(events: Any) -> Iterator[list[Event]]:
+    """Decode the events array chunk by chunk (see ``chunk_ranges``); when a range does not decode on its
+    own, the rest of the array is split exactly with a raw pass."""
+    mv = memoryview(events)
+    _, hi = _array_bounds(mv)
+    for a, b in chunk_ranges(mv):
         try:
             evs = _EVENTS.decode(b"".join((b"[", mv[a:b], b"]")))
         except msgspec.DecodeError:
             yield from _exact_chunks(mv[a:hi])
             return
         yield evs
-        a = nxt
 
 
 def _next_cut(mv: memoryview, a: int, hi: int) -> tuple[int, int]:

@@ -89,7 +89,7 @@ def sqlite_names(probe) -> set[str]:
 
 class SqliteInput:
     """A SQLite input opened read-only. A file cut short (its header counts pages that are missing) is read
-    through a temporary copy of its whole pages whose header counts only those, so what is there imports."""
+    through a temporary copy padded back to its declared size, so the pages that are there still import."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -107,17 +107,19 @@ class SqliteInput:
         page = 65536 if page == 1 else page
         pages = int.from_bytes(head[28:32], "big")
         size = self.path.stat().st_size
-        whole = size // page if page else 0
-        if page and (size % page or pages > whole):
-            self._repair(head, page, whole)
+        if page and (size % page or pages * page > size):
+            self._repair(page, max(pages, -(-size // page)))
 
-    def _repair(self, head: bytes, page: int, whole: int) -> None:
+    def _repair(self, page: int, pages: int) -> None:
+        """Copy the pages that are present and pad with zero pages up to the size the header declares: the
+        schema stays valid, and a scan that reaches a missing page stops there with an error (salvaged)."""
         import tempfile
 
-        if whole < 1:
+        if self.path.stat().st_size < page:
             raise InputError(f"{self.path} is truncated inside its first page", "Copy or record the trace again")
         self._tmp = tempfile.mkdtemp(prefix="traceadvisor-")
         dst = Path(self._tmp) / "truncated.sqlite"
+        whole = self.path.stat().st_size // page
         with open(self.path, "rb") as src, open(dst, "wb") as out:
             left = whole * page
             while left:
@@ -126,10 +128,7 @@ class SqliteInput:
                     break
                 out.write(buf)
                 left -= len(buf)
-            out.seek(28)
-            out.write(whole.to_bytes(4, "big"))
-            out.seek(92)
-            out.write(head[24:28])  # version-valid-for = change counter: SQLite trusts the patched page count
+            out.truncate(pages * page)  # sparse zero pages in place of the missing ones
         self.file = dst
         self.truncated = True
 
@@ -743,16 +742,47 @@ def _stats_kind(fname: str, names: pl.Series) -> str:
     return "kernel"
 
 
-def read_csv_strings(path: Path) -> pl.DataFrame:
-    """A CSV with every field as a string (rocprof quotes inconsistently); ragged last lines tolerated."""
+def read_csv_strings(path: Path, meta: TraceMeta | None = None) -> pl.DataFrame:
+    """A CSV with every field as a string (rocprof quotes inconsistently); blank lines dropped.
+
+    A file cut inside a quoted field (polars refuses it) is read again with Python's csv module up to the cut;
+    ``meta`` then gets a warning and ``truncated``.
+    """
     try:
         df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, quote_char='"', encoding="utf8-lossy")
-    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, OSError) as e:
-        raise InputError(f"{path} is not a readable CSV ({str(e).splitlines()[0]})", "Export the profile again") from e
+    except pl.exceptions.NoDataError as e:
+        raise InputError(f"{path} is empty", "Export the profile again") from e
+    except (pl.exceptions.ComputeError, OSError) as e:
+        df = _csv_salvage(path, e)
+        if meta is not None:
+            meta.warn(f"{path.name} is cut or damaged after {df.height} rows; imported those")
+            meta.truncated = True
     if df.width == 0:
         return df
     blank = pl.all_horizontal([pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in df.columns])
     return df.filter(~blank)
+
+
+def _csv_salvage(path: Path, err: Exception) -> pl.DataFrame:
+    import csv
+
+    rows: list[list[str]] = []
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            try:
+                for r in reader:
+                    rows.append(r)
+            except csv.Error:
+                pass
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
+    if not header:
+        raise InputError(f"{path} is not a readable CSV ({str(err).splitlines()[0][:120]})", "Export the profile again")
+    width = len(header)
+    data = {h: [r[i] if i < len(r) else None for r in rows] for i, h in enumerate(header)}
+    return pl.DataFrame(data, schema={h: pl.String for h in header}) if width else pl.DataFrame()
 
 
 def require_columns(df: pl.DataFrame, path: Path, needed: Sequence[str], what: str) -> None:
@@ -772,9 +802,9 @@ def float_col(name: str) -> pl.Expr:
     return pl.col(name).str.strip_chars().cast(pl.Float64, strict=False)
 
 
-def read_stats(path: Path, run: str | None = None) -> pl.DataFrame:
+def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None) -> pl.DataFrame:
     """One aggregate row per name: ``dur_ns`` = total time; calls/avg/min/max/percentage in args."""
-    df = read_csv_strings(path)
+    df = read_csv_strings(path, meta)
     require_columns(df, path, ("Name", "Calls", "TotalDurationNs"), "rocprof statistics file")
     kind = _stats_kind(path.name, df.get_column("Name"))
     opt = {c: (c in df.columns) for c in ("AverageNs", "Percentage", "MinNs", "MaxNs", "StdDev")}
@@ -874,16 +904,16 @@ def _csv_type(h: list[str]) -> str | None:
     s = set(h)
     if is_stats_header(h):
         return "v3_stats" if set(STATS_V3_EXTRA) <= s else "v1_stats"
-    if h[:2] == ["Index", "KernelName"]:
+    if h[:1] == ["Index"] and (h[1:2] == ["KernelName"] or {"gpu-id", "queue-id", "grd"} <= s):
         return "v1_kernel_csv"
-    if {"Kind", "Kernel_Name", "Start_Timestamp"} <= s:
+    if {"Counter_Name", "Dispatch_Id"} <= s:
+        return "v3_counter_collection"
+    if "Kernel_Name" in s and s & {"Kind", "Dispatch_Id", "Agent_Id"}:
         return "v3_kernel_trace"
     if {"Kind", "Direction"} <= s:
         return "v3_memory_copy"
-    if {"Domain", "Function", "Start_Timestamp"} <= s:
+    if {"Domain", "Function"} <= s:
         return "v3_api"
-    if {"Counter_Name", "Dispatch_Id"} <= s:
-        return "v3_counter_collection"
     if {"Agent_Type", "Node_Id"} <= s or {"Agent_Type", "Logical_Node_Id"} <= s:
         return "v3_agent_info"
     if {"Kind", "Operation", "Allocation_Size"} <= s:

@@ -17,6 +17,7 @@ from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import import_chunks, link_flows
 from traceadvisor.importers._kineto_load import Loaded, event_chunks, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
+from traceadvisor.importers._kineto_parallel import BadCut, import_parallel, worker_count
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
 from traceadvisor.schema.classify import classify_frame
@@ -61,8 +62,7 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
     doc = loaded.doc
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    ev, flows, not_objects = import_chunks(event_chunks(loaded.events), meta, _int(dist.get("rank")))
-    loaded.events = None  # free the JSON text; the frames hold everything now
+    ev, flows, not_objects = _import_events(loaded, path, meta, _int(dist.get("rank")), progress)
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(f"{path} has traceEvents but none of them is an event object",
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
@@ -76,6 +76,22 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
     _truncation(meta, loaded, ev.height)
     return Trace(ev, meta)
+
+
+def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
+                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Decode and build all events: in worker processes for big texts, else chunk by chunk here."""
+    workers = worker_count(len(loaded.events))
+    if workers > 1:
+        try:
+            return import_parallel(loaded, path, meta, rank, workers, progress)
+        except BadCut:  # a heuristic cut fell inside an event: the exact serial path handles it
+            meta.skipped.clear()
+            meta.input_events = None
+            loaded.events = load(path).events
+    ev = import_chunks(event_chunks(loaded.events), meta, rank)
+    loaded.events = None  # free the JSON text; the frames hold everything now
+    return ev
 
 
 def _names() -> tuple[str, ...]:

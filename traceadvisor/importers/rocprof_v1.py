@@ -93,7 +93,11 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     parts: list[pl.DataFrame] = []
     if rows is not None:
         parts = _build(rows)
-    kcsv = [ac.read_csv_strings(p).with_columns(source_file=pl.lit(p.name)) for p in by.get("v1_kernel_csv", [])]
+    kcsv = []
+    for p in by.get("v1_kernel_csv", []):
+        df = ac.read_csv_strings(p, meta)
+        ac.require_columns(df, p, ("KernelName",), "rocprof results.csv kernel trace")
+        kcsv.append(df.with_columns(source_file=pl.lit(p.name)))
     kframe = pl.concat([_kernel_csv(df) for df in kcsv], how="diagonal_relaxed") if kcsv else None
     if kframe is not None:
         if parts:
@@ -105,7 +109,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         for p in stats:
             meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", ac.read_csv_strings(p).height)
     elif stats:
-        parts = [ac.read_stats(p, run=p.name.split(".")[0]) for p in stats]
+        parts = [ac.read_stats(p, run=p.name.split(".")[0], meta=meta) for p in stats]
         ac.aggregates_meta(meta)
     elif not agents:
         raise InputError(f"{path} holds no readable rocprof records", "Pass results.csv/.json/.db or a stats CSV")

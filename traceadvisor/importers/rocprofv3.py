@@ -234,12 +234,12 @@ def _alloc_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None, kin
     ).with_columns(dur_ns=ac.duration("start_ns", "_end")).drop("_end", "_agent")
 
 
-def _load(path: Path) -> pl.DataFrame:
-    return ac.read_csv_strings(path)
+def _load(path: Path, meta: TraceMeta | None = None) -> pl.DataFrame:
+    return ac.read_csv_strings(path, meta)
 
 
 def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta) -> pl.DataFrame | None:
-    df = _load(p)
+    df = _load(p, meta)
     if t == "v3_kernel_trace":
         return _kernel_csv(df, p, mapping)
     if t == "v3_memory_copy":
@@ -313,7 +313,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
             meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", _load(p).height)
         _disjoint_warning(frames, meta)
     elif stats:
-        frames = [ac.read_stats(p) for p, _ in stats]
+        frames = [ac.read_stats(p, meta=meta) for p, _ in stats]
         ac.aggregates_meta(meta)
     elif not agents:
         raise InputError(f"{path} holds no readable rocprofv3 events", "Pass the kernel/API trace CSVs or the folder")

@@ -19,11 +19,13 @@ import polars as pl
 from markupsafe import Markup, escape
 
 from traceadvisor.report import figures as F
+from traceadvisor.schema import views
 
 TEMPLATES = Path(__file__).parent / "templates"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 STACK_LABELS = {"nvidia": "CUDA (NVIDIA)", "amd": "ROCm (AMD)"}
 MAX_CELL = 140  # characters of a trace string shown in an evidence cell (the full text is in its title)
+MAX_STEP_BARS = 300  # steps drawn in the per-step chart
 
 
 # ----------------------------------------------------------------------------------------------- escaping helpers
@@ -131,7 +133,7 @@ def fmt_value(key: str, v: Any, t0_ns: int | None = None) -> str:
         return "yes" if v else "no"
     if isinstance(v, (int, float)):
         if key.lower() in ABSOLUTE_TIMES and t0_ns is not None:
-            return f"{(v - t0_ns) / 1e6:,.3f} ms"
+            return f"{(v - t0_ns) / 1e6:,.3f}"  # the column title says (ms)
         unit = _unit(key)
         if unit in TIME_UNITS:
             return F.fmt_dur(v * TIME_UNITS[unit])
@@ -306,8 +308,9 @@ def _trace_ctx(i: int, trace, findings_for_trace: list[tuple[str, str, list]], f
         "capabilities": sorted(m.capabilities), "clock": m.clock_base,
     }
     has_timeline = trace.events.height > 0 and trace.events["start_ns"].drop_nulls().len() > 0
-    steps = F.step_frame(trace) if has_timeline else None
-    ctx["steps"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
+    steps = F.step_frame(trace, max_steps=MAX_STEP_BARS) if has_timeline else None
+    ctx["steps"] = views.steps(trace.lazy()).select(pl.len()).collect().item() if has_timeline else 0
+    ctx["step_bars"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
     ctx.update(timeline=None, cat_fig=None, busy_fig=None, step_fig=None, busy=[])
     if has_timeline:
         td = F.timeline_data(trace, findings_for_trace, **timeline_opts)
@@ -339,7 +342,9 @@ def build_context(result, *, timeline_opts: dict[str, Any] | None = None) -> tup
     """Template context and the plotly figures (id -> Figure) of a result."""
     import traceadvisor
 
-    timeline_opts = timeline_opts or {}
+    timeline_opts = dict(timeline_opts or {})
+    # several timelines share one page: split the drawing budget so the page stays responsive
+    timeline_opts.setdefault("max_segments", min(5000, max(1000, 10_000 // max(len(result.traces), 1))))
     trace_idx = {t.name: i for i, t in enumerate(result.traces)}
     t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces}
     docs = {rm.code: rm for rm in result.rules}

@@ -17,7 +17,7 @@ DETAILS = 10
 EVIDENCE_ROWS = 5
 STACK_LABELS = {"nvidia": "CUDA (NVIDIA)", "amd": "ROCm (AMD)"}
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#|~])")  # [ ] escaped: no link or image can form
 
 
 def md_text(s: Any, max_len: int | None = None) -> str:

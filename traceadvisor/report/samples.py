@@ -50,10 +50,11 @@ def build(paths: list[Path], out: Path) -> list[dict]:
     for p in paths:
         t0 = time.perf_counter()
         trace = load_trace(p, cache=False)
+        src = p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p
+        trace.meta.path = str(src)  # committed reports show the path in the repository, not this machine's
         res, _ = run_analysis([trace], use_config=False)
         html = write_html(res, out / f"{trace.name}.html")
         (out / f"{trace.name}.md").write_text(render_markdown(res), encoding="utf-8")
-        src = p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p
         rows.append({"name": trace.name, "source": str(src), "findings": res.findings, "skipped": len(res.skipped),
                      "errors": len(res.errors), "html_bytes": html.stat().st_size,
                      "seconds": time.perf_counter() - t0})

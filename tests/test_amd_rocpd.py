@@ -1,0 +1,122 @@
+"""rocprofv3 rocpd SQLite importer on the real ROCm 7.1 database: counts against SQL, devices, links, grids."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import polars as pl
+import pytest
+
+from traceadvisor.cli.main import main
+from traceadvisor.errors import InputError
+from traceadvisor.importers import detect, rocpd
+
+DB = "rocprofv3/mi300x_ck_bmm_rocm7.1_rocpd_results.db"
+
+
+def _sql(path, q):
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(q).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def trace(traces_dir):
+    return rocpd.read(traces_dir / DB)
+
+
+def test_detected_as_rocpd_not_rpd(traces_dir):
+    assert detect(traces_dir / DB).NAME == "rocpd"
+
+
+def test_counts_match_the_tables(trace, traces_dir):
+    p = traces_dir / DB
+    counts = trace.counts_by_kind()
+    assert counts["kernel"] == _sql(p, "SELECT count(*) FROM rocpd_kernel_dispatch")[0][0] == 151
+    assert counts.get("memcpy", 0) == _sql(p, "SELECT count(*) FROM rocpd_memory_copy")[0][0]
+    assert counts.get("memory", 0) == _sql(p, "SELECT count(*) FROM rocpd_memory_allocate")[0][0]
+    host = sum(counts.get(k, 0) for k in ("runtime", "annotation", "step", "overhead"))
+    assert host == _sql(p, "SELECT count(*) FROM rocpd_region")[0][0]
+    assert trace.meta.input_events == trace.events.height + sum(trace.meta.skipped.values())
+
+
+def test_device_from_agent_info(trace):
+    (d,) = trace.meta.devices
+    assert (d.index, d.model, d.name, d.arch, d.compute_units) == (0, "MI300X", "AMD Instinct MI300X", "gfx942", 304)
+    assert d.memory_bytes == 206141652992 and d.properties["pci_device_id"] == 29857
+    assert "device_properties" in trace.meta.capabilities and trace.meta.extra["gpu_agents"] == 8
+
+
+def test_kernels_link_to_their_launch_call(trace):
+    ev = trace.events
+    k = ev.filter(pl.col("kind") == "kernel")
+    rt = ev.filter(pl.col("kind") == "runtime").select("correlation_id", pl.col("name").alias("api"))
+    linked = k.join(rt, on="correlation_id", how="inner")
+    assert linked.height == k.height
+    assert set(linked["api"]) <= {"hipLaunchKernel", "hipMemset", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel"}
+    assert {"correlation", "runtime_api", "kernels", "timeline"} <= trace.meta.capabilities
+
+
+def test_grid_in_blocks_and_names_classified(trace, traces_dir):
+    gx, wx = _sql(traces_dir / DB, "SELECT grid_size_x, workgroup_size_x FROM rocpd_kernel_dispatch WHERE id = 2")[0]
+    k = trace.events.filter(pl.col("kind") == "kernel").sort("start_ns")
+    second = k.row(1, named=True)
+    assert second["grid_x"] == -(-gx // wx) and second["block_x"] == wx
+    assert json.loads(second["args"])["grid_work_items"][0] == gx
+    ck = k.filter(pl.col("name").str.contains("ck_tile::kentry"))
+    assert ck.height == 150 and set(ck["category"]) == {"gemm"}
+    assert not k["name"].str.starts_with("_Z").any()
+
+
+def test_function_arguments_in_args(trace):
+    launch = trace.events.filter(pl.col("name") == "hipLaunchKernel").row(0, named=True)
+    args = json.loads(launch["args"])
+    assert args["api_category"].startswith("HIP_RUNTIME_API")
+    assert "numBlocks" in args["api_args"] and "dimBlocks" in args["api_args"]
+
+
+def test_capture_window_from_process_info(trace):
+    lo, hi = trace.meta.extra["capture_window_ns"]
+    assert lo <= trace.events["start_ns"].min() and hi >= trace.events["start_ns"].max()
+
+
+def test_truncated_database_partial_or_one_line_error(traces_dir, tmp_path, capsys):
+    data = (traces_dir / DB).read_bytes()
+    for frac in (0.7, 0.3):
+        p = tmp_path / f"cut{frac}.db"
+        p.write_bytes(data[: int(len(data) * frac)])
+        with pytest.raises(SystemExit) as e:
+            main(["info", "--no-cache", str(p)])
+        out = capsys.readouterr()
+        assert e.value.code in (0, 2) and "internal error" not in out.err, out.err
+        if e.value.code == 2:
+            assert out.err.startswith("Error:") and out.err.count("\n") == 1
+        else:
+            assert "warning" in out.out
+
+
+def test_views_only_layout_reads_the_same(traces_dir, tmp_path):
+    """A database whose tables are unsuffixed (read through plain names) imports the same events."""
+    src = tmp_path / "copy.db"
+    shutil.copy(traces_dir / DB, src)
+    con = sqlite3.connect(src)
+    for (v,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'").fetchall():
+        con.execute(f'DROP VIEW "{v}"')
+    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%'")]
+    for n in names:
+        con.execute(f'ALTER TABLE "{n}" RENAME TO "{n[: n.index("_0000")]}"')
+    con.commit()
+    con.close()
+    tr = rocpd.read(src)
+    assert tr.counts_by_kind() == rocpd.read(traces_dir / DB).counts_by_kind()
+
+
+def test_not_a_rocpd_database(tmp_path):
+    p = tmp_path / "x.db"
+    sqlite3.connect(p).execute("CREATE TABLE rocpd_metadata (id INTEGER)").connection.close()
+    with pytest.raises(InputError):
+        rocpd.read(p)

@@ -1,0 +1,183 @@
+"""rocprofv3 CSV sets and JSON (file or folder): counts against the files themselves, devices, links, damage."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import shutil
+
+import polars as pl
+import pytest
+
+from traceadvisor.cli.main import main
+from traceadvisor.errors import InputError
+from traceadvisor.importers import detect, rocprofv3
+
+JSON_GZ = "rocprofv3/mi350x_aorta_train_rocprofv3_results.json.gz"
+GFX1151 = "rocprofv3/gfx1151_llamacpp_decode_trimmed"
+DOCS = "rocprofv3/rocprofiler_sdk_doc_samples"
+
+
+def _rows(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if any((v or "").strip() for v in r.values())]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out + out.err
+
+
+@pytest.fixture(scope="module")
+def mi350x(traces_dir):
+    return rocprofv3.read(traces_dir / JSON_GZ)
+
+
+def test_json_counts_device_and_classes(mi350x, traces_dir):
+    doc = json.loads(gzip.decompress((traces_dir / JSON_GZ).read_bytes()))
+    recs = doc["rocprofiler-sdk-tool"][0]["buffer_records"]
+    assert mi350x.counts_by_kind() == {"kernel": len(recs["kernel_dispatch"])}
+    (d,) = mi350x.meta.devices
+    assert (d.model, d.name, d.arch, d.compute_units) == ("MI350X", "AMD Instinct MI350X", "gfx950", 256)
+    k = mi350x.events
+    by_name = k.unique("name").select("name", "category")
+    assert set(by_name.filter(pl.col("name").str.starts_with("Cijk_"))["category"]) == {"gemm"}
+    assert set(by_name.filter(pl.col("name").str.starts_with("ncclDevKernel"))["category"]) == {"collective"}
+    assert set(by_name.filter(pl.col("name") == "attn_fwd")["category"]) == {"attention"}
+    assert not k["name"].str.ends_with(".kd").any()
+
+
+def test_json_grid_blocks_and_ids(mi350x, traces_dir):
+    doc = json.loads(gzip.decompress((traces_dir / JSON_GZ).read_bytes()))
+    r0 = doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][0]
+    ev = mi350x.events.filter(pl.col("correlation_id") == r0["correlation_id"]["internal"]).row(0, named=True)
+    di = r0["dispatch_info"]
+    assert ev["start_ns"] == r0["start_timestamp"] and ev["dur_ns"] == r0["end_timestamp"] - r0["start_timestamp"]
+    assert ev["grid_x"] == -(-di["grid_size"]["x"] // di["workgroup_size"]["x"])
+    assert ev["external_id"] is None  # external 0 = not set
+    assert mi350x.meta.clock_base == "CLOCK_BOOTTIME"
+
+
+def test_truncated_json_is_one_line_error(traces_dir, tmp_path, capsys):
+    raw = gzip.decompress((traces_dir / JSON_GZ).read_bytes())
+    p = tmp_path / "results.json"
+    p.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(InputError, match="not complete JSON"):
+        rocprofv3.read(p)
+    code, out = run_cli(capsys, "info", "--no-cache", str(p))
+    assert code == 2 and out.startswith("Error:") and out.count("\n") == 1
+    gz = tmp_path / "results.json.gz"
+    gz.write_bytes((traces_dir / JSON_GZ).read_bytes()[:100_000])
+    code, out = run_cli(capsys, "info", "--no-cache", str(gz))
+    assert code == 2 and "internal error" not in out
+
+
+def test_csv_folder_counts_and_links(traces_dir):
+    folder = traces_dir / GFX1151
+    tr = rocprofv3.read(folder)
+    kernels = _rows(folder / "decode_kernel_trace.csv")
+    apis = _rows(folder / "decode_hip_api_trace.csv")
+    counters = _rows(folder / "decode_stall_counter_collection.csv")
+    assert tr.counts_by_kind() == {"kernel": len(kernels), "runtime": len(apis)}
+    n_disp = len({(r["Process_Id"], r["Dispatch_Id"]) for r in counters})
+    assert tr.meta.skipped["counter-collection dispatches from a separate run (not matched to the kernel trace)"] == n_disp
+    ev = tr.events
+    k = ev.filter(pl.col("kind") == "kernel")
+    linked = k.join(ev.filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi")
+    api_corr = {int(r["Correlation_Id"]) for r in apis}
+    assert linked.height == sum(1 for r in kernels if int(r["Correlation_Id"]) in api_corr) > 0
+    first = k.sort("start_ns").row(0, named=True)
+    assert (first["grid_x"], first["block_x"]) == (24576 // 256, 256)
+    assert "correlation" in tr.meta.capabilities
+    assert any("agent_info" in w for w in tr.meta.warnings)
+
+
+def test_counter_collection_alone_gives_one_kernel_per_dispatch(traces_dir):
+    p = traces_dir / GFX1151 / "decode_stall_counter_collection.csv"
+    tr = rocprofv3.read(p)
+    rows = _rows(p)
+    assert tr.counts_by_kind() == {"kernel": len({(r["Process_Id"], r["Dispatch_Id"]) for r in rows})}
+    args = json.loads(tr.events.row(0, named=True)["args"])
+    assert len(args["counters"]) == len({r["Counter_Name"] for r in rows})
+
+
+def test_doc_samples_folder_and_each_file(traces_dir):
+    folder = traces_dir / DOCS
+    tr = rocprofv3.read(folder)
+    assert tr.counts_by_kind() == {"kernel": len(_rows(folder / "kernel_trace.csv")),
+                                   "memcpy": len(_rows(folder / "memory_copy_trace.csv")),
+                                   "runtime": len(_rows(folder / "hip_runtime_trace.csv"))}
+    n_stats = len(_rows(folder / "hip_api_stats.csv"))
+    assert tr.meta.skipped["aggregate statistics rows of hip_api_stats.csv (a timeline is present)"] == n_stats
+    assert any("separate runs" in w for w in tr.meta.warnings)
+    copies = tr.events.filter(pl.col("kind") == "memcpy")
+    assert sorted(copies["copy_kind"]) == ["d2h", "h2d"] and copies["bytes"].is_null().all()
+    assert "copy_bytes" not in tr.meta.capabilities
+    assert set(copies["src_memory"]) | set(copies["dst_memory"]) == {"unknown", "device"}
+    for f in sorted(folder.iterdir()):
+        assert detect(f).NAME == "rocprofv3"
+        assert rocprofv3.read(f).events.height == len(_rows(f))
+
+
+def test_stats_file_is_aggregates_only(traces_dir):
+    tr = rocprofv3.read(traces_dir / DOCS / "hip_api_stats.csv")
+    assert "aggregates_only" in tr.meta.capabilities and "timeline" not in tr.meta.capabilities
+    assert any("aggregate statistics only" in w for w in tr.meta.warnings)
+    first = _rows(traces_dir / DOCS / "hip_api_stats.csv")[0]
+    row = tr.events.filter(pl.col("name") == first["Name"]).row(0, named=True)
+    args = json.loads(row["args"])
+    assert row["kind"] == "runtime" and row["dur_ns"] == int(first["TotalDurationNs"]) and row["start_ns"] is None
+    assert args["calls"] == int(first["Calls"]) and args["min_ns"] == int(first["MinNs"])
+    assert args["max_ns"] == int(first["MaxNs"])
+
+
+def test_missing_column_error_or_partial(traces_dir, tmp_path, capsys):
+    src = traces_dir / GFX1151 / "decode_kernel_trace.csv"
+    df = pl.read_csv(src, infer_schema=False).drop("Start_Timestamp")
+    bad = tmp_path / "kernel_trace.csv"
+    df.write_csv(bad, quote_style="always")
+    with pytest.raises(InputError, match="Start_Timestamp"):
+        rocprofv3.read(bad)
+    code, out = run_cli(capsys, "info", "--no-cache", str(bad))
+    assert code == 2 and out.startswith("Error:") and "Start_Timestamp" in out and out.count("\n") == 1
+    shutil.copy(traces_dir / GFX1151 / "decode_hip_api_trace.csv", tmp_path / "hip_api_trace.csv")
+    tr = rocprofv3.read(tmp_path)
+    assert tr.counts_by_kind() == {"runtime": len(_rows(tmp_path / "hip_api_trace.csv"))}
+    assert tr.meta.truncated and any("kernel_trace.csv" in w for w in tr.meta.warnings)
+
+
+def test_cut_last_line_is_kept_or_warned(traces_dir, tmp_path):
+    src = (traces_dir / GFX1151 / "decode_kernel_trace.csv").read_text()
+    p = tmp_path / "k.csv"
+    p.write_text(src[: len(src) - 200])
+    tr = rocprofv3.read(p)
+    assert tr.counts_by_kind()["kernel"] >= len(_rows(traces_dir / GFX1151 / "decode_kernel_trace.csv")) - 1
+
+
+def test_sniffed_by_header_not_name(traces_dir, tmp_path):
+    p = tmp_path / "notes.txt"
+    shutil.copy(traces_dir / DOCS / "kernel_trace.csv", p)
+    assert detect(p).NAME == "rocprofv3"
+
+
+def test_agent_info_maps_agents_to_gpu_ordinals(traces_dir, tmp_path):
+    shutil.copy(traces_dir / GFX1151 / "decode_kernel_trace.csv", tmp_path / "1_kernel_trace.csv")
+    header = ["Node_Id", "Logical_Node_Id", "Agent_Type", "Cu_Count", "Gfx_Target_Version", "Device_Id", "Name",
+              "Vendor_Name", "Product_Name", "Model_Name"]
+    with open(tmp_path / "1_agent_info.csv", "w", newline="") as f:
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
+        w.writerow(header)
+        w.writerow(["0", "0", "CPU", "32", "0", "0", "AMD Ryzen AI MAX+ 395", "CPU", "AMD Ryzen AI MAX+ 395", ""])
+        w.writerow(["1", "1", "GPU", "40", "110501", "5510", "gfx1151", "AMD", "AMD Radeon 8060S", ""])
+    tr = rocprofv3.read(tmp_path)
+    (d,) = tr.meta.devices
+    assert (d.index, d.arch, d.model) == (0, "gfx1151", "Radeon 8060S (Strix Halo)")
+    assert set(tr.events["device"].drop_nulls()) == {0}
+
+
+def test_cli_info_names_each_device(traces_dir, capsys):
+    code, out = run_cli(capsys, "info", "--no-cache", str(traces_dir / JSON_GZ))
+    assert code == 0 and "MI350X" in out

@@ -1,0 +1,171 @@
+"""Big Kineto traces: decode and build ranges of whole events in helper processes as well as in this one.
+
+Decoding JSON into Python objects holds the GIL, so a large trace (hundreds of MB) is cut into ranges of whole
+events (the same cuts as the serial path). This process and ``workers - 1`` helper processes
+(``python -m traceadvisor.importers._kineto_parallel``) take ranges first come, first served: a range is taken
+by creating its claim file with ``O_EXCL``. Helpers read their range straight from the trace file (plain JSON)
+or from a temporary copy of the decompressed text (gzip) and hand back Arrow IPC files. A range whose helper
+died is done here, so a failing helper costs time, never data. The result equals the serial import exactly
+(tests/test_kineto_import.py checks this).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from traceadvisor.importers._kineto_build import build, chunk_frame, flow_frame
+from traceadvisor.importers._kineto_load import _EVENTS, Loaded, chunk_ranges
+from traceadvisor.progress import Progress
+from traceadvisor.trace import TraceMeta
+
+# below this much JSON text, starting helpers costs more than it saves
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+class BadCut(Exception):
+    """A range did not decode on its own (a heuristic cut fell inside an event): use the serial path."""
+
+
+def worker_count(text_bytes: int) -> int:
+    """Processes to use: ``TRACEADVISOR_WORKERS`` if set, else one per available CPU (at most 4) for big texts."""
+    env = os.environ.get("TRACEADVISOR_WORKERS", "").strip()
+    if env:
+        return max(1, int(env)) if env.isdigit() else 1
+    if text_bytes < PARALLEL_MIN_BYTES:
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """Decode the events in file bytes [start, start+length) and build their canonical rows and flows."""
+    with open(src, "rb") as f:
+        f.seek(start)
+        text = f.read(length)
+    try:
+        evs = _EVENTS.decode(b"".join((b"[", text, b"]")))
+    except msgspec.DecodeError as e:
+        raise BadCut(str(e)) from e
+    del text
+    meta = TraceMeta(path=src, format="kineto")
+    raw = chunk_frame(evs)
+    del evs
+    info = {"not_objects": raw.get_column("ph").null_count()}
+    flows = flow_frame(raw)
+    ev = build(raw, meta, rank)
+    info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
+    return ev, flows, info
+
+
+def _claim(work: Path, i: int) -> bool:
+    try:
+        os.close(os.open(work / f"claim-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
+def _helper(work: Path) -> int:
+    """Helper process: take ranges until none is left; write each result as Arrow IPC files."""
+    job = json.loads((work / "job.json").read_text())
+    for i, (a, b) in enumerate(job["ranges"]):
+        if not _claim(work, i):
+            continue
+        try:
+            ev, flows, info = build_range(job["src"], job["base"] + a, b - a, job["rank"])
+        except BadCut:
+            (work / f"badcut-{i}").touch()
+            return 3
+        ev.write_ipc(work / f"ev-{i}.tmp")
+        flows.write_ipc(work / f"flows-{i}.tmp")
+        (work / f"info-{i}.tmp").write_text(json.dumps(info))
+        for kind in ("ev", "flows", "info"):  # rename last: a present file is a complete file
+            os.replace(work / f"{kind}-{i}.tmp", work / f"{kind}-{i}.{'json' if kind == 'info' else 'arrow'}")
+    return 0
+
+
+def _source(loaded: Loaded, path: Path, work: Path) -> tuple[str, int]:
+    """(file the processes read, file offset of the events array)."""
+    if loaded.text_offset is not None and loaded.events_offset is not None:
+        return str(path), loaded.text_offset + loaded.events_offset
+    tmp = work / "events.json"
+    with open(tmp, "wb") as f:
+        f.write(memoryview(loaded.events))
+    return str(tmp), 0
+
+
+def import_parallel(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, workers: int,
+                    progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Canonical events, flows and the count of non-object elements, built by this process and helpers.
+
+    Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
+    """
+    ranges = chunk_ranges(loaded.events)
+    work = Path(tempfile.mkdtemp(prefix="traceadvisor-"))
+    helpers: list[subprocess.Popen] = []
+    try:
+        src, base = _source(loaded, path, work)
+        loaded.events = None  # every process reads the file; this copy of the text can go
+        (work / "job.json").write_text(json.dumps({"src": src, "base": base, "rank": rank, "ranges": ranges}))
+        cmd = [sys.executable, "-m", __name__, str(work)]
+        helpers = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL) for _ in range(workers - 1)]
+        if progress is not None:
+            progress.start(len(ranges), f"decoding {path.name} ({workers} processes)")
+        mine: dict[int, tuple[pl.DataFrame, pl.DataFrame, dict]] = {}
+        for i, (a, b) in enumerate(ranges):
+            if _claim(work, i):
+                mine[i] = build_range(src, base + a, b - a, rank)
+                if progress is not None:
+                    progress.advance(1)
+        for h in helpers:
+            h.wait()
+        return _collect(ranges, mine, work, src, base, rank, meta)
+    finally:
+        for h in helpers:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, src: str, base: int,
+             rank: int | None, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """All ranges' results in order; a range a helper took but did not finish is built here."""
+    if list(work.glob("badcut-*")):
+        raise BadCut("a range did not decode on its own")
+    events, flows = [], []
+    not_objects = 0
+    for i, (a, b) in enumerate(ranges):
+        if i in mine:
+            ev, fl, info = mine.pop(i)
+        elif (work / f"info-{i}.json").exists():
+            ev = pl.read_ipc((work / f"ev-{i}.arrow").read_bytes())
+            fl = pl.read_ipc((work / f"flows-{i}.arrow").read_bytes())
+            info = json.loads((work / f"info-{i}.json").read_text())
+        else:  # the helper that took it died
+            ev, fl, info = build_range(src, base + a, b - a, rank)
+        events.append(ev)
+        flows.append(fl)
+        for reason, k in info["skipped"].items():
+            meta.skip(reason, k)
+        meta.input_events = (meta.input_events or 0) + info["input_events"]
+        not_objects += info["not_objects"]
+    return pl.concat(events, rechunk=False), pl.concat(flows), not_objects
+
+
+if __name__ == "__main__":  # helper process
+    sys.exit(_helper(Path(sys.argv[1])))
