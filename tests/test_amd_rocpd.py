@@ -120,3 +120,35 @@ def test_not_a_rocpd_database(tmp_path):
     sqlite3.connect(p).execute("CREATE TABLE rocpd_metadata (id INTEGER)").connection.close()
     with pytest.raises(InputError):
         rocpd.read(p)
+
+
+def test_memory_copies_and_allocations(traces_dir, tmp_path):
+    """The sample traced no copies; add rows in a copy of it (schema as written by rocprofv3) to check the path."""
+    p = tmp_path / "with_copies.db"
+    shutil.copy(traces_dir / DB, p)
+    con = sqlite3.connect(p)
+    sfx = con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_memory_copy_%'").fetchone()[0][len("rocpd_memory_copy"):]
+    s_id = lambda text: con.execute(f"SELECT id FROM rocpd_string{sfx} WHERE string = ?", (text,)).fetchone()[0]  # noqa: E731
+    start, end, stack = con.execute(
+        f"SELECT r.start, r.end, e.stack_id FROM rocpd_region{sfx} r JOIN rocpd_event{sfx} e ON e.id = r.event_id "
+        f"WHERE r.name_id = ? ORDER BY r.start LIMIT 1", (s_id("hipMemcpy"),)).fetchone()
+    nid, pid, tid = con.execute(f"SELECT nid, pid, tid FROM rocpd_kernel_dispatch{sfx} LIMIT 1").fetchone()
+    con.execute(f"INSERT INTO rocpd_event{sfx} (id, category_id, stack_id, parent_stack_id, correlation_id) "
+                "VALUES (5001, ?, ?, 0, 0)", (s_id("MEMORY_COPY"), stack))
+    con.execute(f"INSERT INTO rocpd_memory_copy{sfx} (nid, pid, tid, start, end, name_id, dst_agent_id, src_agent_id, "
+                "size, queue_id, stream_id, event_id) VALUES (?, ?, ?, ?, ?, ?, 2, 0, ?, 0, 0, 5001)",
+                (nid, pid, tid, start + 10_000, start + 10_000 + 100_000_000, s_id("MEMORY_COPY_HOST_TO_DEVICE"), 256 << 20))
+    con.execute(f"INSERT INTO rocpd_memory_allocate{sfx} (nid, pid, tid, agent_id, type, level, start, end, address, size, "
+                "event_id) VALUES (?, ?, ?, 2, 'ALLOC', 'REAL', ?, ?, 4096, 1048576, NULL)", (nid, pid, tid, start, start + 50))
+    con.commit()
+    con.close()
+    tr = rocpd.read(p)
+    assert tr.counts_by_kind()["memcpy"] == 1 and tr.counts_by_kind()["memory"] == 1
+    c = tr.events.filter(pl.col("kind") == "memcpy").row(0, named=True)
+    assert (c["copy_kind"], c["device"], c["bytes"], c["correlation_id"]) == ("h2d", 0, 256 << 20, stack)
+    assert (c["src_memory"], c["dst_memory"], c["memory_inferred"]) == ("pageable", "device", True)
+    mi = json.loads(c["args"])["memory_inference"]
+    assert mi["api"] == "hipMemcpy" and mi["confidence"] == "medium" and mi["gbps"] < 3
+    assert {"copies", "copy_bytes", "copy_memory_inferred", "memory_events"} <= tr.meta.capabilities
+    m = tr.events.filter(pl.col("kind") == "memory").row(0, named=True)
+    assert (m["name"], m["bytes"], m["device"]) == ("ALLOC REAL", 1048576, 0)

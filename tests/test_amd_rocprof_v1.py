@@ -32,6 +32,14 @@ def _count(path, table):
         con.close()
 
 
+def _count_where(path, table, cond):
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(f'SELECT count(*) FROM "{table}" WHERE {cond}').fetchone()[0]
+    finally:
+        con.close()
+
+
 def test_every_file_and_folder_imports(traces_dir, capsys):
     for folder in (BMM, VEGA, LAPLACE, WX):
         for p in [traces_dir / folder, *sorted((traces_dir / folder).iterdir())]:
@@ -60,7 +68,8 @@ def test_db_counts_links_and_bytes(traces_dir, folder):
     p = traces_dir / folder / "results.db"
     tr = rocprof_v1.read(p)
     c = tr.counts_by_kind()
-    assert c["kernel"] == _count(p, "OPS")
+    assert c["kernel"] + c.get("other", 0) == _count(p, "OPS")
+    assert c.get("other", 0) == _count_where(p, "OPS", "Name = 'Unknown command type'")
     assert c.get("memcpy", 0) + c.get("memset", 0) == _count(p, "COPY")
     assert c["runtime"] == _count(p, "HIP")
     if folder == VEGA:
@@ -94,7 +103,8 @@ def test_json_matches_db_and_links_by_flows(traces_dir, folder):
     assert j.events.height == len(xs)
     starts = sorted(int(e["args"]["BeginNs"]) for e in xs)
     assert sorted(j.events["start_ns"].to_list()) == starts
-    linked = j.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("correlation_id").is_not_null())
+    gpu_side = pl.col("kind").is_in(["kernel", "memcpy", "memset", "other", "sync"])
+    linked = j.events.filter(gpu_side & pl.col("correlation_id").is_not_null())
     n_t = len([e for e in doc["traceEvents"] if e.get("ph") == "t"])
     assert linked.height == n_t
     api = j.events.filter(pl.col("kind") == "runtime").select("correlation_id", pl.col("name").alias("api"))
@@ -128,7 +138,9 @@ def test_stats_only_folder_is_aggregates(traces_dir):
 def test_single_stats_file_gets_device_from_sibling_sysinfo(traces_dir):
     tr = rocprof_v1.read(traces_dir / VEGA / "results.stats.csv")
     assert tr.meta.devices[0].model == "Vega 20" and tr.meta.devices[0].arch == "gfx906"
-    assert tr.counts_by_kind() == {"kernel": len(_rows(traces_dir / VEGA / "results.stats.csv"))}
+    rows = _rows(traces_dir / VEGA / "results.stats.csv")
+    unknown = sum(1 for r in rows if r["Name"] == "Unknown command type")
+    assert tr.counts_by_kind() == {"kernel": len(rows) - unknown, "other": unknown}
 
 
 def test_sysinfo_alone_describes_devices(traces_dir):

@@ -181,3 +181,53 @@ def test_agent_info_maps_agents_to_gpu_ordinals(traces_dir, tmp_path):
 def test_cli_info_names_each_device(traces_dir, capsys):
     code, out = run_cli(capsys, "info", "--no-cache", str(traces_dir / JSON_GZ))
     assert code == 0 and "MI350X" in out
+
+
+def test_json_copies_api_and_inference(tmp_path):
+    """A small file in the rocprofv3 JSON layout with the record kinds the MI350X sample lacks (copies, HIP API)."""
+    ms = 1_000_000
+    doc = {"rocprofiler-sdk-tool": [{
+        "metadata": {"pid": 7, "init_time": 1, "fini_time": 10**12},
+        "agents": [{"id": {"handle": 1}, "type": 1, "product_name": "CPU"},
+                   {"id": {"handle": 2}, "type": 2, "logical_node_type_id": 0, "name": "gfx942", "cu_count": 304,
+                    "product_name": "AMD Instinct MI300X", "device_id": 29857, "mem_banks": [{"size_in_bytes": 206141652992}]}],
+        "strings": {"buffer_records": [
+            {"kind": "NONE", "operations": []},
+            {"kind": "HIP_RUNTIME_API_EXT", "operations": ["hipMemcpyAsync", "hipLaunchKernel"]},
+            {"kind": "MEMORY_COPY", "operations": ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_HOST", "MEMORY_COPY_HOST_TO_DEVICE"]},
+            {"kind": "KERNEL_DISPATCH", "operations": ["NONE", "ENQUEUE", "KERNEL_DISPATCH_COMPLETE"]}]},
+        "kernel_symbols": [{"kernel_id": 3, "kernel_name": "k.kd", "demangled_kernel_name": "Cijk_Alik_Bljk_BBS_BH_MT64x64x32.kd"}],
+        "buffer_records": {
+            "hip_api": [{"kind": 1, "operation": 0, "thread_id": 7, "correlation_id": {"internal": 5, "external": 0},
+                         "start_timestamp": 10 * ms, "end_timestamp": 40 * ms},
+                        {"kind": 1, "operation": 1, "thread_id": 7, "correlation_id": {"internal": 6, "external": 9},
+                         "start_timestamp": 41 * ms, "end_timestamp": 41 * ms + 5000}],
+            "memory_copy": [{"kind": 2, "operation": 2, "thread_id": 7, "correlation_id": {"internal": 5, "external": 0},
+                             "start_timestamp": 12 * ms, "end_timestamp": 37 * ms, "src_agent_id": {"handle": 1},
+                             "dst_agent_id": {"handle": 2}, "bytes": 256 << 20, "stream_id": {"handle": 0}}],
+            "kernel_dispatch": [{"kind": 3, "operation": 2, "thread_id": 7, "correlation_id": {"internal": 6, "external": 9},
+                                 "start_timestamp": 42 * ms, "end_timestamp": 43 * ms, "stream_id": {"handle": 0},
+                                 "dispatch_info": {"agent_id": {"handle": 2}, "queue_id": {"handle": 1}, "kernel_id": 3,
+                                                   "workgroup_size": {"x": 256, "y": 1, "z": 1},
+                                                   "grid_size": {"x": 1000, "y": 2, "z": 1}}}]}}]}
+    p = tmp_path / "results.json"
+    p.write_text(json.dumps(doc))
+    tr = rocprofv3.read(p)
+    assert tr.counts_by_kind() == {"kernel": 1, "memcpy": 1, "runtime": 2}
+    c = tr.events.filter(pl.col("kind") == "memcpy").row(0, named=True)
+    assert (c["copy_kind"], c["device"], c["bytes"], c["correlation_id"]) == ("h2d", 0, 256 << 20, 5)
+    assert (c["src_memory"], c["memory_inferred"]) == ("pageable", True)
+    assert json.loads(c["args"])["memory_inference"]["confidence"] == "high"
+    k = tr.events.filter(pl.col("kind") == "kernel").row(0, named=True)
+    assert (k["name"], k["category"], k["grid_x"], k["grid_y"], k["external_id"]) == (
+        "Cijk_Alik_Bljk_BBS_BH_MT64x64x32", "gemm", 4, 2, 9)
+    assert {"copy_bytes", "correlation", "runtime_api", "copy_memory_inferred"} <= tr.meta.capabilities
+    assert tr.meta.devices[0].model == "MI300X"
+
+
+def test_folder_with_a_database_uses_it(traces_dir, tmp_path):
+    shutil.copy(traces_dir / "rocprofv3/mi300x_ck_bmm_rocm7.1_rocpd_results.db", tmp_path / "28_results.db")
+    shutil.copy(traces_dir / DOCS / "kernel_trace.csv", tmp_path / "28_kernel_trace.csv")
+    tr = rocprofv3.read(tmp_path)
+    assert tr.meta.format == "rocpd" and tr.counts_by_kind()["kernel"] == 151
+    assert any("28_kernel_trace.csv" in w for w in tr.meta.warnings)

@@ -270,3 +270,57 @@ def test_import_command_writes_parquet_and_uses_cache(tmp_path, monkeypatch):
     assert again.events.equals(_trace(path).events) and again.meta.format == "kineto"
     r = CliRunner().invoke(cli, ["info", str(path), "--no-cache"])
     assert r.exit_code == 0 and "skipped" in r.output and "MI250 GCD" in r.output
+
+
+def _same(a, b) -> None:
+    assert a.events.equals(b.events)
+    assert (a.meta.skipped, a.meta.input_events, a.meta.capabilities) == (b.meta.skipped, b.meta.input_events,
+                                                                        b.meta.capabilities)
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["gzip", "plain"])
+def test_parallel_import_equals_serial(tmp_path, monkeypatch, plain):
+    from traceadvisor.importers import _kineto_load
+
+    src = _by_name("hta_a100_ddp_2rank")
+    path = src
+    if plain:
+        path = tmp_path / "t.json"
+        path.write_bytes(b"\n  " + gzip.decompress(src.read_bytes()))  # leading whitespace: offsets must hold
+    monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 1 << 20)
+    monkeypatch.setenv("TRACEADVISOR_WORKERS", "2")
+    parallel = kineto.read(path)
+    monkeypatch.setenv("TRACEADVISOR_WORKERS", "1")
+    _same(parallel, kineto.read(path))
+    _same(parallel, _trace(src))
+
+
+def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch):
+    from traceadvisor.importers import _kineto_load
+
+    # args holding an array of objects contain "}, {": the chunk cutter can land inside an event
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"External id": i + 1, "groups": [{"rank": 0}, {"rank": 1}]}} for i in range(3000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 4096)
+    for workers in ("2", "1"):
+        monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
+        tr = kineto.read(path)
+        assert tr.events.height == 3000 and tr.meta.input_events == 3000
+        assert tr.events.get_column("external_id").to_list() == list(range(1, 3001))
+        assert json.loads(tr.events.get_column("args")[5])["groups"] == [{"rank": 0}, {"rank": 1}]
+
+
+def test_range_of_a_dead_helper_is_built_here(tmp_path):
+    from traceadvisor.importers._kineto_parallel import _collect
+    from traceadvisor.trace import TraceMeta
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 2,
+                                "args": {"correlation": 3}}]))
+    text = path.read_bytes()
+    (tmp_path / "claim-0").touch()  # taken by a helper that never wrote its result
+    meta = TraceMeta(path=str(path), format="kineto")
+    ev, flows, bad = _collect([(1, len(text) - 1)], {}, tmp_path, str(path), 0, None, meta)
+    assert ev.height == 1 and ev.get_column("correlation_id").to_list() == [3] and meta.input_events == 1

@@ -85,7 +85,7 @@ RULE = Rule(
         "launch_slack_us": Option(10.0, "us", "A GPU event may start this much before its launch call before "
                                               "it counts as a clock problem."),
         "window_slack_ms": Option(100.0, "ms", "GPU events may start this far outside the host time window."),
-        "max_event_s": Option(60.0, "s", "A single GPU event longer than this is absurd."),
+        "max_event_s": Option(3600.0, "s", "A single GPU event longer than this (an hour) is absurd; real naive kernels run for minutes."),
     },
     group_by=("rank",),
     confidence="high",
@@ -208,7 +208,7 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
 def _clock(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     slack = int(float(options.get("window_slack_ms", 100.0)) * 1e6)
     launch_slack = int(float(options.get("launch_slack_us", 10.0)) * 1e3)
-    max_dur = int(float(options.get("max_event_s", 60.0)) * 1e9)
+    max_dur = int(float(options.get("max_event_s", 3600.0)) * 1e9)
     host = lf.filter(pl.col("kind").is_in(HOST_KINDS)
                      | ((pl.col("kind") == "annotation") & pl.col("device").is_null())).group_by(_rk()).agg(
         pl.col("start_ns").min().alias("hs"), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("he"))

@@ -54,7 +54,7 @@ def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, example: boo
         if not m.devices:
             con.print("  devices       none recorded")
         con.print(f"  span          {fmt_ns(s['span_ns'])}")
-        ranks = f"{m.rank} of {m.world_size}" if m.rank is not None else "-"
+        ranks = (f"{m.rank} of {m.world_size}" if m.world_size else str(m.rank)) if m.rank is not None else "-"
         con.print(f"  rank          {ranks}")
         con.print("  events        " + ", ".join(f"{k} {v:,}" for k, v in s["events"].items()))
         con.print(f"  total         {tr.events.height:,} imported" + (f" of {m.input_events:,} read" if m.input_events else ""))

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +79,23 @@ def _claim(work: Path, i: int) -> bool:
         return False
 
 
+def _wait_for_job(work: Path, timeout_s: float = 300.0) -> dict | None:
+    """Helpers start before the parent has read the file: wait for the job (None: cancelled)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (work / "job.json").exists():
+            return json.loads((work / "job.json").read_text())
+        if (work / "cancel").exists() or not work.exists():
+            return None
+        time.sleep(0.005)
+    return None
+
+
 def _helper(work: Path) -> int:
     """Helper process: take ranges until none is left; write each result as Arrow IPC files."""
-    job = json.loads((work / "job.json").read_text())
+    job = _wait_for_job(work)
+    if job is None:
+        return 0
     for i, (a, b) in enumerate(job["ranges"]):
         if not _claim(work, i):
             continue
@@ -107,39 +122,62 @@ def _source(loaded: Loaded, path: Path, work: Path) -> tuple[str, int]:
     return str(tmp), 0
 
 
-def import_parallel(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, workers: int,
-                    progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Canonical events, flows and the count of non-object elements, built by this process and helpers.
+class Helpers:
+    """Helper processes, started before the file is read so that their start-up overlaps the reading.
 
-    Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
+    ``with Helpers(n) as h: ... h.run(...)``; leaving the block cancels helpers that got no job.
     """
-    ranges = chunk_ranges(loaded.events)
-    work = Path(tempfile.mkdtemp(prefix="traceadvisor-"))
-    helpers: list[subprocess.Popen] = []
-    try:
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.work: Path | None = None
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Helpers:
+        if self.count > 0:
+            self.work = Path(tempfile.mkdtemp(prefix="traceadvisor-"))
+            cmd = [sys.executable, "-m", __name__, str(self.work)]
+            self.procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.work is None:
+            return
+        (self.work / "cancel").touch()
+        for h in self.procs:
+            try:
+                h.wait(timeout=0 if exc[0] is not None else 60)
+            except subprocess.TimeoutExpired:
+                h.kill()
+                h.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def run(self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
+            progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+        """Canonical events, flows and the count of non-object elements, built here and by the helpers.
+
+        Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
+        """
+        assert self.work is not None
+        work = self.work
+        ranges = chunk_ranges(loaded.events)
         src, base = _source(loaded, path, work)
         loaded.events = None  # every process reads the file; this copy of the text can go
-        (work / "job.json").write_text(json.dumps({"src": src, "base": base, "rank": rank, "ranges": ranges}))
-        cmd = [sys.executable, "-m", __name__, str(work)]
-        helpers = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL) for _ in range(workers - 1)]
+        job = work / "job.tmp"
+        job.write_text(json.dumps({"src": src, "base": base, "rank": rank, "ranges": ranges}))
+        os.replace(job, work / "job.json")
         if progress is not None:
-            progress.start(len(ranges), f"decoding {path.name} ({workers} processes)")
+            progress.start(len(ranges), f"decoding {path.name} ({self.count + 1} processes)")
         mine: dict[int, tuple[pl.DataFrame, pl.DataFrame, dict]] = {}
         for i, (a, b) in enumerate(ranges):
             if _claim(work, i):
                 mine[i] = build_range(src, base + a, b - a, rank)
                 if progress is not None:
                     progress.advance(1)
-        for h in helpers:
+        for h in self.procs:
             h.wait()
         return _collect(ranges, mine, work, src, base, rank, meta)
-    finally:
-        for h in helpers:
-            if h.poll() is None:
-                h.kill()
-                h.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, src: str, base: int,

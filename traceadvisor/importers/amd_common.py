@@ -48,6 +48,7 @@ ROCPROF_DIRECTIONS = {  # rocprofv3 memory copy operation names
 WORKITEM_GRID_APIS = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
 PINNED_ALLOC_RE = r"^(hipHostMalloc|hipHostAlloc|hipMallocHost|hipHostRegister|hipExtHostAlloc)"
 STEP_RE = r"^ProfilerStep#\d+$"
+UNKNOWN_OP = "Unknown command type"  # rocprof v1 label for a GPU op it could not decode (not known to be a kernel)
 
 MIB = 1 << 20
 
@@ -241,6 +242,9 @@ def read_tables(db: SqliteInput, specs: Sequence[TableSpec], *, workers: int = 2
     def one(spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
         try:
             return spec.table, _adbc_read(uri, spec), ""
+        except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
+            df, err = _salvage(db, spec)
+            return spec.table, df, err
         except sqlite3.DatabaseError:
             df, err = _salvage(db, spec)
             return spec.table, df, err or "read failed"
@@ -822,7 +826,8 @@ def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None
     if kind == "memcpy":
         kexpr = pl.when(name.is_in(list(MEMSET_OPTYPES))).then(pl.lit("memset")).otherwise(pl.lit("memcpy"))
     elif kind == "kernel":
-        kexpr = pl.when(name == "<barrier packet>").then(pl.lit("sync")).otherwise(pl.lit("kernel"))
+        kexpr = (pl.when(name == "<barrier packet>").then(pl.lit("sync")).when(name == UNKNOWN_OP).then(pl.lit("other"))
+                 .otherwise(pl.lit("kernel")))
         out = out.with_columns(name=clean_kernel_name(name))
     else:
         kexpr = pl.lit(kind)

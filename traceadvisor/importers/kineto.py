@@ -17,8 +17,8 @@ from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import import_chunks, link_flows
 from traceadvisor.importers._kineto_load import Loaded, event_chunks, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
-from traceadvisor.importers._kineto_parallel import BadCut, import_parallel, worker_count
-from traceadvisor.importers.probe import Probe
+from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
+from traceadvisor.importers.probe import GZIP_MAGIC, Probe
 from traceadvisor.progress import Progress
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
@@ -58,19 +58,20 @@ def sniff(probe: Probe) -> bool:
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
-    loaded = load(path, progress)
-    meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
-    doc = loaded.doc
-    dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    ev, flows, not_objects = _import_events(loaded, path, meta, _int(dist.get("rank")), progress)
+    # helpers for a big trace start now, so that their start-up overlaps reading the file
+    with Helpers(worker_count(_text_size_hint(path)) - 1) as helpers:
+        loaded = load(path, progress)
+        meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
+        doc = loaded.doc
+        dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
+        ev, flows, not_objects = _import_events(loaded, path, meta, _int(dist.get("rank")), helpers, progress)
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(f"{path} has traceEvents but none of them is an event object",
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
     ev = link_flows(flows, ev, meta)
     ev = _fix_rocm_grids(ev)
     ev = _copy_bytes_from_host(ev)
-    ev = conform(classify_frame(ev.drop("category", strict=False).select(
-        [c for c in ev.columns if c in _CANONICAL]))).sort("start_ns", maintain_order=True)
+    ev = _sorted(conform(classify_frame(ev.select([c for c in ev.columns if c in _CANONICAL]))))
     fill_meta(meta, doc, ev)
     _clock(meta, doc, ev)
     meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
@@ -78,13 +79,22 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     return Trace(ev, meta)
 
 
-def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
+def _text_size_hint(path: Path) -> int:
+    """Expected JSON text size: the file size, or about ten times it for gzip."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            return size * 10 if f.read(2) == GZIP_MAGIC else size
+    except OSError:
+        return 0
+
+
+def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, helpers: Helpers,
                    progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Decode and build all events: in worker processes for big texts, else chunk by chunk here."""
-    workers = worker_count(len(loaded.events))
-    if workers > 1:
+    """Decode and build all events: with helper processes for big texts, else chunk by chunk here."""
+    if helpers.count and worker_count(len(loaded.events)) > 1:
         try:
-            return import_parallel(loaded, path, meta, rank, workers, progress)
+            return helpers.run(loaded, path, meta, rank, progress)
         except BadCut:  # a heuristic cut fell inside an event: the exact serial path handles it
             meta.skipped.clear()
             meta.input_events = None
@@ -92,6 +102,13 @@ def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None
     ev = import_chunks(event_chunks(loaded.events), meta, rank)
     loaded.events = None  # free the JSON text; the frames hold everything now
     return ev
+
+
+def _sorted(ev: pl.DataFrame) -> pl.DataFrame:
+    """Rows by start time (stable), one column at a time so that only one extra column is alive at once."""
+    order = ev.select(pl.int_range(pl.len(), dtype=pl.UInt32).sort_by("start_ns", maintain_order=True)).to_series()
+    cols = [ev.drop_in_place(name).gather(order) for name in list(ev.columns)]
+    return pl.DataFrame(cols)
 
 
 def _names() -> tuple[str, ...]:
@@ -107,12 +124,13 @@ def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
     """ROCm launch geometry: kernels without a grid (ROCm 6.2) take their launch call's; launches through
     hipExtModuleLaunchKernel record the grid in work-items, which is divided by the block size into blocks."""
     geo = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes")
-    launches = ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
-                         & (pl.col("grid_x").is_not_null() | pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES)))
+    launches = ev.lazy().filter(
+        (pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
+        & (pl.col("grid_x").is_not_null() | pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES))
+    ).select("correlation_id", wi=pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES),
+             **{f"l_{c}": pl.col(c) for c in geo}).unique("correlation_id", keep="first").collect()
     if launches.height == 0:
         return ev
-    launches = launches.select("correlation_id", wi=pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES),
-                               **{f"l_{c}": pl.col(c) for c in geo}).unique("correlation_id", keep="first")
     ev = ev.join(launches, on="correlation_id", how="left", maintain_order="left")
     is_kernel = pl.col("kind") == "kernel"
     missing = is_kernel & pl.col("grid_x").is_null() & pl.col("block_x").is_null()
@@ -128,10 +146,10 @@ def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
 def _copy_bytes_from_host(ev: pl.DataFrame) -> pl.DataFrame:
     """Copies without a size (ROCm 6.2) take it from the host copy call with the same correlation id."""
     need = (pl.col("kind") == "memcpy") & pl.col("bytes").is_null()
-    if ev.filter(need).height == 0:
+    if not ev.select(need.any()).item():
         return ev
-    host = ev.filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null()).select(
-        "correlation_id", host_bytes=pl.col("bytes")).unique("correlation_id")
+    host = ev.lazy().filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null()).select(
+        "correlation_id", host_bytes=pl.col("bytes")).unique("correlation_id").collect()
     ev = ev.join(host, on="correlation_id", how="left")
     return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop("host_bytes")
 

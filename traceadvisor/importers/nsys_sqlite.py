@@ -945,4 +945,6 @@ def _assemble(ctx: _Context, frames: list[pl.DataFrame]) -> pl.DataFrame:
     bad = events.select((pl.col("dur_ns").is_null() & timed).sum()).item()
     if bad:
         ctx.meta.warn(f"{bad} events end before they start; their duration is unknown")
-    return events.sort("start_ns", maintain_order=True)
+    # each table is already in start order; a single-threaded unstable sort is deterministic and about
+    # half the cost of a stable one on millions of rows
+    return events.sort("start_ns", multithreaded=False)

@@ -170,7 +170,8 @@ def _build(rows: pl.DataFrame) -> list[pl.DataFrame]:
     fill = pl.col("name").is_in(list(ac.MEMSET_OPTYPES))
     kind = (pl.when(pl.col("lane") == "copy").then(pl.when(fill).then(pl.lit("memset")).otherwise(pl.lit("memcpy")))
             .when((pl.col("lane") == "barrier") | pl.col("name").str.contains("(?i)barrier")).then(pl.lit("sync"))
-            .when(pl.col("lane") == "kernel").then(pl.lit("kernel")).otherwise(pl.lit("other")))
+            .when((pl.col("lane") == "kernel") & (pl.col("name") != ac.UNKNOWN_OP)).then(pl.lit("kernel"))
+            .otherwise(pl.lit("other")))
     hip_kind = pl.col("_kind").replace_strict(ac.HIP_MEMCPY_KIND, default=None, return_dtype=pl.String)
     gpu = gpu.with_columns(kind=kind)
     is_k = pl.col("kind") == "kernel"

@@ -153,11 +153,15 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
           .join(_descriptions(strings, raw.get_column("description_id").unique()), on="description_id", how="left"))
     links = frames.get("rocpd_api_ops")
     if links is not None and links.height:
-        op = op.join(links.lazy().unique(subset=["op_id"], keep="any").rename({"op_id": "id"}), on="id", how="left")
+        if links.get_column("op_id").is_duplicated().any():  # one launching API per op; keep the first link
+            links = links.unique(subset=["op_id"], keep="first", maintain_order=True)
+        op = op.join(links.lazy().rename({"op_id": "id"}), on="id", how="left")
     else:
         op = op.with_columns(api_id=pl.lit(None, dtype=pl.Int64))
-    op = op.join(api.lazy().select(pl.col("id").alias("api_id"), pl.col("api_name").alias("launch_api")),
-                 on="api_id", how="left")
+    api_names = api.lazy().select(pl.col("id").alias("api_id"), pl.col("apiName_id").alias("_launch_name_id"))
+    op = op.join(api_names, on="api_id", how="left").join(
+        strings.lazy().select(pl.col("id").alias("_launch_name_id"), pl.col("string").alias("launch_api")),
+        on="_launch_name_id", how="left")
     ka = frames.get("rocpd_kernelapi")
     if ka is not None and ka.height:
         ka = _named(ka, strings, "kernelName_id", "api_kernel_name").rename({"api_ptr_id": "api_id", "stream": "api_stream"})
@@ -172,7 +176,8 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
     op = op.with_columns(
         [pl.lit(None, dtype=pl.Int64).alias(c) for c in (
             "gridX", "gridY", "gridZ", "workgroupX", "workgroupY", "workgroupZ", "groupSegmentSize",
-            "privateSegmentSize", "copy_size", "hip_memcpy_kind", "width", "height", "codeObject_id") if c not in names]
+            "privateSegmentSize", "copy_size", "hip_memcpy_kind", "width", "height", "codeObject_id", "sequenceId")
+            if c not in names]
         + [pl.lit(None, dtype=pl.String).alias(c) for c in ("api_stream", "copy_stream", "api_kernel_name")
            if c not in names])
     if codeobj is not None and codeobj.height:
@@ -204,14 +209,14 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
         shared_mem_bytes=pl.when(has_grid).then(pl.col("groupSegmentSize")),
         scratch_bytes_per_item=pl.when(has_grid).then(pl.col("privateSegmentSize")),
         registers=pl.when(is_k).then(ac.positive("vgpr")), sgpr_count=pl.when(is_k).then(ac.positive("sgpr")),
-        grid_recorded=pl.when(has_grid).then(pl.concat_list("gridX", "gridY", "gridZ")),
+        grid_recorded=pl.when(has_grid & workitems).then(pl.concat_list("gridX", "gridY", "gridZ")),
         grid_rule=pl.when(has_grid & workitems).then(pl.lit("work-items / workgroup (launch API takes global size)"))
         .when(has_grid).then(pl.lit("blocks as recorded")),
         api_stream=pl.coalesce("api_stream", "copy_stream"),
-        copy_width=ac.positive("width"), copy_height=ac.positive("height"),
+        copy_width=ac.positive("width"), copy_height=ac.positive("height"), sequence_id=ac.positive("sequenceId"),
         **grid,
     )
-    keep_extra = ["op_type", "sequenceId", "launch_api", "api_stream", "grid_recorded", "grid_rule",
+    keep_extra = ["op_type", "sequence_id", "launch_api", "api_stream", "grid_recorded", "grid_rule",
                   "scratch_bytes_per_item", "sgpr_count", "hip_memcpy_kind", "copy_width", "copy_height",
                   "dst_ptr", "src_ptr", "dst_device", "src_device", "sync_by_api_name", "mangled_name"]
     canon = ["kind", "name", "start_ns", "dur_ns", "device", "pid", "tid", "stream", "correlation_id", "copy_kind",

@@ -291,7 +291,8 @@ def _gemm_ctx(f, trace, fig_id: str) -> tuple[dict[str, Any], Any] | None:
         return None
     model, dev = _model(trace)
     g = F.gemm_frame([s for s in shapes if isinstance(s, dict)], model, dev.compute_units if dev else None)
-    label = f"{model.key}: dense peaks per dtype, HBM {model.hbm_tbs} TB/s" if model else "device peaks unknown"
+    label = ((f"{model.key}: dense peaks per dtype" + (f", HBM {model.hbm_tbs} TB/s" if model.hbm_tbs else ""))
+             if model else "device peaks unknown")
     fig = F.gemm_figure(g, model.hbm_tbs if model else None, label)
     return {"fig": fig_id, "trace": trace.name, "finding": f.rule, "shapes": g.height,
             "model": model.key if model else None}, fig
