@@ -67,7 +67,9 @@ def test_counts_equal_source(path: Path):
     # every input event is imported or counted as skipped with a reason
     assert tr.meta.input_events == len(events)
     assert ev.height + sum(tr.meta.skipped.values()) == len(events)
-    assert not tr.meta.truncated and not tr.meta.warnings
+    assert not tr.meta.truncated
+    assert all("cuda_profiler_range" in w for w in tr.meta.warnings)  # the one warning a whole trace can get
+    assert len(tr.meta.extra["metadata_events"]) == sum(1 for e in events if e.get("ph") == "M")
     assert ev.get_column("start_ns").is_not_null().all()
     assert ev.get_column("start_ns").is_sorted()
     assert set(ev.get_column("kind").unique()) <= {"kernel", "memcpy", "memset", "runtime", "cpu_op", "annotation",
@@ -228,6 +230,17 @@ def test_fwdbwd_flows_kept_on_their_ops():
     ids = [f["id"] for a in stored.get_column("args") for f in json.loads(a)["flows"]]
     assert len(ids) == n_flows == tr.meta.skipped["flow event (stored in args.flows of its slice)"]
     assert set(stored.get_column("kind").unique()) <= {"cpu_op", "annotation"}
+
+
+def test_metadata_events_and_synthetic_counters():
+    tr = _trace(_by_name("hta_mi250"))
+    names = {(m["pid"], m["args"]["name"]) for m in tr.meta.extra["metadata_events"] if m["name"] == "process_name"}
+    assert ("597913", "python3") in names
+    prof = _trace(_by_name("hta_a100_cupti_profiler_range"))
+    (w,) = prof.meta.warnings
+    assert w.startswith("77 cuda_profiler_range events")
+    other = prof.events.filter(pl.col("kind") == "other").get_column("args")
+    assert sum('"cat":"cuda_profiler_range"' in a for a in other) == 77
 
 
 def test_memory_events_and_input_shapes():

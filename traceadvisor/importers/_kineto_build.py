@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from operator import attrgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import msgspec
@@ -179,16 +180,16 @@ def text_series(raws: list[Any]) -> pl.Series:
 
 def _lane(values: list[Any]) -> tuple[pl.Series, pl.Series | None]:
     """(int lane, string lane): pid/tid are ints except for lanes like "Spans" or legacy "stream 7"."""
-    try:
+    types = set(map(type, values))  # C-level pass: no Python code per event
+    if types <= {int, type(None)}:
         return pl.Series(values, dtype=pl.Int64), None
-    except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        odd = [i for i, v in enumerate(values) if v.__class__ is not int and v is not None]
-        ints = list(values)
-        for i in odd:
-            ints[i] = None
-        strs = pl.Series([values[i] if values[i].__class__ is str else None for i in odd], dtype=pl.String)
-        lane = _nulls(len(values), pl.String).scatter(odd, strs) if odd else None
-        return pl.Series(ints, dtype=pl.Int64), lane
+    odd = [i for t in types - {int, type(None)} for i in compress(count(), map(is_, map(type, values), repeat(t)))]
+    ints = list(values)
+    for i in odd:
+        ints[i] = None
+    strs = pl.Series([values[i] if values[i].__class__ is str else None for i in odd], dtype=pl.String)
+    lane = _nulls(len(values), pl.String).scatter(odd, strs) if odd else None
+    return pl.Series(ints, dtype=pl.Int64), lane
 
 
 def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
@@ -224,8 +225,9 @@ def chunk_frame(evs: list[Event]) -> pl.DataFrame:
         "tid_str": tid_str if tid_str is not None else _nulls(n, pl.String),
         "ts": pl.Series([e.ts for e in evs], dtype=pl.Float64, strict=False),
         "dur": pl.Series([e.dur for e in evs], dtype=pl.Float64, strict=False),
-        "args_raw": text_series(args),
     }
+    buf, starts = _join_args(args)
+    cols["args_raw"] = _args_text(buf, starts, n)
     # flow id, binding point and instant scope exist only on non-slice events
     rare = (ph != "X").arg_true()
     idx = rare.to_list()
@@ -240,18 +242,39 @@ def chunk_frame(evs: list[Event]) -> pl.DataFrame:
     for name, dtype in ARG_COLUMNS.items():
         cols[name] = _nulls(n, dtype).alias(name)
     end = 0
+    view = memoryview(buf)
     for length, k in (code.rle().struct.unnest().iter_rows() if n else ()):
         start, end = end, end + length
-        if k:
-            _decode_class(k, args[start:end], start, cols)
+        if k:  # the run's args are buf[starts[start] : starts[end] - 1] (without the last ",")
+            _decode_class(k, view[starts[start]:starts[end] - 1], start, length, cols)
     return pl.DataFrame(cols)
 
 
-def _decode_class(k: int, args: list[Raw], start: int, cols: dict[str, pl.Series]) -> None:
-    """Decode the known args of a run of events of class ``k`` into rows start.. of ``cols``."""
+def _join_args(args: list[Raw]) -> tuple[bytes, pl.Series]:
+    """All args texts joined by "," (one copy), and where each starts (n + 1 entries: the last is len + 1)."""
+    buf = b",".join(args)
+    starts = pl.Series(list(map(len, args)), dtype=pl.Int64) + 1
+    starts = pl.concat([pl.Series([0], dtype=pl.Int64), starts.cum_sum()])
+    return buf, starts
+
+
+def _args_text(buf: bytes, starts: pl.Series, n: int) -> pl.Series:
+    """String column over the joined args: each element is its text plus the joining "," (stripped here)."""
+    if n == 0:
+        return pl.Series([], dtype=pl.String)
+    big = len(buf) >= 2**31
+    offsets = pl.concat([starts.head(n), pl.Series([len(buf)], dtype=pl.Int64)])
+    arr = pa.Array.from_buffers(pa.large_string() if big else pa.string(), n,
+                                [None, offsets.cast(pl.Int64 if big else pl.Int32).to_arrow().buffers()[1],
+                                 pa.py_buffer(buf)])
+    return pl.Series(pl.from_arrow(arr)).str.strip_suffix(",")
+
+
+def _decode_class(k: int, text: memoryview, start: int, length: int, cols: dict[str, pl.Series]) -> None:
+    """Decode the known args of a run of ``length`` events of class ``k`` (their args joined by ",")."""
     _, decoder, fields = _CLASSES[k - 1]
-    known = decoder.decode(b"".join((b"[", b",".join(args), b"]")))
-    rows = pl.int_range(start, start + len(args), eager=True)
+    known = decoder.decode(b"".join((b"[", text, b"]")))
+    rows = pl.int_range(start, start + length, eager=True)
     for attr, col, how in fields:
         vals = list(map(attrgetter(attr), known))
         if vals.count(None) == len(vals):
@@ -260,22 +283,62 @@ def _decode_class(k: int, args: list[Raw], start: int, cols: dict[str, pl.Series
         cols[col] = cols[col].scatter(rows, v)
 
 
-def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def chunk_result(evs: list[Event], rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one chunk."""
+    meta = TraceMeta(path="", format="kineto")
+    raw = chunk_frame(evs)
+    del evs
+    info: dict[str, Any] = {"not_objects": raw.get_column("ph").null_count(), "metadata": metadata_events(raw)}
+    flows = flow_frame(raw)
+    ev = build(raw, meta, rank)
+    info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
+    return ev, flows, info
+
+
+def new_totals() -> dict[str, Any]:
+    return {"not_objects": 0, "metadata": []}
+
+
+def merge_info(meta: TraceMeta, info: dict[str, Any], totals: dict[str, Any]) -> None:
+    """Add one chunk's bookkeeping to the trace's."""
+    for reason, k in info["skipped"].items():
+        meta.skip(reason, k)
+    meta.input_events = (meta.input_events or 0) + info["input_events"]
+    totals["not_objects"] += info["not_objects"]
+    totals["metadata"].extend(info["metadata"])
+
+
+def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
+    """The "M" events (process/thread names, labels, sort indices) as small dicts for the trace metadata."""
+    rows = raw.lazy().filter(pl.col("ph") == "M").select(
+        "name", pid=pl.coalesce(pl.col("pid_int").cast(pl.String), pl.col("pid_str")),
+        tid=pl.coalesce(pl.col("tid_int").cast(pl.String), pl.col("tid_str")), args=pl.col("args_raw"),
+    ).collect().iter_rows()
+    out = []
+    for name, pid, tid, args in rows:
+        try:
+            value = json.loads(args) if args else {}
+        except ValueError:
+            value = args
+        out.append({"name": name, "pid": pid, "tid": tid, "args": value})
+    return out
+
+
+def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Canonical events and flow events of all chunks, built chunk by chunk so that only one chunk's
-    intermediate columns are alive at a time. Also returns how many array elements were not objects."""
+    intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``)."""
     events, flows = [], []
-    not_objects = 0
+    totals = new_totals()
     for evs in chunks:
-        raw = chunk_frame(evs)
-        del evs
-        not_objects += raw.get_column("ph").null_count()
-        flows.append(flow_frame(raw))
-        events.append(build(raw, meta, rank))
-        del raw
+        ev, fl, info = chunk_result(evs, rank)
+        events.append(ev)
+        flows.append(fl)
+        merge_info(meta, info, totals)
     if not events:
-        empty = chunk_frame([])
-        return build(empty, meta, rank), flow_frame(empty), 0
-    return pl.concat(events, rechunk=False), pl.concat(flows), not_objects
+        ev, fl, info = chunk_result([], rank)
+        events, flows = [ev], [fl]
+        merge_info(meta, info, totals)
+    return pl.concat(events, rechunk=False), pl.concat(flows), totals
 
 
 def _xyz(prefix: str) -> dict[str, pl.Expr]:

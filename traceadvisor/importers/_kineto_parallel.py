@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from traceadvisor.importers._kineto_build import build, chunk_frame, flow_frame
+from traceadvisor.importers._kineto_build import chunk_result, merge_info, new_totals
 from traceadvisor.importers._kineto_load import _EVENTS, Loaded, chunk_ranges
 from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta
@@ -38,7 +38,8 @@ class BadCut(Exception):
 
 
 def worker_count(text_bytes: int) -> int:
-    """Processes to use: ``TRACEADVISOR_WORKERS`` if set, else one per available CPU (at most 4) for big texts."""
+    """Processes to use: ``TRACEADVISOR_WORKERS`` if set; else, for a big text, one per CPU that other work
+    leaves idle (CPUs minus the 1-minute load average; at most 4). Helpers on a busy machine only add work."""
     env = os.environ.get("TRACEADVISOR_WORKERS", "").strip()
     if env:
         return max(1, int(env)) if env.isdigit() else 1
@@ -48,7 +49,11 @@ def worker_count(text_bytes: int) -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 4))
+    try:
+        idle = cpus - os.getloadavg()[0]
+    except OSError:
+        idle = cpus
+    return max(1, min(cpus, 4, int(idle + 0.5)))
 
 
 def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
@@ -61,14 +66,7 @@ def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl
     except msgspec.DecodeError as e:
         raise BadCut(str(e)) from e
     del text
-    meta = TraceMeta(path=src, format="kineto")
-    raw = chunk_frame(evs)
-    del evs
-    info = {"not_objects": raw.get_column("ph").null_count()}
-    flows = flow_frame(raw)
-    ev = build(raw, meta, rank)
-    info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
-    return ev, flows, info
+    return chunk_result(evs, rank)
 
 
 def _claim(work: Path, i: int) -> bool:
@@ -154,7 +152,7 @@ class Helpers:
         shutil.rmtree(self.work, ignore_errors=True)
 
     def run(self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
-            progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+            progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
         """Canonical events, flows and the count of non-object elements, built here and by the helpers.
 
         Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
@@ -181,12 +179,12 @@ class Helpers:
 
 
 def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, src: str, base: int,
-             rank: int | None, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+             rank: int | None, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """All ranges' results in order; a range a helper took but did not finish is built here."""
     if list(work.glob("badcut-*")):
         raise BadCut("a range did not decode on its own")
     events, flows = [], []
-    not_objects = 0
+    totals = new_totals()
     for i, (a, b) in enumerate(ranges):
         if i in mine:
             ev, fl, info = mine.pop(i)
@@ -198,11 +196,8 @@ def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, sr
             ev, fl, info = build_range(src, base + a, b - a, rank)
         events.append(ev)
         flows.append(fl)
-        for reason, k in info["skipped"].items():
-            meta.skip(reason, k)
-        meta.input_events = (meta.input_events or 0) + info["input_events"]
-        not_objects += info["not_objects"]
-    return pl.concat(events, rechunk=False), pl.concat(flows), not_objects
+        merge_info(meta, info, totals)
+    return pl.concat(events, rechunk=False), pl.concat(flows), totals
 
 
 if __name__ == "__main__":  # helper process

@@ -64,7 +64,8 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
         meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
         doc = loaded.doc
         dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-        ev, flows, not_objects = _import_events(loaded, path, meta, _int(dist.get("rank")), helpers, progress)
+        ev, flows, totals = _import_events(loaded, path, meta, _int(dist.get("rank")), helpers, progress)
+    not_objects = totals["not_objects"]
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(f"{path} has traceEvents but none of them is an event object",
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
@@ -73,10 +74,22 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     ev = _copy_bytes_from_host(ev)
     ev = _sorted(conform(classify_frame(ev.select([c for c in ev.columns if c in _CANONICAL]))))
     fill_meta(meta, doc, ev)
+    meta.extra["metadata_events"] = totals["metadata"]
+    _warn_synthetic(meta, ev)
     _clock(meta, doc, ev)
     meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
     _truncation(meta, loaded, ev.height)
     return Trace(ev, meta)
+
+
+def _warn_synthetic(meta: TraceMeta, ev: pl.DataFrame) -> None:
+    """CUPTI range-profiler results are counters placed on made-up timestamps."""
+    n = ev.lazy().filter((pl.col("kind") == "other") & pl.col("args").str.contains('"cat":"cuda_profiler_range"',
+                                                                                   literal=True)).select(pl.len())
+    count = n.collect().item()
+    if count:
+        meta.warn(f"{count:,} cuda_profiler_range events hold counter values on synthetic timestamps; they are "
+                  "kept as kind other and must not be used for timing")
 
 
 def _text_size_hint(path: Path) -> int:
@@ -90,7 +103,7 @@ def _text_size_hint(path: Path) -> int:
 
 
 def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, helpers: Helpers,
-                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Decode and build all events: with helper processes for big texts, else chunk by chunk here."""
     if helpers.count and worker_count(len(loaded.events)) > 1:
         try:
