@@ -19,7 +19,8 @@ memcpy/memset ``name``                 ``copy_kind``, ``src_memory``, ``dst_memo
 ``shared memory``                      ``shared_mem_bytes``
 ``Input Dims`` (``Input dims``)        ``input_dims`` (JSON text)
 ``Input type``                         ``input_types`` (JSON text)
-``args`` + ``cat`` + string lanes      ``args`` (JSON object, verbatim, plus ``cat``/``pid``/``tid``/``s``)
+``args`` + ``cat`` + string lanes      ``args`` (the recorded JSON object verbatim; ``cat`` is added where the
+                                       kind does not imply it, and string ``pid``/``tid`` and instant ``s``)
 ``fwdbwd`` flows                       ``args.flows`` of the slice they start/end in
 =====================================  ==========================================================
 """
@@ -38,6 +39,7 @@ import pyarrow as pa
 from msgspec import Raw, Struct
 
 from traceadvisor.importers._kineto_load import Event
+from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta
 
 CAT_KIND: dict[str, str] = {
@@ -324,7 +326,8 @@ def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None,
+                  progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Canonical events and flow events of all chunks, built chunk by chunk so that only one chunk's
     intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``)."""
     events, flows = [], []
@@ -334,6 +337,8 @@ def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None) -> tuple[pl.Da
         events.append(ev)
         flows.append(fl)
         merge_info(meta, info, totals)
+        if progress is not None:
+            progress.advance(1)
     if not events:
         ev, fl, info = chunk_result([], rank)
         events, flows = [ev], [fl]

@@ -15,7 +15,7 @@ import polars as pl
 
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import import_chunks, link_flows
-from traceadvisor.importers._kineto_load import Loaded, event_chunks, load
+from traceadvisor.importers._kineto_load import Loaded, chunk_ranges, event_chunks, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
@@ -112,7 +112,9 @@ def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None
             meta.skipped.clear()
             meta.input_events = None
             loaded.events = load(path).events
-    ev = import_chunks(event_chunks(loaded.events), meta, rank)
+    if progress is not None:
+        progress.start(len(chunk_ranges(loaded.events)), f"decoding {path.name}")
+    ev = import_chunks(event_chunks(loaded.events), meta, rank, progress)
     loaded.events = None  # free the JSON text; the frames hold everything now
     return ev
 
