@@ -42,3 +42,13 @@ def test_cache_hit_returns_same_trace_and_no_cache_bypasses(tmp_path, monkeypatc
 
     os.utime(src, ns=(1, 1))
     assert cache.get(src, "kineto") is None
+
+
+def test_import_to_missing_folder_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "import", str(example_trace()), "-o",
+                        str(tmp_path / "nope" / "x.parquet")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("Error: the folder of") and r.stderr.count("\n") == 1

@@ -23,8 +23,13 @@ def command(trace: str | None, output: str, no_cache: bool, example: bool) -> No
     Example:
       traceadvisor import run.pt.trace.json.gz -o events.parquet
     """
+    from pathlib import Path
+
+    from traceadvisor.errors import UsageError
     from traceadvisor.io import write_parquet
 
+    if not Path(output).resolve().parent.is_dir():
+        raise UsageError(f"the folder of {output} does not exist", "Create it first or choose another -o path")
     t0 = time.perf_counter()
     (tr,) = load_all(resolve_traces((trace,) if trace else (), example)[:1], no_cache=no_cache)
     write_parquet(tr, output)
