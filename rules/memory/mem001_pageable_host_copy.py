@@ -20,7 +20,7 @@ For each pageable copy: `gbps = bytes / dur` and `impact = dur - bytes / pinned_
 `default_pinned_gbs` option when the device is unknown. That is the time the same bytes would take at the
 pinned rate, so the impact is what pinning would save on the copy itself (an upper bound: an async pinned
 copy also stops blocking the host, which is not counted). Evidence per copy: bytes, GB/s, direction, the
-host API call and how long it blocked; per finding: the median GB/s and the pinned rate used.
+host API call and how long it blocked; per finding: the median GB/s of the copies of 1 MiB or more (smaller ones are latency-bound) and the pinned rate used.
 
 Numbers seen on the corpus (copies of 1 MiB or more): `torch/h200_h2d_pageable` 8 copies of 32 MiB at
 7.3-8.2 GB/s (median 7.9; ground truth 8.1 GB/s) against 53-55 GB/s for the same copies from pinned memory in
@@ -123,8 +123,11 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
     by_dir = rows.group_by("direction").len().sort("direction")
+    # bandwidth says something only for copies big enough to be bandwidth-bound (>= 1 MiB); tiny ones are latency
+    big = rows.filter(pl.col("bytes").fill_null(0) >= 1 << 20)
     return {
-        "median_gbps": rows["gbps"].median(),
+        "median_gbps": (big if big.height else rows)["gbps"].median(),
+        "median_gbps_over": "copies >= 1 MiB" if big.height else "all copies (none >= 1 MiB)",
         "pinned_gbps": rows["pinned_gbps"].max(),
         "total_bytes": int(rows["bytes"].fill_null(0).sum()),
         "copy_ms": rows["dur_ns"].fill_null(0).sum() / 1e6,
