@@ -77,9 +77,11 @@ CUDA_FILES = [p for p in corpus_files()
 @pytest.mark.parametrize("path", CUDA_FILES, ids=ids(CUDA_FILES))
 def test_count_equals_pageable_copies_in_the_source(path):
     t = load_or_skip(path)
-    if t.meta.vendor != "nvidia":
-        pytest.skip("AMD traces do not record pageable copies (inferred only)")
     res = _run(t)
+    if t.meta.vendor != "nvidia":  # ROCm Kineto never records pageable/pinned: only inferred findings may appear
+        assert _pageable_in_source(path) == 0
+        assert all(f.confidence != "high" for f in res.findings)
+        return
     assert sum(f.count for f in res.findings) == _pageable_in_source(path)
     for f in res.findings:
         assert f.confidence == "high" and f.impact_ns >= 0
