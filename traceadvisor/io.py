@@ -28,8 +28,17 @@ def to_arrow(trace: Trace) -> pa.Table:
     return table.replace_schema_metadata(md)
 
 
+# rows converted to Arrow and written at a time: a big trace is never held twice (polars + Arrow) in memory
+WRITE_BATCH_ROWS = 1 << 17
+
+
 def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> None:
-    pq.write_table(to_arrow(trace), str(path), compression=compression)
+    schema = to_arrow(Trace(trace.events.head(0), trace.meta)).schema
+    events = conform(trace.events)
+    with pq.ParquetWriter(str(path), schema, compression=compression) as writer:
+        for start in range(0, max(events.height, 1), WRITE_BATCH_ROWS):
+            part = events.slice(start, WRITE_BATCH_ROWS).to_arrow().cast(schema)
+            writer.write_table(part, row_group_size=WRITE_BATCH_ROWS)
 
 
 def read_parquet(path: str | Path) -> Trace:

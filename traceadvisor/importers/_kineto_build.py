@@ -198,13 +198,18 @@ def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
     return pl.repeat(None, n, dtype=dtype, eager=True)
 
 
+def _field(structs: list[Any], name: str) -> list[Any]:
+    """One attribute of every struct, in a C-level loop."""
+    return list(map(attrgetter(name), structs))
+
+
 def _category_order(evs: list[Event]) -> tuple[list[Event], pl.Series, pl.Series]:
     """Events grouped by args class (stable), the cat column in that order, and the class codes."""
-    cat = pl.Series("cat", [e.cat for e in evs], dtype=pl.String, strict=False)
+    cat = pl.Series("cat", _field(evs, "cat"), dtype=pl.String, strict=False)
     code = cat.replace_strict(_CLASS_OF, default=0, return_dtype=pl.Int8)
     if code.n_unique() > 1:
         order = code.alias("code").to_frame().with_row_index("i").sort("code", maintain_order=True).get_column("i")
-        evs = [evs[i] for i in order.to_list()]
+        evs = list(map(evs.__getitem__, order.to_list()))
         cat, code = cat.gather(order), code.gather(order)
     return evs, cat, code
 
@@ -213,43 +218,57 @@ def chunk_frame(evs: list[Event]) -> pl.DataFrame:
     """One row per event of a decoded chunk (grouped by args class), with the known args decoded per class."""
     n = len(evs)
     evs, cat, code = _category_order(evs)
-    ph = pl.Series([e.ph for e in evs], dtype=pl.String, strict=False)
-    pid_int, pid_str = _lane([e.pid for e in evs])
-    tid_int, tid_str = _lane([e.tid for e in evs])
-    args = [e.args for e in evs]
+    ph = pl.Series(_field(evs, "ph"), dtype=pl.String, strict=False)
+    pid_int, pid_str = _lane(_field(evs, "pid"))
+    tid_int, tid_str = _lane(_field(evs, "tid"))
+    args = _field(evs, "args")
     cols: dict[str, pl.Series] = {
         "ph": ph,
         "cat": cat,
-        "name": pl.Series([e.name for e in evs], dtype=pl.String, strict=False),
+        "name": pl.Series(_field(evs, "name"), dtype=pl.String, strict=False),
         "pid_int": pid_int,
         "pid_str": pid_str if pid_str is not None else _nulls(n, pl.String),
         "tid_int": tid_int,
         "tid_str": tid_str if tid_str is not None else _nulls(n, pl.String),
-        "ts": pl.Series([e.ts for e in evs], dtype=pl.Float64, strict=False),
-        "dur": pl.Series([e.dur for e in evs], dtype=pl.Float64, strict=False),
+        "ts": pl.Series(_field(evs, "ts"), dtype=pl.Float64, strict=False),
+        "dur": pl.Series(_field(evs, "dur"), dtype=pl.Float64, strict=False),
     }
     buf, starts = _join_args(args)
     cols["args_raw"] = _args_text(buf, starts, n)
     # flow id, binding point and instant scope exist only on non-slice events
     rare = (ph != "X").arg_true()
-    idx = rare.to_list()
+    rare_evs = list(map(evs.__getitem__, rare.to_list()))
     for key, col in (("id", "flow_id"), ("bp", "bp"), ("s", "scope")):
         full = _nulls(n, pl.Int64 if key == "id" else pl.String).alias(col)
-        if idx:
-            vals = [getattr(evs[i], key) for i in idx]
+        if rare_evs:
+            vals = _field(rare_evs, key)
             v = _int_series(vals) if key == "id" else pl.Series(vals, dtype=pl.String, strict=False)
             full = full.scatter(rare, v)
         cols[col] = full
     del evs
-    for name, dtype in ARG_COLUMNS.items():
-        cols[name] = _nulls(n, dtype).alias(name)
+    pieces: dict[str, list[tuple[int, pl.Series]]] = {}
     end = 0
     view = memoryview(buf)
     for length, k in (code.rle().struct.unnest().iter_rows() if n else ()):
         start, end = end, end + length
         if k:  # the run's args are buf[starts[start] : starts[end] - 1] (without the last ",")
-            _decode_class(k, view[starts[start]:starts[end] - 1], start, length, cols)
+            _decode_class(k, view[starts[start]:starts[end] - 1], start, pieces)
+    for name, parts in pieces.items():  # columns no event of the chunk has stay absent (null in build)
+        cols[name] = _assemble(parts, n, ARG_COLUMNS[name]).alias(name)
     return pl.DataFrame(cols)
+
+
+def _assemble(parts: list[tuple[int, pl.Series]], n: int, dtype: pl.DataType) -> pl.Series:
+    """A length-n column from (first row, values) runs in row order, null elsewhere."""
+    out, pos = [], 0
+    for start, values in parts:
+        if start > pos:
+            out.append(_nulls(start - pos, dtype))
+        out.append(values.cast(dtype))
+        pos = start + values.len()
+    if pos < n:
+        out.append(_nulls(n - pos, dtype))
+    return pl.concat(out, rechunk=False)
 
 
 def _join_args(args: list[Raw]) -> tuple[bytes, pl.Series]:
@@ -272,17 +291,16 @@ def _args_text(buf: bytes, starts: pl.Series, n: int) -> pl.Series:
     return pl.Series(pl.from_arrow(arr)).str.strip_suffix(",")
 
 
-def _decode_class(k: int, text: memoryview, start: int, length: int, cols: dict[str, pl.Series]) -> None:
-    """Decode the known args of a run of ``length`` events of class ``k`` (their args joined by ",")."""
+def _decode_class(k: int, text: memoryview, start: int, pieces: dict[str, list[tuple[int, pl.Series]]]) -> None:
+    """Decode the known args of a run of events of class ``k`` (their args joined by ",") starting at row
+    ``start``; each column with a value gets a (start, values) piece."""
     _, decoder, fields = _CLASSES[k - 1]
     known = decoder.decode(b"".join((b"[", text, b"]")))
-    rows = pl.int_range(start, start + length, eager=True)
     for attr, col, how in fields:
-        vals = list(map(attrgetter(attr), known))
+        vals = _field(known, attr)
         if vals.count(None) == len(vals):
             continue
-        v = text_series(vals) if how == "raw" else _int_series(vals)
-        cols[col] = cols[col].scatter(rows, v)
+        pieces.setdefault(col, []).append((start, text_series(vals) if how == "raw" else _int_series(vals)))
 
 
 def chunk_result(evs: list[Event], rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
@@ -433,7 +451,9 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
     ext = pl.coalesce(pl.col("a_ext"), pl.col("a_ext_legacy"))
     legacy_stream = pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False)
     gpu_stream = pl.coalesce(pl.col("a_stream"), pl.col("tid_int"), legacy_stream)
-    lf = raw.lazy().filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_not_null()).with_columns(kind=kind_expr())
+    absent = [pl.lit(None, dtype=t).alias(c) for c, t in ARG_COLUMNS.items() if c not in raw.columns]
+    lf = raw.lazy().with_columns(absent).filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_not_null())
+    lf = lf.with_columns(kind=kind_expr())
     lf = lf.with_columns(
         rank=pl.lit(rank, dtype=pl.Int32),
         pid=pl.col("pid_int"),

@@ -89,6 +89,7 @@ class Loaded:
     recovered_bytes: int = 0  # bytes of JSON text up to the last complete event
     gzip_truncated: bool = False
     path: str = ""
+    text: Any = None  # the JSON text the events array lies in (a bytearray unless recovered from a cut)
     text_offset: int | None = None  # file offset of the JSON text (plain files only; None for gzip)
     events_offset: int | None = None  # offset of the events array in the JSON text, when known
 
@@ -167,7 +168,7 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
     try:
         doc, events = _split(text, legacy, path)
         return Loaded(doc, events, legacy, size, truncated=gz_short, recovered_bytes=size,
-                      gzip_truncated=gz_short, path=str(path), text_offset=base,
+                      gzip_truncated=gz_short, path=str(path), text=text, text_offset=base,
                       events_offset=_offset_in(text, events, legacy))
     except msgspec.ValidationError as e:
         raise _not_a_trace(path, e) from e
@@ -182,7 +183,7 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
                          "Is this a torch.profiler trace? Re-export it with export_chrome_trace()") from err
     doc, events, cut, closed = rec
     return Loaded(doc, events, legacy, size, truncated=True, recovered_bytes=cut, gzip_truncated=gz_short,
-                  path=str(path), text_offset=base, events_offset=_offset_in(closed, events, legacy))
+                  path=str(path), text=closed, text_offset=base, events_offset=_offset_in(closed, events, legacy))
 
 
 def _offset_in(text: Any, events: Any, legacy: bool) -> int | None:
@@ -238,7 +239,7 @@ _EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
 _MAX_TRIES = 64
 
 
-def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, bytes] | None:
+def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, bytearray] | None:
     """Close the text after its last complete event and decode that; None when that does not work."""
     start = 0 if legacy else text.find(b'"traceEvents"')
     if start < 0:
@@ -249,7 +250,7 @@ def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, b
         pos = _last_gap(text, start, end)
         if pos < 0:
             break
-        closed = bytes(text[: pos + 1]) + closing
+        closed = bytearray(text[: pos + 1]) + closing
         try:
             doc, events = _split(closed, legacy, path)
             return doc, events, pos + 1, closed
@@ -258,7 +259,7 @@ def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, b
     # only one complete event: close right after the last "}"
     last = text.rfind(b"}", start)
     if last > start:
-        closed = bytes(text[: last + 1]) + closing
+        closed = bytearray(text[: last + 1]) + closing
         try:
             doc, events = _split(closed, legacy, path)
             return doc, events, last + 1, closed
@@ -309,18 +310,35 @@ def chunk_ranges(events: Any) -> list[tuple[int, int]]:
     return ranges
 
 
-def event_chunks(events: Any) -> Iterator[list[Event]]:
+def event_chunks(loaded: Loaded) -> Iterator[list[Event]]:
     """Decode the events array chunk by chunk (see ``chunk_ranges``); when a range does not decode on its
-    own, the rest of the array is split exactly with a raw pass."""
-    mv = memoryview(events)
+    own, the rest of the array is split exactly with a raw pass.
+
+    When the text is a bytearray, a chunk is decoded in place: the separators just outside it are
+    swapped for "[" and "]" for the decode and put back after (no copy of the text).
+    """
+    mv = memoryview(loaded.events)
     _, hi = _array_bounds(mv)
+    text, off = loaded.text, loaded.events_offset
+    writable = memoryview(text)[off:off + len(mv)] if isinstance(text, bytearray) and off is not None else None
     for a, b in chunk_ranges(mv):
         try:
-            evs = _EVENTS.decode(b"".join((b"[", mv[a:b], b"]")))
+            evs = _decode_in_place(writable, a, b) if writable is not None else _EVENTS.decode(
+                b"".join((b"[", mv[a:b], b"]")))
         except msgspec.DecodeError:
             yield from _exact_chunks(mv[a:hi])
             return
         yield evs
+
+
+def _decode_in_place(w: memoryview, a: int, b: int) -> list[Event]:
+    """Decode events w[a:b] as a JSON array, using the separator bytes at a-1 and b as its brackets."""
+    before, after = w[a - 1], w[b]
+    w[a - 1], w[b] = 0x5B, 0x5D  # "[", "]"
+    try:
+        return _EVENTS.decode(w[a - 1:b + 1])
+    finally:
+        w[a - 1], w[b] = before, after
 
 
 def _next_cut(mv: memoryview, a: int, hi: int) -> tuple[int, int]:

@@ -31,6 +31,8 @@ from traceadvisor.trace import TraceMeta
 
 # below this much JSON text, starting helpers costs more than it saves
 PARALLEL_MIN_BYTES = 64 << 20
+# how long helpers may still run after this process has taken its last range
+HELPER_GRACE_S = 120.0
 
 
 class BadCut(Exception):
@@ -38,8 +40,8 @@ class BadCut(Exception):
 
 
 def worker_count(text_bytes: int) -> int:
-    """Processes to use: ``TRACEADVISOR_WORKERS`` if set; else, for a big text, one per CPU that other work
-    leaves idle (CPUs minus the 1-minute load average; at most 4). Helpers on a busy machine only add work."""
+    """Processes to use: ``TRACEADVISOR_WORKERS`` if set; else, for a big text, one per CPU (at most 4) unless
+    the machine is already saturated (1-minute load average >= CPUs), where helpers would only add work."""
     env = os.environ.get("TRACEADVISOR_WORKERS", "").strip()
     if env:
         return max(1, int(env)) if env.isdigit() else 1
@@ -50,22 +52,25 @@ def worker_count(text_bytes: int) -> int:
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
     try:
-        idle = cpus - os.getloadavg()[0]
-    except OSError:
-        idle = cpus
-    return max(1, min(cpus, 4, int(idle + 0.5)))
+        busy = os.getloadavg()[0] >= cpus
+    except (OSError, AttributeError):  # no load average on this OS
+        busy = False
+    return 1 if busy else max(1, min(cpus, 4))
 
 
 def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Decode the events in file bytes [start, start+length) and build their canonical rows and flows."""
+    text = bytearray(length + 2)  # the range between "[" and "]", read in place (no copy)
+    text[0], text[-1] = 0x5B, 0x5D
     with open(src, "rb") as f:
         f.seek(start)
-        text = f.read(length)
+        got = f.readinto(memoryview(text)[1:-1])
+    if got != length:
+        raise BadCut(f"read {got} of {length} bytes")
     try:
-        evs = _EVENTS.decode(b"".join((b"[", text, b"]")))
+        evs = _EVENTS.decode(text)
     except msgspec.DecodeError as e:
         raise BadCut(str(e)) from e
-    del text
     return chunk_result(evs, rank)
 
 
@@ -120,6 +125,12 @@ def _source(loaded: Loaded, path: Path, work: Path) -> tuple[str, int]:
     return str(tmp), 0
 
 
+def _scratch_dir() -> str | None:
+    """RAM-backed /dev/shm for the helpers' result files when there is one, else the usual temp dir."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 class Helpers:
     """Helper processes, started before the file is read so that their start-up overlaps the reading.
 
@@ -133,10 +144,13 @@ class Helpers:
 
     def __enter__(self) -> Helpers:
         if self.count > 0:
-            self.work = Path(tempfile.mkdtemp(prefix="traceadvisor-"))
+            self.work = Path(tempfile.mkdtemp(prefix="traceadvisor-", dir=_scratch_dir()))
             cmd = [sys.executable, "-m", __name__, str(self.work)]
+            # the helpers import this package from where this process found it
+            root = str(Path(__file__).resolve().parents[2])
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
             self.procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL) for _ in range(self.count)]
+                                           stderr=subprocess.DEVNULL, env=env) for _ in range(self.count)]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -161,7 +175,7 @@ class Helpers:
         work = self.work
         ranges = chunk_ranges(loaded.events)
         src, base = _source(loaded, path, work)
-        loaded.events = None  # every process reads the file; this copy of the text can go
+        loaded.events = loaded.text = None  # every process reads the file; this copy of the text can go
         job = work / "job.tmp"
         job.write_text(json.dumps({"src": src, "base": base, "rank": rank, "ranges": ranges}))
         os.replace(job, work / "job.json")
@@ -173,8 +187,13 @@ class Helpers:
                 mine[i] = build_range(src, base + a, b - a, rank)
                 if progress is not None:
                     progress.advance(1)
+        deadline = time.monotonic() + HELPER_GRACE_S
         for h in self.procs:
-            h.wait()
+            try:
+                h.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # a stuck helper: its unfinished ranges are built below
+                h.kill()
+                h.wait()
         return _collect(ranges, mine, work, src, base, rank, meta)
 
 

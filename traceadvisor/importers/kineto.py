@@ -111,11 +111,11 @@ def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None
         except BadCut:  # a heuristic cut fell inside an event: the exact serial path handles it
             meta.skipped.clear()
             meta.input_events = None
-            loaded.events = load(path).events
+            loaded = load(path)
     if progress is not None:
         progress.start(len(chunk_ranges(loaded.events)), f"decoding {path.name}")
-    ev = import_chunks(event_chunks(loaded.events), meta, rank, progress)
-    loaded.events = None  # free the JSON text; the frames hold everything now
+    ev = import_chunks(event_chunks(loaded), meta, rank, progress)
+    loaded.events = loaded.text = None  # free the JSON text; the frames hold everything now
     return ev
 
 
