@@ -133,3 +133,24 @@ def test_bulk_read_handles_mixed_storage_classes(tmp_path):
     assert not errors and df.height == 70003 and df.schema == {"id": pl.Int64, "n": pl.Int64, "s": pl.String}
     assert df["n"].tail(3).to_list() == [None, None, 5] and df["s"].tail(1).to_list() == ["7"]
     assert df["n"][12345] == 24690
+
+
+def test_recover_json_closes_after_the_last_complete_record():
+    import msgspec
+
+    full = b'{"a": {"recs": [{"n": "x},{y[", "v": 1}, {"n": "\\"},{", "v": 2}, {"n": "z", "v": 3}]}, "tail": 1}'
+    third, second = full.index(b'{"n": "z"'), full.index(b'{"n": "\\"')
+    for cut, kept in ((third + 8, [1, 2]), (second + 9, [1]), (len(full) - 3, [1, 2])):
+        doc, at = ac.recover_json(full[:cut], msgspec.json.decode)
+        assert [r["v"] for r in doc["a"]["recs"]] == kept and at <= cut
+    assert ac.recover_json(full[: full.index(b'"v": 1')], msgspec.json.decode) is None  # no complete record
+
+
+def test_stats_file_class_content_first_name_breaks_ties():
+    api = pl.Series(["runtime", "runtime", "generic"])
+    assert ac.stats_file_class("results.stats.csv", api) == "runtime"
+    tie = pl.Series(["runtime", "generic"])
+    assert ac.stats_file_class("x.hip_stats.csv", tie) == "runtime"
+    assert ac.stats_file_class("x.stats.csv", tie) == "generic"
+    assert ac.stats_file_class("marker_api_stats.csv", pl.Series(["generic"])) == "marker"
+    assert ac.stats_file_class("trace.bin", pl.Series(["domain", "domain"])) == "domain"

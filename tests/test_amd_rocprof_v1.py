@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
+import shutil
 import sqlite3
 
 import polars as pl
@@ -159,8 +161,8 @@ def test_missing_column_and_cut_json(traces_dir, tmp_path, capsys):
     assert e.value.code == 2 and err.startswith("Error:") and err.count("\n") == 1 and "KernelName" in err
     raw = (traces_dir / VEGA / "results.json").read_bytes()
     cut = tmp_path / "results.json"
-    cut.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(InputError, match="not complete"):
+    cut.write_bytes(raw[:300])  # inside the lane names: too little to tell (or recover) a rocprof trace
+    with pytest.raises(InputError, match="not a rocprof v1 output|not complete"):
         rocprof_v1.read(cut)
 
 
@@ -171,3 +173,121 @@ def test_stats_without_required_columns(tmp_path):
     p.write_text('"Name","Calls","TotalDurationNs","AverageNs","Percentage"\n"k",1\n')
     tr = rocprof_v1.read(p)
     assert tr.events["dur_ns"].to_list() == [None]
+
+
+# --------------------------------------------------------------------------------------------- damaged and odd inputs (QA)
+def _complete_events(raw: bytes, cut: int) -> list[dict]:
+    """The trace events of ``raw`` whose JSON text ends before byte ``cut`` (decoded one by one)."""
+    dec = json.JSONDecoder()
+    text = raw.decode()
+    i = text.index("[", text.index('"traceEvents"')) + 1
+    out = []
+    while True:
+        while text[i] in " \t\r\n,":
+            i += 1
+        if text[i] == "]":
+            return out
+        ev, i = dec.raw_decode(text, i)
+        if len(text[:i].encode()) > cut:
+            return out
+        out.append(ev)
+
+
+@pytest.mark.parametrize("frac", [0.5, 0.2])
+def test_cut_json_imports_the_complete_events(traces_dir, tmp_path, frac):
+    raw = (traces_dir / VEGA / "results.json").read_bytes()
+    n = int(len(raw) * frac)
+    cut = tmp_path / "results.json"
+    cut.write_bytes(raw[:n])
+    expect = _complete_events(raw, n)
+    tr = rocprof_v1.read(cut)
+    assert tr.meta.input_events == len(expect)
+    assert tr.events.height == sum(1 for e in expect if e.get("ph") == "X")
+    assert tr.meta.truncated and any("cut short" in w for w in tr.meta.warnings)
+    assert sorted(tr.events["start_ns"].to_list()) == sorted(int(e["args"]["BeginNs"]) for e in expect if e.get("ph") == "X")
+    gz = tmp_path / "cut.json.gz"  # a gzip stream cut short: what decompressed is recovered the same way
+    gz.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) * 3 // 4])
+    tg = rocprof_v1.read(gz)
+    assert tg.meta.truncated and tg.events.height > 0 and "gzip stream ends early" in " ".join(tg.meta.warnings)
+
+
+def test_gzipped_results_json_imports_like_the_plain_one(traces_dir, tmp_path):
+    """QA bug 5: detected, but read as raw bytes without gunzipping."""
+    src = traces_dir / BMM / "results.json"
+    p = tmp_path / "results.json.gz"
+    p.write_bytes(gzip.compress(src.read_bytes()))
+    assert detect(p).NAME == "rocprof_v1"
+    tr, ref = rocprof_v1.read(p), rocprof_v1.read(src)
+    assert tr.counts_by_kind() == ref.counts_by_kind() and tr.meta.input_events == ref.meta.input_events
+    assert tr.events.select("start_ns", "dur_ns", "correlation_id").equals(ref.events.select("start_ns", "dur_ns", "correlation_id"))
+    assert not tr.meta.truncated
+
+
+@pytest.mark.parametrize("folder", [BMM, VEGA])
+def test_every_json_event_is_imported_or_skipped(traces_dir, folder):
+    """QA bug 9: metadata and flow events were neither imported nor counted."""
+    p = traces_dir / folder / "results.json"
+    events = json.loads(p.read_text())["traceEvents"]
+    tr = rocprof_v1.read(p)
+    assert tr.meta.input_events == len(events) == tr.events.height + sum(tr.meta.skipped.values())
+    sk = tr.meta.skipped
+    assert sk["metadata trace events (lane names, kept in meta.extra.lanes)"] == sum(e.get("ph") == "M" for e in events)
+    assert sk["flow trace events (folded into correlation_id links)"] == sum(e.get("ph") in ("s", "t", "f") for e in events)
+    assert set(tr.meta.extra["lanes"].values()) >= {"hip", "copy", "kernel"}
+
+
+def test_cut_results_csv_drops_the_partial_last_row(traces_dir, tmp_path):
+    """QA bug 2: a results.csv cut inside a row gave a kernel with no start time and a number cut mid-digits."""
+    raw = (traces_dir / LAPLACE / "results.csv").read_bytes()
+    cut = tmp_path / "results.csv"
+    cut.write_bytes(raw[:136_347])
+    whole = raw[:136_347].count(b"\n") - 1  # complete data rows (minus the header line)
+    tr = rocprof_v1.read(cut)
+    assert tr.counts_by_kind() == {"kernel": whole}
+    assert tr.events["start_ns"].null_count() == 0 and tr.events["dur_ns"].null_count() == 0
+    ends = {int(r["EndNs"]) for r in _rows(traces_dir / LAPLACE / "results.csv")}
+    assert set((tr.events["start_ns"] + tr.events["dur_ns"]).to_list()) <= ends
+    assert tr.meta.truncated and tr.meta.skipped == {"partial last row of results.csv (the file is cut short inside it)": 1}
+    assert tr.meta.input_events == whole + 1 and any("partial row" in w for w in tr.meta.warnings)
+
+
+def test_stats_names_with_unquoted_commas(traces_dir):
+    """QA bug 3: names were cut at their first comma and their numbers lost. The numeric columns are taken from
+    the right; the name is everything before them."""
+    p = traces_dir / VEGA / "results.stats.csv"
+    with open(p, newline="") as f:
+        rows = [r for r in csv.reader(f) if r][1:]
+    names = [",".join(r[:-4]) for r in rows]
+    assert sum(len(r) > 5 for r in rows) == 5
+    tr = rocprof_v1.read(p)
+    ev = tr.events.with_columns(calls=pl.col("args").str.json_path_match("$.calls").cast(pl.Int64))
+    got = {n: (d, c) for n, d, c in ev.select("name", "dur_ns", "calls").iter_rows()}
+    want = {n.removesuffix(" [clone .kd]"): (int(r[-3]), int(r[-4])) for n, r in zip(names, rows, strict=True)}
+    assert got == want
+    assert not any("fewer fields" in w for w in tr.meta.warnings)
+
+
+@pytest.mark.parametrize(("src", "kinds"), [
+    (f"{BMM}/results.hip_stats.csv", {"runtime": 6}),
+    (f"{VEGA}/results.copy_stats.csv", {"memcpy": 2, "memset": 1}),
+    (f"{VEGA}/results.hip_stats.csv", {"runtime": 17}),
+    (f"{VEGA}/results.stats.csv", {"kernel": 7, "other": 1}),
+])
+def test_stats_kind_comes_from_the_names_not_the_file_name(traces_dir, tmp_path, src, kinds):
+    """QA bug 4: a stats file renamed (trace.bin) took its kind from the name and became kernels."""
+    p = tmp_path / "trace.bin"
+    shutil.copy(traces_dir / src, p)
+    assert rocprof_v1.read(p).counts_by_kind() == kinds == rocprof_v1.read(traces_dir / src).counts_by_kind()
+
+
+@pytest.mark.parametrize("folder", [BMM, VEGA])
+def test_every_db_row_is_imported_or_skipped(traces_dir, folder):
+    p = traces_dir / folder / "results.db"
+    con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        rows = sum(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables)
+    finally:
+        con.close()
+    tr = rocprof_v1.read(p)
+    assert tr.meta.input_events == rows == tr.events.height + sum(tr.meta.skipped.values())

@@ -52,3 +52,16 @@ def test_import_to_missing_folder_is_a_one_line_error(tmp_path):
                         str(tmp_path / "nope" / "x.parquet")], capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.startswith("Error: the folder of") and r.stderr.count("\n") == 1
+
+
+def test_import_again_copies_the_cache_entry(tmp_path):
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(example_trace().read_bytes())
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    r1 = CliRunner().invoke(cli, ["import", str(src), "-o", str(a)])
+    r2 = CliRunner().invoke(cli, ["import", str(src), "-o", str(b)])
+    assert r1.exit_code == 0 and r2.exit_code == 0, r1.output + r2.output
+    assert "imported" in r1.output and "from the import cache" in r2.output
+    assert read_parquet(a).events.equals(read_parquet(b).events)
+    r3 = CliRunner().invoke(cli, ["import", str(src), "-o", str(b), "--no-cache"])
+    assert r3.exit_code == 0 and "imported" in r3.output

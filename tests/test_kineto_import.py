@@ -291,16 +291,18 @@ def _same(a, b) -> None:
                                                                         b.meta.capabilities)
 
 
-@pytest.mark.parametrize("plain", [False, True], ids=["gzip", "plain"])
-def test_parallel_import_equals_serial(tmp_path, monkeypatch, plain):
+@pytest.mark.parametrize("layout", ["gzip", "plain", "plain-indented"])
+def test_parallel_import_equals_serial(tmp_path, monkeypatch, layout):
     from traceadvisor.importers import _kineto_load
 
     src = _by_name("hta_a100_ddp_2rank")
     path = src
-    if plain:
+    if layout != "gzip":
         path = tmp_path / "t.json"
-        path.write_bytes(b"\n  " + gzip.decompress(src.read_bytes()))  # leading whitespace: offsets must hold
+        lead = b"\n  " if layout == "plain-indented" else b""  # leading whitespace: offsets must hold
+        path.write_bytes(lead + gzip.decompress(src.read_bytes()))
     monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 1 << 20)
+    monkeypatch.setattr(_kineto_load, "MAP_MIN_BYTES", 0)  # plain files are memory-mapped as big ones are
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "2")
     parallel = kineto.read(path)
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "1")

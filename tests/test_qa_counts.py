@@ -131,13 +131,13 @@ def read_csv(p: Path) -> list[dict[str, str]]:
 
 def stats(p: Path) -> Source:
     """Stats CSV: the last numeric fields are split off from the right, since old rocprof leaves names with commas
-    unquoted. Durations are summed over well-formed rows only: the importer drops the numbers of the others
-    (QA report, bug 3)."""
+    unquoted; every row's TotalDurationNs counts (the name is everything before the numeric fields)."""
     with open(p, newline="", encoding="utf-8") as f:
         rows = [r for r in csv.reader(f) if r]
     header, body = rows[0], rows[1:]
     names = [",".join(r[: len(r) - len(header) + 1]) for r in body]
-    total = sum(int(r[header.index("TotalDurationNs")]) for r in body if len(r) == len(header))
+    col = header.index("TotalDurationNs") - len(header)  # from the right
+    total = sum(int(r[col]) for r in body)
     return Source(dict(Counter(stats_kind(n) for n in names)), total_dur_ns=total)
 
 

@@ -35,7 +35,9 @@ WRITE_BATCH_ROWS = 1 << 17
 def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> None:
     schema = to_arrow(Trace(trace.events.head(0), trace.meta)).schema
     events = conform(trace.events)
-    with pq.ParquetWriter(str(path), schema, compression=compression) as writer:
+    # dictionary-encode only the repetitive text columns (args is nearly unique: a dictionary there is wasted work)
+    dictionary = ["kind", "category", "name", "copy_kind", "src_memory", "dst_memory", "input_dims", "input_types"]
+    with pq.ParquetWriter(str(path), schema, compression=compression, use_dictionary=dictionary) as writer:
         for start in range(0, max(events.height, 1), WRITE_BATCH_ROWS):
             part = events.slice(start, WRITE_BATCH_ROWS).to_arrow().cast(schema)
             writer.write_table(part, row_group_size=WRITE_BATCH_ROWS)

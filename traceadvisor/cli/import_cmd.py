@@ -26,13 +26,28 @@ def command(trace: str | None, output: str, no_cache: bool, example: bool) -> No
     from pathlib import Path
 
     from traceadvisor.errors import UsageError
-    from traceadvisor.io import write_parquet
+    import json
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from traceadvisor.importers import cached_file
+    from traceadvisor.io import META_KEY, write_parquet
 
     if not Path(output).resolve().parent.is_dir():
         raise UsageError(f"the folder of {output} does not exist", "Create it first or choose another -o path")
     t0 = time.perf_counter()
-    (tr,) = load_all(resolve_traces((trace,) if trace else (), example)[:1], no_cache=no_cache)
-    write_parquet(tr, output)
-    for w in tr.meta.warnings:
+    (src,) = resolve_traces((trace,) if trace else (), example)[:1]
+    hit = None if no_cache else cached_file(src)
+    if hit is not None:  # unchanged input: the cache entry already is the canonical Parquet file
+        shutil.copyfile(hit, output)
+        md = json.loads(pq.read_schema(hit).metadata[META_KEY])
+        rows, fmt, warnings = pq.read_metadata(hit).num_rows, md["format"], md.get("warnings", [])
+    else:
+        (tr,) = load_all([src], no_cache=no_cache)
+        write_parquet(tr, output)
+        rows, fmt, warnings = tr.events.height, tr.meta.format, tr.meta.warnings
+    for w in warnings:
         click.echo(f"Warning: {w}", err=True)
-    click.echo(f"{output}: {tr.events.height} events ({tr.meta.format}) in {time.perf_counter() - t0:.2f} s", err=True)
+    how = "from the import cache" if hit is not None else "imported"
+    click.echo(f"{output}: {rows} events ({fmt}, {how}) in {time.perf_counter() - t0:.2f} s", err=True)

@@ -51,11 +51,25 @@ def detect(path: str | Path) -> ModuleType:
     for mod in importer_modules():
         if mod.sniff(probe):
             return mod
+    if probe.is_gzip and probe.head.startswith(b"SQLite format 3\x00"):
+        raise UnknownFormatError(f"{probe.path} is a gzip-compressed SQLite database (.rpd / .sqlite / .db)",
+                                 f"SQLite files are read in place: decompress it first (gunzip -k {probe.path.name})")
     raise UnknownFormatError(
         f"{probe.path} is not a trace format traceadvisor recognises ({probe.describe()})",
         "Supported: torch.profiler JSON, rocprof .rpd / CSV / JSON / rocpd .db, rocprofv3 outputs, "
         "Nsight Systems SQLite exports and .nsys-rep; run `traceadvisor info --help` for details",
     )
+
+
+def cached_file(path: str | Path) -> Path | None:
+    """The import cache's Parquet file for ``path`` when an unchanged copy was imported before, else None."""
+    from traceadvisor import cache as _cache
+
+    p = Path(path)
+    if not p.exists():
+        return None
+    f = _cache.entry(p, detect(p).NAME)
+    return f if f.is_file() else None
 
 
 def load_trace(path: str | Path, *, cache: bool = True, progress: Progress | None = None) -> Trace:

@@ -7,6 +7,7 @@ read is lost) and decode only the few keys that have canonical columns.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import zlib
@@ -23,6 +24,7 @@ from traceadvisor.importers.probe import GZIP_MAGIC
 from traceadvisor.progress import Progress
 
 CHUNK = 8 << 20
+MAP_MIN_BYTES = 16 << 20  # plain files at least this big are memory-mapped instead of read
 EMPTY_ARGS = Raw(b"{}")
 NO_RAW = Raw(b"")
 
@@ -94,10 +96,11 @@ class Loaded:
     events_offset: int | None = None  # offset of the events array in the JSON text, when known
 
 
-def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray, bool, bool]:
+def read_bytes(path: Path, progress: Progress | None = None) -> tuple[Any, bool, bool]:
     """The JSON text of ``path``, gunzipped when it is gzip: (text, gzip stream ended early, was gzip).
 
-    The text is read into one preallocated buffer (no second copy of a multi-GB file).
+    A big plain file is memory-mapped (copy-on-write, so chunks can be decoded in place); a small one, or
+    the gunzipped text, is read into one preallocated bytearray (never a second copy of a multi-GB text).
     """
     try:
         with open(path, "rb", buffering=0) as f:
@@ -106,6 +109,12 @@ def read_bytes(path: Path, progress: Progress | None = None) -> tuple[bytearray,
                 progress.start(total, f"reading {path.name}")
             head = f.read(2)
             f.seek(0)
+            if head != GZIP_MAGIC and total >= MAP_MIN_BYTES:
+                # a private copy-on-write map: no copy of the file, pages shared with the page cache
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                if progress is not None:
+                    progress.advance(total)
+                return data, False, False
             if head != GZIP_MAGIC:
                 data = bytearray(total)
                 view = memoryview(data)
@@ -159,7 +168,10 @@ def load(path: Path, progress: Progress | None = None) -> Loaded:
     data, gz_short, gz = read_bytes(path, progress)
     size = len(data)
     start = _content_start(data)
-    del data[:start]  # O(1) on a bytearray
+    if start and isinstance(data, mmap.mmap):  # rare: leading whitespace or a BOM before a big document
+        data = bytearray(data[start:])
+    elif start:
+        del data[:start]  # O(1) on a bytearray
     text = data
     if not text:
         raise InputError(f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing")
@@ -314,13 +326,14 @@ def event_chunks(loaded: Loaded) -> Iterator[list[Event]]:
     """Decode the events array chunk by chunk (see ``chunk_ranges``); when a range does not decode on its
     own, the rest of the array is split exactly with a raw pass.
 
-    When the text is a bytearray, a chunk is decoded in place: the separators just outside it are
+    When the text is writable (a bytearray or a copy-on-write map), a chunk is decoded in place: the separators just outside it are
     swapped for "[" and "]" for the decode and put back after (no copy of the text).
     """
     mv = memoryview(loaded.events)
     _, hi = _array_bounds(mv)
     text, off = loaded.text, loaded.events_offset
-    writable = memoryview(text)[off:off + len(mv)] if isinstance(text, bytearray) and off is not None else None
+    in_place = isinstance(text, (bytearray, mmap.mmap)) and off is not None
+    writable = memoryview(text)[off:off + len(mv)] if in_place else None
     for a, b in chunk_ranges(mv):
         try:
             evs = _decode_in_place(writable, a, b) if writable is not None else _EVENTS.decode(

@@ -167,7 +167,7 @@ class Helpers:
 
     def run(self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
             progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-        """Canonical events, flows and the count of non-object elements, built here and by the helpers.
+        """Canonical events, flows and the merged bookkeeping (see ``chunk_result``), built here and by helpers.
 
         Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
         """

@@ -7,8 +7,13 @@
 * device identification: rocminfo text (``results.sysinfo.txt``), agent records, gfx hints in kernel names;
 * pageable/pinned inference for host copies (formats.md 6.2): the profilers never record it, so it is inferred
   from bandwidth and host blocking, marked ``memory_inferred`` and explained in ``args.memory_inference``;
-* aggregate statistics CSVs (``*.stats.csv``, ``*_stats.csv``) shared by rocprof v1 and rocprofv3;
-* ``finish``: canonical schema, classification, ordering and event accounting for every AMD trace.
+* aggregate statistics CSVs (``*.stats.csv``, ``*_stats.csv``) shared by rocprof v1 and rocprofv3: names with
+  unquoted commas rebuilt, the event kind told from the names (file name only as a tie-break);
+* damaged inputs: SQLite tables read around damaged pages (rowid scan that resumes past the damage), a file cut
+  short padded back to its declared size, CSV rows cut short dropped and counted, JSON cut short closed after
+  its last complete record (``recover_json``), gzip streams cut short decompressed as far as they go;
+* ``Records`` / ``finish``: canonical schema, classification, ordering, and ``input_events`` = the records
+  actually read (each importer counts them as it reads; every one not imported is in ``meta.skipped``).
 """
 
 from __future__ import annotations
@@ -79,13 +84,35 @@ def ro_uri(path: Path) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
 
 
+SCHEMA_SCAN_BYTES = 32 << 20  # a damaged file's schema text is looked for in its first 32 MiB
+_CREATE_RE = re.compile(rb'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)')
+
+
 def sqlite_names(probe) -> set[str]:
-    """Table and view names of a SQLite probe; for a damaged file, the names in its schema page text."""
+    """Table and view names of a SQLite probe; for a damaged or cut file, the names in its schema text.
+
+    ``sqlite_master`` rows hold each table's ``CREATE`` statement as text, and SQLite writes the schema
+    first, so the names are found in the file's first pages even when the schema cannot be loaded (a file cut
+    short fails SQLite's page-count check before any page is read). The result is kept on the probe: every
+    AMD importer's ``sniff`` asks.
+    """
     try:
         return probe.tables
     except InputError:
-        text = probe.raw_head.decode("latin-1")
-        return set(re.findall(r'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)', text))
+        cached = probe.__dict__.get("_amd_schema_names")
+        if cached is None:
+            cached = _schema_text_names(probe.path, probe.raw_head)
+            probe.__dict__["_amd_schema_names"] = cached
+        return cached
+
+
+def _schema_text_names(path: Path, head: bytes) -> set[str]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(SCHEMA_SCAN_BYTES)
+    except OSError:
+        data = head
+    return {m.decode("ascii") for m in _CREATE_RE.findall(data)}
 
 
 class SqliteInput:
@@ -210,18 +237,27 @@ def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
     raise sqlite3.DatabaseError(str(last))
 
 
+MIN_ROWID = -(1 << 63)
+MAX_ROWID = (1 << 63) - 1
+
+
 def _salvage(db: SqliteInput, spec: TableSpec) -> tuple[pl.DataFrame, str]:
-    """Row-by-row read that keeps the rows before a damaged page."""
+    """Read every row that can be read, around damaged pages (the first error is returned with the rows).
+
+    Rows are read in rowid order, one at a time, so a damaged page loses only its own rows: after an error the
+    scan resumes at the next readable rowid (``_next_readable``). Tables without rowids are read in one scan up
+    to the first damaged page.
+    """
     rows: list[tuple] = []
-    err = ""
+    cols = ", ".join(_q(c) for c in spec.columns) if spec.columns else "NULL"
     con = db.connect()
     try:
-        cur = con.execute(f"SELECT {', '.join(_q(c) for c in spec.columns)} FROM {_q(spec.table)}")
-        while True:
-            part = cur.fetchmany(65536)
-            if not part:
-                break
-            rows.extend(part)
+        try:
+            err = _scan_by_rowid(con, spec.table, cols, rows)
+        except sqlite3.OperationalError as e:  # WITHOUT ROWID table (no rowid column)
+            if "rowid" not in str(e):
+                raise
+            err = _scan_plain(con, spec.table, cols, rows)
     except sqlite3.DatabaseError as e:
         err = str(e) or "damaged page"
     finally:
@@ -229,6 +265,119 @@ def _salvage(db: SqliteInput, spec: TableSpec) -> tuple[pl.DataFrame, str]:
     data = {c: pl.Series(c, [None if r[i] is None else str(r[i]) for r in rows], dtype=pl.String)
             for i, c in enumerate(spec.columns)}
     return _typed(pl.DataFrame(data, schema={c: pl.String for c in spec.columns}), spec), err
+
+
+def _scan_plain(con: sqlite3.Connection, table: str, cols: str, out: list[tuple]) -> str:
+    try:
+        for r in con.execute(f"SELECT {cols} FROM {_q(table)}"):
+            out.append(r)
+    except sqlite3.DatabaseError as e:
+        return str(e) or "damaged page"
+    return ""
+
+
+def _scan_by_rowid(con: sqlite3.Connection, table: str, cols: str, out: list[tuple]) -> str:
+    """Append the readable rows of ``table`` to ``out``; returns the first error met ("" when none).
+
+    Python's sqlite3 cursor steps one row ahead, so the row before a damaged page is lost with the error: it is
+    read again on its own (``LIMIT 1`` stops without stepping on), then the scan goes on after it, or jumps past
+    the damage."""
+    sql = f"SELECT rowid, {cols} FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid"
+    start, first_err = MIN_ROWID, ""
+    while True:
+        last = None
+        try:
+            for r in con.execute(sql, (start,)):
+                last = r[0]
+                out.append(r[1:])
+            return first_err
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "rowid" in str(e):
+                raise
+            first_err = first_err or str(e) or "damaged page"
+        pos = start if last is None else last + 1
+        try:
+            one = con.execute(sql + " LIMIT 1", (pos,)).fetchone()
+        except sqlite3.DatabaseError:
+            one = False
+        if one is None:
+            return first_err
+        if one is not False:
+            out.append(one[1:])
+            start = one[0] + 1
+            continue
+        nxt = _next_readable(con, table, pos)
+        if nxt is None:
+            return first_err
+        start = nxt
+
+
+def _probe_rowid(con: sqlite3.Connection, table: str, at: int) -> int | None | bool:
+    """First rowid >= ``at`` (None: none, the table ends before it; False: the pages there are damaged)."""
+    try:
+        r = con.execute(f"SELECT rowid FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (at,)).fetchone()
+    except sqlite3.DatabaseError as e:
+        if isinstance(e, sqlite3.OperationalError) and "rowid" in str(e):
+            raise
+        return False
+    return None if r is None else int(r[0])
+
+
+def _next_readable(con: sqlite3.Connection, table: str, failed_at: int) -> int | None:
+    """The first readable rowid after a damaged one: gallop (1, 2, 4... rowids on) to a probe that reads, then
+    bisect back to the first rowid whose seek reads. None when the table ends (or is damaged to its end)."""
+    lo, step, hi, found = failed_at, 1, None, None
+    while lo < MAX_ROWID:
+        at = min(MAX_ROWID, lo + step)
+        got = _probe_rowid(con, table, at)
+        if got is not False:
+            hi, found = at, got
+            break
+        lo, step = at, step * 2
+    if hi is None:
+        return None
+    while hi - lo > 1:  # invariant: the probe fails at lo and reads at hi
+        mid = lo + (hi - lo) // 2
+        got = _probe_rowid(con, table, mid)
+        if got is False:
+            lo = mid
+        else:
+            hi, found = mid, got
+    return found
+
+
+def count_rows(db: SqliteInput, table: str) -> tuple[int, str]:
+    """Rows of ``table`` that can be read (all of them, when it is intact) and the damage met, if any."""
+    con = db.connect()
+    try:
+        try:
+            return int(con.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()[0]), ""
+        except sqlite3.DatabaseError as e:
+            err = str(e) or "damaged page"
+        rows: list[tuple] = []
+        try:
+            _scan_by_rowid(con, table, "NULL", rows)
+        except sqlite3.OperationalError:
+            _scan_plain(con, table, "NULL", rows)
+        return len(rows), err
+    finally:
+        con.close()
+
+
+def read_table(db: SqliteInput, table: str, schema: dict[str, pl.DataType]) -> tuple[pl.DataFrame, str]:
+    """A small table (strings, agents, metadata) read like the big ones, damage-tolerant; columns of ``schema``
+    the table lacks are null. Returns the frame and the damage met ("" when none)."""
+    con = db.connect()
+    try:
+        have = set(table_columns(con, table))
+    finally:
+        con.close()
+    use = tuple(c for c in schema if c in have)
+    text = tuple(c for c in use if schema[c] == pl.String)
+    frames, errors = read_tables(db, [TableSpec(table, use, text)], workers=1)
+    df = frames[table]
+    df = df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in schema.items() if c not in use])
+    return df.select([pl.col(c).cast(t) for c, t in schema.items()]), errors.get(table, "")
 
 
 def read_tables(db: SqliteInput, specs: Sequence[TableSpec], *, workers: int = 2) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
@@ -724,33 +873,26 @@ def is_stats_header(h: Sequence[str]) -> bool:
     return tuple(h[:5]) == STATS_V1
 
 
-def _stats_kind(fname: str, names: pl.Series) -> str:
-    f = fname.lower()
-    if "copy_stats" in f:
-        return "memcpy"
-    if any(k in f for k in ("hip_stats", "hsa_stats", "hip_api_stats", "hsa_api_stats", "rccl_api_stats")):
-        return "runtime"
-    if "marker_api_stats" in f:
-        return "annotation"
-    if "memory_allocation_stats" in f:
-        return "memory"
-    if "domain_stats" in f:
-        return "other"
-    if "kernel_stats" in f or f.endswith(".stats.csv"):
-        return "kernel"
-    n = names.drop_nulls()
-    if n.len() and n.str.contains(r"^(hip|hsa)").all():
-        return "runtime"
-    if n.len() and n.str.contains(r"^(Copy|MEMORY_COPY)").all():
-        return "memcpy"
-    return "kernel"
+@dataclass
+class Records:
+    """Records read from the input (SQLite rows, JSON events, CSV rows): the trace's ``meta.input_events``.
+
+    Importers add what they read, as they read it; every record that does not become an event is counted in
+    ``meta.skipped`` with its reason, so ``input_events == events + skipped`` is a check, not a definition.
+    """
+
+    n: int = 0
+
+    def add(self, k: int) -> None:
+        self.n += int(k)
 
 
-def read_csv_strings(path: Path, meta: TraceMeta | None = None) -> pl.DataFrame:
+def read_csv_strings(path: Path, meta: TraceMeta | None = None, records: Records | None = None) -> pl.DataFrame:
     """A CSV with every field as a string (rocprof quotes inconsistently); blank lines dropped.
 
-    A file cut inside a quoted field (polars refuses it) is read again with Python's csv module up to the cut;
-    ``meta`` then gets a warning and ``truncated``.
+    A file cut inside a quoted field (polars refuses it) is read again with Python's csv module up to the cut.
+    A last line cut short (no line end, fewer fields than the header) is dropped and counted as skipped.
+    ``meta`` then gets a warning and ``truncated``; ``records`` gets the rows read.
     """
     try:
         df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, quote_char='"', encoding="utf8-lossy")
@@ -764,29 +906,176 @@ def read_csv_strings(path: Path, meta: TraceMeta | None = None) -> pl.DataFrame:
     if df.width == 0:
         return df
     blank = pl.all_horizontal([pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in df.columns])
-    return df.filter(~blank)
+    df = df.filter(~blank)
+    cut = partial_last_line(path, df.width) if df.height else 0
+    if cut:
+        df = df.slice(0, df.height - 1)
+        _count_cut_row(path, meta)
+    if records is not None:
+        records.add(df.height + cut)
+    return df
+
+
+def partial_last_line(path: Path, width: int) -> int:
+    """1 when the file's last line was cut short: no line end after it and fewer fields than the header."""
+    import csv
+
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - (1 << 16)))
+            tail = f.read()
+    except OSError:
+        return 0
+    if not tail or tail.endswith((b"\n", b"\r")):
+        return 0
+    line = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
+    if not line.strip():
+        return 0
+    try:
+        fields = next(csv.reader([line]))
+    except (csv.Error, StopIteration):
+        return 1
+    return 1 if len(fields) < width else 0
+
+
+def _count_cut_row(path: Path, meta: TraceMeta | None) -> None:
+    if meta is None:
+        return
+    meta.skip(f"partial last row of {path.name} (the file is cut short inside it)", 1)
+    meta.warn(f"{path.name} ends inside a row (the file is cut short): that partial row was dropped")
+    meta.truncated = True
 
 
 def _csv_salvage(path: Path, err: Exception) -> pl.DataFrame:
-    import csv
-
-    rows: list[list[str]] = []
-    try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            try:
-                for r in reader:
-                    rows.append(r)
-            except csv.Error:
-                pass
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
+    header, rows, _ = _csv_rows(path)
     if not header:
         raise InputError(f"{path} is not a readable CSV ({str(err).splitlines()[0][:120]})", "Export the profile again")
-    width = len(header)
     data = {h: [r[i] if i < len(r) else None for r in rows] for i, h in enumerate(header)}
-    return pl.DataFrame(data, schema={h: pl.String for h in header}) if width else pl.DataFrame()
+    return pl.DataFrame(data, schema={h: pl.String for h in header})
+
+
+def _csv_rows(path: Path) -> tuple[list[str] | None, list[list[str]], str]:
+    """Header, rows and the parse error that stopped the read ("" when none), through Python's csv module."""
+    import csv
+
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 28))  # template-heavy kernel names are long
+    rows: list[list[str]] = []
+    header, err = None, ""
+    try:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+            reader = csv.reader(f)
+            try:
+                header = next(reader, None)
+                for r in reader:
+                    rows.append(r)
+            except csv.Error as e:
+                err = str(e) or "unreadable line"
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
+    return ([h.strip() for h in header] if header else None), rows, err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# JSON text (plain or gzip, possibly cut short)
+
+
+def read_json_bytes(path: Path) -> tuple[bytes, bool]:
+    """The JSON text of ``path``, gunzipped when it is gzip; the flag says the gzip stream ends early (the
+    text is then what decompressed before the cut)."""
+    import zlib
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
+    if data[:2] != b"\x1f\x8b":
+        return data, False
+    out, rest, cut = bytearray(), data, False
+    while rest[:2] == b"\x1f\x8b":  # concatenated members
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += d.decompress(rest)
+        except zlib.error as e:
+            if not out:
+                raise InputError(f"{path} is a corrupt gzip file ({e})", "Copy or record the profile again") from e
+            return bytes(out), True
+        if not d.eof:
+            cut = True
+            out += d.flush()
+            break
+        rest = d.unused_data
+    if not out:
+        raise InputError(f"{path} is a gzip file that ends before any data", "Copy or record the profile again")
+    return bytes(out), cut
+
+
+_RECORD_GAP = re.compile(rb"\}\s*,\s*\{")  # the end of one object in an array and the start of the next
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_CLOSE = {ord("["): b"]", ord("{"): b"}"}
+
+
+def _closing(prefix: bytes) -> bytes | None:
+    """The brackets that close every array and object left open at the end of ``prefix`` (None: not a JSON
+    prefix that ends outside a string)."""
+    s = _JSON_STRING.sub(b"", prefix)
+    if b'"' in s:
+        return None
+    s = s.translate(None, _NOT_BRACKETS)
+    while True:
+        t = s.replace(b"{}", b"").replace(b"[]", b"")
+        if t == s:
+            break
+        s = t
+    if b"]" in s or b"}" in s:
+        return None
+    return b"".join(_CLOSE[c] for c in reversed(s))
+
+
+def recover_json(text: bytes, decode, tries: int = 64):
+    """Decode JSON cut short: close it after its last complete object in an array and decode that.
+
+    Returns ``(decoded, bytes kept)`` or None when no cut point decodes. Like the Kineto loader, the last
+    ``},{`` gap is found from the end, the text is closed there (the brackets left open are counted after the
+    strings are removed) and decoded; a gap that lies inside a string or a partial value fails to decode and the
+    gap before it is tried.
+    """
+    import msgspec
+
+    end = len(text)
+    for _ in range(tries):
+        pos = _last_gap(text, end)
+        if pos < 0:
+            return None
+        prefix = text[: pos + 1]
+        closing = _closing(prefix)
+        if closing is not None:
+            try:
+                return decode(prefix + closing), pos + 1
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+                pass
+        end = pos
+    return None
+
+
+def _last_gap(text: bytes, end: int) -> int:
+    """Position of the "}" of the last ``},{`` gap before ``end`` (-1: none)."""
+    window = 1 << 16
+    hi = end
+    while hi > 0:
+        lo = max(0, hi - window)
+        found = -1
+        for m in _RECORD_GAP.finditer(text, lo, hi):
+            found = m.start()
+        if found >= 0:
+            return found
+        if lo == 0:
+            return -1
+        hi = lo + 16
+        window *= 2
+    return -1
 
 
 def require_columns(df: pl.DataFrame, path: Path, needed: Sequence[str], what: str) -> None:
@@ -806,11 +1095,89 @@ def float_col(name: str) -> pl.Expr:
     return pl.col(name).str.strip_chars().cast(pl.Float64, strict=False)
 
 
-def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None) -> pl.DataFrame:
-    """One aggregate row per name: ``dur_ns`` = total time; calls/avg/min/max/percentage in args."""
-    df = read_csv_strings(path, meta)
+def stats_table(path: Path, meta: TraceMeta | None = None, records: Records | None = None) -> pl.DataFrame:
+    """The rows of a stats CSV as strings, with names that hold unquoted commas put back together.
+
+    Old rocprof writes kernel names unquoted, so ``void k<a, b>(int, float),1,11040,...`` has more fields than
+    the header: the numeric columns are taken from the right and the name is everything before them. Rows with
+    fewer fields keep their missing values unknown (a warning says how many); a last row cut short is dropped
+    and counted as skipped.
+    """
+    header, rows, err = _csv_rows(path)
+    if not header:
+        raise InputError(f"{path} is empty", "Export the profile again")
+    if err and meta is not None:
+        meta.warn(f"{path.name} cannot be parsed after {len(rows)} rows ({err}); imported those")
+        meta.truncated = True
+    width = len(header)
+    rows = [r for r in rows if any(x.strip() for x in r)]
+    cut = 1 if rows and len(rows[-1]) < width and partial_last_line(path, width) else 0
+    if cut:
+        rows = rows[:-1]
+        _count_cut_row(path, meta)
+    if records is not None:
+        records.add(len(rows) + cut)
+    short = sum(1 for r in rows if len(r) < width)
+    if short and meta is not None:
+        meta.warn(f"{short} rows of {path.name} have fewer fields than its header; their missing values are unknown")
+    lead = header[0] == "Name"
+    fixed = [([",".join(r[: len(r) - width + 1]), *r[len(r) - width + 1:]] if lead and len(r) > width else r)
+             for r in rows]
+    data = {h: [r[i] if i < len(r) else None for r in fixed] for i, h in enumerate(header)}
+    return pl.DataFrame(data, schema={h: pl.String for h in header})
+
+
+API_NAME_RE = r"^_{0,2}(hip|hsa|rccl|nccl|roctx)[A-Za-z0-9_]*$"  # hipMemcpy, __hipPushCallConfiguration, hsa_*
+DOMAIN_NAME_RE = r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$"  # rocprofv3 domain_stats: HIP_RUNTIME_API, KERNEL_DISPATCH
+# stats file-name fragments -> content class, used only to break a tie between classes of the rows
+STATS_FILE_HINTS = (("marker_api_stats", "marker"), ("domain_stats", "domain"), ("api_stats", "runtime"),
+                    ("hip_stats", "runtime"), ("hsa_stats", "runtime"))
+
+
+def _row_class(name: pl.Expr) -> pl.Expr:
+    """What one stats name is, by its text: a GPU op label, a copy/memset op, an API call, a domain, or generic."""
+    copies = [*COPY_OPTYPES, *ROCPROF_DIRECTIONS]
+    return (pl.when(name == "<barrier packet>").then(pl.lit("sync"))
+            .when(name == UNKNOWN_OP).then(pl.lit("other"))
+            .when(name.is_in(list(MEMSET_OPTYPES))).then(pl.lit("memset"))
+            .when(name.is_in(copies) | name.str.starts_with("MEMORY_COPY_")).then(pl.lit("memcpy"))
+            .when(name.str.starts_with("MEMORY_ALLOCATION_")).then(pl.lit("memory"))
+            .when(name.str.contains(API_NAME_RE)).then(pl.lit("runtime"))
+            .when(name.str.contains(DOMAIN_NAME_RE)).then(pl.lit("domain"))
+            .otherwise(pl.lit("generic")))
+
+
+def stats_file_class(fname: str, classes: pl.Series) -> str:
+    """The class of a stats file's ordinary rows (runtime, domain, generic, marker) from its content: the most
+    common of runtime/domain/generic among its rows; the file name breaks a tie (and tells roctx range names,
+    which are free text, from kernel names)."""
+    f = fname.lower()
+    hint = next((c for frag, c in STATS_FILE_HINTS if frag in f), None)
+    vc = classes.filter(classes.is_in(["runtime", "domain", "generic"])).value_counts()
+    counts = {str(k): int(n) for k, n in vc.iter_rows()}
+    if not counts:
+        return "generic"
+    top = max(counts.values())
+    best = [c for c, n in counts.items() if n == top]
+    if len(best) == 1 and not (best[0] == "generic" and hint == "marker"):
+        return best[0]
+    if hint == "marker" and "generic" in best:
+        return "marker"
+    return hint if hint in best else ("generic" if "generic" in best else sorted(best)[0])
+
+
+FILE_CLASS_KIND = {"runtime": "runtime", "domain": "other", "generic": "kernel", "marker": "annotation"}
+
+
+def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None,
+               records: Records | None = None) -> pl.DataFrame:
+    """One aggregate row per name: ``dur_ns`` = total time; calls/avg/min/max/percentage in args.
+
+    The event kind comes from the content: copy/memset op names, GPU op labels and API call names are known by
+    their text; the other rows take the class that most rows of the file have (the file name breaks ties).
+    """
+    df = stats_table(path, meta, records)
     require_columns(df, path, ("Name", "Calls", "TotalDurationNs"), "rocprof statistics file")
-    kind = _stats_kind(path.name, df.get_column("Name"))
     opt = {c: (c in df.columns) for c in ("AverageNs", "Percentage", "MinNs", "MaxNs", "StdDev")}
     out = df.select(
         pl.col("Name").alias("name"),
@@ -821,18 +1188,14 @@ def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None
         (int_col("MaxNs") if opt["MaxNs"] else pl.lit(None, pl.Int64)).alias("max_ns"),
         (float_col("StdDev") if opt["StdDev"] else pl.lit(None, pl.Float64)).alias("stddev_ns"),
         (float_col("Percentage") if opt["Percentage"] else pl.lit(None, pl.Float64)).alias("percentage"),
-    )
-    name = pl.col("name")
-    if kind == "memcpy":
-        kexpr = pl.when(name.is_in(list(MEMSET_OPTYPES))).then(pl.lit("memset")).otherwise(pl.lit("memcpy"))
-    elif kind == "kernel":
-        kexpr = (pl.when(name == "<barrier packet>").then(pl.lit("sync")).when(name == UNKNOWN_OP).then(pl.lit("other"))
-                 .otherwise(pl.lit("kernel")))
-        out = out.with_columns(name=clean_kernel_name(name))
-    else:
-        kexpr = pl.lit(kind)
+    ).with_columns(_cls=_row_class(pl.col("name")))
+    file_kind = FILE_CLASS_KIND[stats_file_class(path.name, out.get_column("_cls"))]
+    ordinary = pl.col("_cls").is_in(["runtime", "domain", "generic"])
+    out = out.with_columns(kind=pl.when(ordinary).then(pl.lit(file_kind)).otherwise(pl.col("_cls"))).drop("_cls")
+    out = out.with_columns(name=pl.when(pl.col("kind") == "kernel").then(clean_kernel_name(pl.col("name")))
+                           .otherwise(pl.col("name")))
     out = out.with_columns(
-        kind=kexpr, start_ns=pl.lit(None, pl.Int64), aggregate=pl.lit(True), stats_file=pl.lit(path.name),
+        start_ns=pl.lit(None, pl.Int64), aggregate=pl.lit(True), stats_file=pl.lit(path.name),
         run=pl.lit(run), copy_kind=pl.col("name").replace_strict({**COPY_OPTYPES, **ROCPROF_DIRECTIONS}, default=None),
     )
     return out.with_columns(copy_kind=pl.when(pl.col("kind") == "memcpy").then(pl.col("copy_kind")))
@@ -847,14 +1210,19 @@ def new_meta(path: Path, fmt: str, producer: str, version: str | None, clock: st
                      rank=0, clock_base=clock)
 
 
-def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, raw: Iterable[str] = ()) -> Trace:
-    """Pack extra columns into args, conform, classify, order by start and account for every input event."""
+def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, read: int, raw: Iterable[str] = ()) -> Trace:
+    """Pack extra columns into args, conform, classify and order by start.
+
+    ``read`` is the number of records read from the input (``Records``); it becomes ``meta.input_events`` as
+    is, so an importer that drops records without counting them in ``meta.skipped`` fails the accounting check
+    (events + skipped == input_events) instead of hiding it.
+    """
     raw = tuple(raw)
     packed = [conform(pack(p, raw)) for p in parts if p is not None and p.height]
     ev = pl.concat(packed, how="vertical") if packed else empty_frame()
     ev = classify_frame(ev.with_columns(rank=pl.lit(0, dtype=pl.Int32)))
     ev = ev.select(COLUMN_NAMES).sort("start_ns", nulls_last=True, maintain_order=True)
-    meta.input_events = ev.height + sum(meta.skipped.values())
+    meta.input_events = int(read)
     return Trace(ev, meta)
 
 
@@ -1005,5 +1373,5 @@ def merge_traces(traces: Sequence[Trace], path: Path, fmt: str) -> Trace:
         meta.extra.setdefault("members", []).append({"path": m.path, "extra": m.extra})
     meta.devices = [seen[i] for i in sorted(seen)]
     ev = pl.concat([t.events for t in traces]).sort("start_ns", nulls_last=True, maintain_order=True)
-    meta.input_events = ev.height + sum(meta.skipped.values())
+    meta.input_events = sum(t.meta.input_events or 0 for t in traces)
     return Trace(ev, meta)

@@ -16,6 +16,11 @@ Field map (source -> canonical):
 | ``rocpd_memory_allocate`` | kind ``memory`` with ``bytes`` |
 | ``rocpd_event.stack_id`` / ``correlation_id`` | ``correlation_id`` (internal) / ``external_id`` (0 -> null) |
 | ``rocpd_info_agent`` (+ extdata JSON) | devices: product name, gfx target, CUs, memory, PCI id |
+
+``input_events`` counts the rows of the event tables (dispatches, copies, allocations, regions) and of the tables
+counted as skipped (``rocpd_pmc_event``, ``rocpd_sample``); ``rocpd_event``/``rocpd_arg``/info rows are attributes
+joined into those events. A damaged or cut database is detected from its schema text and read around its
+damaged pages.
 """
 
 from __future__ import annotations
@@ -98,13 +103,15 @@ def _specs(con: sqlite3.Connection, phys: dict[str, str]) -> list[ac.TableSpec]:
     return out
 
 
-def _small(con: sqlite3.Connection, table: str | None, cols: dict[str, pl.DataType]) -> pl.DataFrame:
+def _small(db: ac.SqliteInput, table: str | None, cols: dict[str, pl.DataType], meta: TraceMeta) -> pl.DataFrame:
+    """An info/string table, damage-tolerant (a damaged one gives the rows that could be read, with a warning)."""
     if table is None:
         return pl.DataFrame(schema=cols)
-    have = set(ac.table_columns(con, table))
-    use = {c: t for c, t in cols.items() if c in have}
-    df = ac.fetch_frame(con, f"SELECT {', '.join(ac._q(c) for c in use)} FROM {ac._q(table)}", use)
-    return df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items() if c not in use])
+    df, err = ac.read_table(db, table, cols)
+    if err:
+        meta.warn(f"table {table} is damaged ({err}); imported the {df.height} rows that could be read")
+        meta.truncated = True
+    return df
 
 
 def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -262,40 +269,49 @@ def _agent_devices(agents: pl.DataFrame) -> list[Device]:
     return out
 
 
-def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta) -> tuple[list[pl.DataFrame], dict]:
+INFO = {
+    "strings": ("rocpd_string", {"id": pl.Int64, "string": pl.String}),
+    "agents": ("rocpd_info_agent", {"id": pl.Int64, "type": pl.String, "absolute_index": pl.Int64,
+                                    "logical_index": pl.Int64, "type_index": pl.Int64, "name": pl.String,
+                                    "model_name": pl.String, "product_name": pl.String, "extdata": pl.String}),
+    "symbols": ("rocpd_info_kernel_symbol", {"id": pl.Int64, "kernel_name": pl.String, "display_name": pl.String,
+                                             "sgpr_count": pl.Int64, "arch_vgpr_count": pl.Int64,
+                                             "accum_vgpr_count": pl.Int64, "group_segment_size": pl.Int64,
+                                             "private_segment_size": pl.Int64}),
+    "procs": ("rocpd_info_process", {"id": pl.Int64, "pid": pl.Int64, "start": pl.Int64, "end": pl.Int64,
+                                     "command": pl.String}),
+    "threads": ("rocpd_info_thread", {"id": pl.Int64, "tid": pl.Int64}),
+    "queues": ("rocpd_info_queue", {"id": pl.Int64, "name": pl.String}),
+    "streams": ("rocpd_info_stream", {"id": pl.Int64, "name": pl.String}),
+}
+
+
+def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta,
+                rec: ac.Records) -> tuple[list[pl.DataFrame], dict]:
+    g: dict = {k: _small(db, phys.get(logical), schema, meta) for k, (logical, schema) in INFO.items()}
+    g["queues"] = g["queues"].rename({"id": "queue_id", "name": "queue_name"})
+    g["streams"] = g["streams"].rename({"id": "stream_id", "name": "stream_name"})
+    md = _small(db, phys.get("rocpd_metadata"), {"tag": pl.String, "value": pl.String}, meta)
+    g["metadata"] = {str(k): v for k, v in md.iter_rows()}
     con = db.connect()
     try:
-        g = {
-            "strings": _small(con, phys.get("rocpd_string"), {"id": pl.Int64, "string": pl.String}),
-            "agents": _small(con, phys.get("rocpd_info_agent"), {
-                "id": pl.Int64, "type": pl.String, "absolute_index": pl.Int64, "logical_index": pl.Int64,
-                "type_index": pl.Int64, "name": pl.String, "model_name": pl.String, "product_name": pl.String,
-                "extdata": pl.String}),
-            "symbols": _small(con, phys.get("rocpd_info_kernel_symbol"), {
-                "id": pl.Int64, "kernel_name": pl.String, "display_name": pl.String, "sgpr_count": pl.Int64,
-                "arch_vgpr_count": pl.Int64, "accum_vgpr_count": pl.Int64, "group_segment_size": pl.Int64,
-                "private_segment_size": pl.Int64}),
-            "procs": _small(con, phys.get("rocpd_info_process"), {
-                "id": pl.Int64, "pid": pl.Int64, "start": pl.Int64, "end": pl.Int64, "command": pl.String}),
-            "threads": _small(con, phys.get("rocpd_info_thread"), {"id": pl.Int64, "tid": pl.Int64}),
-            "queues": _small(con, phys.get("rocpd_info_queue"), {"id": pl.Int64, "name": pl.String}).rename(
-                {"id": "queue_id", "name": "queue_name"}),
-            "streams": _small(con, phys.get("rocpd_info_stream"), {"id": pl.Int64, "name": pl.String}).rename(
-                {"id": "stream_id", "name": "stream_name"}),
-            "metadata": dict(con.execute(f"SELECT tag, value FROM {ac._q(phys['rocpd_metadata'])}").fetchall())
-            if "rocpd_metadata" in phys else {},
-        }
         specs = _specs(con, phys)
-        for logical, reason in SKIPPED.items():
-            if logical in phys:
-                meta.skip(reason, con.execute(f"SELECT count(*) FROM {ac._q(phys[logical])}").fetchone()[0])
     finally:
         con.close()
+    for logical, reason in SKIPPED.items():
+        if logical in phys:
+            n, err = ac.count_rows(db, phys[logical])
+            if err:
+                meta.warn(f"table {phys[logical]} is damaged ({err}); counted the {n} rows that could be read")
+                meta.truncated = True
+            rec.add(n)
+            meta.skip(reason, n)
     frames, errors = ac.read_tables(db, specs)
     by_logical = {_logical(t): df for t, df in frames.items()}
     for t, err in errors.items():
-        meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows read before the damage")
+        meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows that could be read")
         meta.truncated = True
+    rec.add(sum(by_logical[t].height for t in EVENT_TABLES if t in by_logical))
     g["events"] = by_logical.get("rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]}))
     empty = pl.DataFrame()
     parts = [
@@ -321,12 +337,13 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     if progress:
         progress.start(None, f"reading {path.name}")
     meta = ac.new_meta(path, NAME, "rocprofv3 (rocpd database)", None, "CLOCK_BOOTTIME")
+    rec = ac.Records()
     parts: list[pl.DataFrame] = []
     devices: dict[int, Device] = {}
     windows, commands, versions = [], [], set()
     try:
         for phys in groups.values():
-            got, g = _read_group(db, phys, meta)
+            got, g = _read_group(db, phys, meta, rec)
             parts.extend(got)
             for d in _agent_devices(g["agents"]):
                 devices.setdefault(d.index, d)
@@ -350,7 +367,7 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     meta.extra.update({"commands": commands, "runs": len(groups), "gpu_agents": len(devices)})
     if not parts and (meta.truncated or db.truncated):
         raise InputError(f"{path} is a damaged rocpd database: no events could be read", "Copy or record the profile again")
-    trace = ac.finish(parts, meta, raw=("api_args",))
+    trace = ac.finish(parts, meta, read=rec.n, raw=("api_args",))
     ev = trace.events
     kinds = set(trace.counts_by_kind())
     ac.timeline_caps(meta, kinds, copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,

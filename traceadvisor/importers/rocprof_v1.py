@@ -21,6 +21,12 @@ Field map (source -> canonical):
 | ``rocTX`` rows, ``Markers and Ranges`` lane | kind ``annotation`` |
 | ``results.csv`` ``grd`` / ``wgr`` (work-item totals) | ``grid_x`` = total blocks, ``block_x`` = workgroup size |
 | ``Index`` (DB) / flow id (JSON) | ``correlation_id`` |
+
+``input_events`` counts every record read: DB rows (``KERN``/``A`` name-index rows are counted as skipped), JSON
+trace events (metadata ``M`` events are kept in ``meta.extra.lanes`` and flow events folded into correlation ids,
+both counted as skipped), CSV rows (results.csv rows merged into a timeline's kernels, stats rows beside a
+timeline: skipped, with the reason). ``results.json`` may be gzipped; one cut short is closed after its last
+complete event, a results.csv cut inside a row loses that row, both with a warning and ``meta.truncated``.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
 
 def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> Trace:
     meta = ac.new_meta(path, NAME, "rocprof v1 (roctracer)", None, "HSA system timestamp (since boot)")
+    rec = ac.Records()
     by: dict[str, list[Path]] = {}
     for p, t in members:
         by.setdefault(t, []).append(p)
@@ -80,10 +87,10 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     source = None
     if by.get("v1_db"):
         source = by["v1_db"]
-        rows = pl.concat([_db_rows(p, meta) for p in source], how="diagonal_relaxed")
+        rows = pl.concat([_db_rows(p, meta, rec) for p in source], how="diagonal_relaxed")
     elif by.get("v1_json"):
         source = by["v1_json"]
-        loaded = [_json_rows(p, meta) for p in source]
+        loaded = [_json_rows(p, meta, rec) for p in source]
         rows = pl.concat([r for r, _ in loaded], how="diagonal_relaxed")
         if not agents:
             agents = next((a for _, a in loaded if a), [])
@@ -95,7 +102,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         parts = _build(rows)
     kcsv = []
     for p in by.get("v1_kernel_csv", []):
-        df = ac.read_csv_strings(p, meta)
+        df = ac.read_csv_strings(p, meta, rec)
         ac.require_columns(df, p, ("KernelName",), "rocprof results.csv kernel trace")
         kcsv.append(df.with_columns(source_file=pl.lit(p.name)))
     kframe = pl.concat([_kernel_csv(df) for df in kcsv], how="diagonal_relaxed") if kcsv else None
@@ -107,10 +114,13 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     stats = by.get("v1_stats", [])
     if parts:
         for p in stats:
-            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", ac.read_csv_strings(p).height)
+            n = ac.stats_table(p, meta, rec).height
+            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", n)
     elif stats:
-        parts = [ac.read_stats(p, run=p.name.split(".")[0], meta=meta) for p in stats]
+        parts = [ac.read_stats(p, run=p.name.split(".")[0], meta=meta, records=rec) for p in stats]
         ac.aggregates_meta(meta)
+    elif rows is not None:
+        meta.warn(f"{source[0].name} holds no trace events")  # type: ignore[index]
     elif not agents:
         raise InputError(f"{path} holds no readable rocprof records", "Pass results.csv/.json/.db or a stats CSV")
     else:
@@ -121,7 +131,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     meta.devices = ac.devices_for(ids, agents, sysinfo.name if sysinfo else "results.json otherData")
     if not agents and meta.devices:
         meta.warn("no results.sysinfo.txt beside the input: the device model is unknown")
-    trace = ac.finish(parts, meta, raw=("counters",))
+    trace = ac.finish(parts, meta, read=rec.n, raw=("counters",))
     if any(d.model for d in meta.devices):
         meta.capabilities.add("device_properties")
     if "aggregates_only" in meta.capabilities or not parts:
@@ -202,12 +212,15 @@ def _col(df: pl.DataFrame, name: str, dtype: pl.DataType = pl.Int64) -> pl.Expr:
     return pl.col(name).cast(dtype, strict=False) if dtype != pl.String else pl.col(name).cast(pl.String)
 
 
-def _db_rows(path: Path, meta: TraceMeta) -> pl.DataFrame:
+DB_LANES = {"HIP": "hip", "HSA": "hsa", "OPS": "kernel", "COPY": "copy", "rocTX": "marker"}
+
+
+def _db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
     with ac.SqliteInput(path) as db:
         tables = db.tables()
         con = db.connect()
         try:
-            cols = {t: ac.table_columns(con, t) for t in tables if t in ("HIP", "HSA", "OPS", "COPY", "rocTX")}
+            cols = {t: ac.table_columns(con, t) for t in tables if t in DB_LANES}
         finally:
             con.close()
         specs = []
@@ -217,17 +230,25 @@ def _db_rows(path: Path, meta: TraceMeta) -> pl.DataFrame:
                                      "stream-id", "proc-id") if c in cs)
             specs.append(ac.TableSpec(t, want, text))
         frames, errors = ac.read_tables(db, specs)
+        for t, ty in sorted(tables.items()):  # KERN / A: dispatch index -> kernel name, the names are on OPS rows
+            if ty == "table" and t not in DB_LANES and not t.startswith("sqlite_"):
+                n, err = ac.count_rows(db, t)
+                rec.add(n)
+                meta.skip(f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)", n)
+                if err:
+                    errors[t] = err
         if db.truncated:
             meta.truncated = True
             meta.warn(f"{path.name} is cut short (its last pages are missing); imported the rows that are present")
     for t, err in errors.items():
-        meta.warn(f"{path.name}: table {t} is damaged ({err}); imported the {frames[t].height} rows read before it")
+        got = f"the {frames[t].height} rows that could be read" if t in frames else "the rows that could be counted"
+        meta.warn(f"{path.name}: table {t} is damaged ({err}); imported {got}")
         meta.truncated = True
+    rec.add(sum(df.height for df in frames.values()))
     proc_ids = set()
     for t in ("OPS", "COPY"):
         if t in frames and "proc-id" in frames[t].columns:
             proc_ids |= set(frames[t].get_column("proc-id").drop_nulls().to_list())
-    lanes = {"HIP": "hip", "HSA": "hsa", "OPS": "kernel", "COPY": "copy", "rocTX": "marker"}
     out = []
     for t, df in frames.items():
         gpu = t in ("OPS", "COPY")
@@ -236,7 +257,7 @@ def _db_rows(path: Path, meta: TraceMeta) -> pl.DataFrame:
                 df.get_column("pid").drop_nulls().unique().to_list() in ([2], [3], [0]):
             os_pid = pl.lit(next(iter(proc_ids)), dtype=pl.Int64)  # older rocprof wrote the lane number as pid
         out.append(df.select(
-            pl.lit(lanes[t]).alias("lane"), _col(df, "Name", pl.String).alias("name"), _col(df, "BeginNs").alias("begin"),
+            pl.lit(DB_LANES[t]).alias("lane"), _col(df, "Name", pl.String).alias("name"), _col(df, "BeginNs").alias("begin"),
             _col(df, "EndNs").alias("end"), _col(df, "dev-id").alias("dev"), _col(df, "queue-id").alias("queue"),
             os_pid.alias("os_pid"), _col(df, "tid").alias("os_tid"),
             (_col(df, "Index") if t != "rocTX" else pl.lit(None, dtype=pl.Int64)).alias("corr"),
@@ -282,14 +303,42 @@ def _lane(name: str) -> str:
     return "other"
 
 
-def _json_rows(path: Path, meta: TraceMeta) -> tuple[pl.DataFrame, list[ac.Agent]]:
+_DOC = msgspec.json.Decoder(_Doc)
+
+
+def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
+    """The JSON document; one cut short (plain or gzip) is closed after its last complete event, with a warning."""
+    text, gz_cut = ac.read_json_bytes(path)
     try:
-        doc = msgspec.json.decode(path.read_bytes(), type=_Doc)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise InputError(f"{path} is not complete rocprof JSON ({e})", "The file was cut short; profile again") from e
+        doc = _DOC.decode(text)
+        if gz_cut:
+            meta.warn(f"{path.name}: the gzip stream ends early but the JSON in it is complete")
+        return doc
+    except msgspec.ValidationError as e:
+        raise InputError(f"{path} does not have the rocprof results.json layout ({e})",
+                         "Expected {\"traceEvents\": [...], \"otherData\": {...}}") from e
+    except msgspec.DecodeError as e:
+        err = e
+    got = ac.recover_json(text, _DOC.decode)
+    if got is None or not got[0].traceEvents:
+        raise InputError(f"{path} is not complete rocprof JSON and no event could be recovered ({err})",
+                         "The file was cut short; profile again") from err
+    doc, kept = got
+    meta.truncated = True
+    meta.warn(f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after "
+              f"{len(text)} bytes): imported the {len(doc.traceEvents)} complete trace events before the cut "
+              f"({kept} bytes){'' if doc.otherData else '; the rocminfo copy (otherData) after them is lost'}")
+    return doc
+
+
+def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFrame, list[ac.Agent]]:
+    doc = _load_doc(path, meta)
+    rec.add(len(doc.traceEvents))
     lanes: dict[int, str] = {}
     gpu_of_lane: dict[int, int] = {}
+    phases: dict[str | None, int] = {}
     for e in doc.traceEvents:
+        phases[e.ph] = phases.get(e.ph, 0) + 1
         if e.ph == "M" and e.name == "process_name" and e.args:
             pid = _int(e.pid)
             nm = str(e.args.get("name", ""))
@@ -299,7 +348,6 @@ def _json_rows(path: Path, meta: TraceMeta) -> tuple[pl.DataFrame, list[ac.Agent
                 if m:
                     gpu_of_lane[pid] = int(m.group(1))
     xs, flows = [], []
-    empty = 0
     for e in doc.traceEvents:
         if e.ph == "X":
             a = e.args or {}
@@ -315,9 +363,7 @@ def _json_rows(path: Path, meta: TraceMeta) -> tuple[pl.DataFrame, list[ac.Agent
                        pid, _int(e.tid), _int(e.ts), _int(e.dur)))
         elif e.ph in ("s", "t", "f"):
             flows.append((e.ph, _int(e.id), _int(e.pid), _int(e.tid), _int(e.ts)))
-        elif e.ph is None:
-            empty += 1
-    meta.skip("empty trace event objects", empty)
+    _skip_phases(phases, meta)
     schema = {**ROW_SCHEMA, "_pid": pl.Int64, "_tid": pl.Int64, "_ts": pl.Int64, "_dur": pl.Int64}
     rows = pl.DataFrame(xs, schema=schema, orient="row")
     rows = rows.with_row_index("_i").with_columns(corr=_flow_corr(rows.with_row_index("_i"), flows))
@@ -328,7 +374,24 @@ def _json_rows(path: Path, meta: TraceMeta) -> tuple[pl.DataFrame, list[ac.Agent
             rows = rows.with_columns(os_pid=pl.when(pl.col("lane").is_in(["hip", "hsa", "marker"]))
                                      .then(pl.lit(procs[0])).otherwise(pl.col("os_pid")))
     agents = ac.agents_from_kv({str(k): str(v) for k, v in doc.otherData.items()}) if doc.otherData else []
+    meta.extra["lanes"] = {str(k): v for k, v in sorted(lanes.items())}
     return rows.drop("_i", "_pid", "_tid", "_ts", "_dur"), agents
+
+
+PHASE_REASONS = {
+    "M": "metadata trace events (lane names, kept in meta.extra.lanes)",
+    "s": "flow trace events (folded into correlation_id links)",
+    "t": "flow trace events (folded into correlation_id links)",
+    "f": "flow trace events (folded into correlation_id links)",
+    None: "empty trace event objects",
+}
+
+
+def _skip_phases(phases: dict[str | None, int], meta: TraceMeta) -> None:
+    """Every trace event that is not an ``X`` event is counted as skipped, with what became of it."""
+    for ph, n in phases.items():
+        if ph != "X":
+            meta.skip(PHASE_REASONS.get(ph, f"trace events of phase {ph!r} (not interpreted)"), n)
 
 
 def _flow_corr(rows: pl.DataFrame, flows: list[tuple]) -> pl.Series:
@@ -389,19 +452,27 @@ def _kernel_csv(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _enrich(parts: list[pl.DataFrame], kframe: pl.DataFrame, meta: TraceMeta) -> list[pl.DataFrame]:
-    """Kernels of results.db/json gain results.csv's grid, registers and LDS (matched by start time)."""
-    detail = kframe.select("start_ns", *[pl.col(c).alias(f"_{c}") for c in (
-        "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes")])
+    """Kernels of results.db/json gain results.csv's grid, registers and LDS (matched by start time).
+
+    Each results.csv row is a record read: one whose start matches a timeline kernel is merged into it (counted
+    as skipped, merged), the others are counted as not matched."""
+    cols = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes")
+    detail = kframe.select("start_ns", *[pl.col(c).alias(f"_{c}") for c in cols])
     detail = detail.filter(pl.col("start_ns").is_not_null()).unique(subset=["start_ns"], keep="first")
     out = []
-    matched = 0
+    starts = []
     for p in parts:
         if p.height and (p.get_column("kind") == "kernel").any():
+            starts.append(p.filter(pl.col("kind") == "kernel").select("start_ns"))
             p = p.join(detail, on="start_ns", how="left")
-            matched += p.filter(pl.col("_registers").is_not_null() | pl.col("_grid_x").is_not_null()).height
-            p = p.with_columns([pl.coalesce(c, f"_{c}").alias(c) if c in p.columns else pl.col(f"_{c}").alias(c) for c in (
-                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes")])
+            is_k = pl.col("kind") == "kernel"
+            p = p.with_columns([pl.when(is_k).then(pl.coalesce(c, f"_{c}") if c in p.columns else pl.col(f"_{c}"))
+                                .otherwise(pl.col(c) if c in p.columns else None).alias(c) for c in cols])
             p = p.drop([c for c in p.columns if c.startswith("_")])
         out.append(p)
-    meta.skip("results.csv rows not matched to a kernel of the timeline", max(0, kframe.height - matched))
+    merged = 0
+    if starts:
+        merged = detail.join(pl.concat(starts).unique(), on="start_ns", how="semi").height
+    meta.skip("results.csv rows merged into the timeline's kernels (grid, registers, LDS)", merged)
+    meta.skip("results.csv rows not matched to a kernel of the timeline", kframe.height - merged)
     return out

@@ -19,12 +19,15 @@ Field map (CSV / JSON -> canonical):
 | API traces (HIP, HSA, RCCL) | kind ``runtime``; ``MARKER_*`` -> ``annotation`` |
 | counter collection | counters in the kernel's ``args.counters`` (same process), else kernels of their own |
 | ``*_stats.csv`` | aggregates only (``dur_ns`` = total; calls/avg/min/max in args) when no timeline is present |
+
+``input_events`` counts every record read: CSV rows (counter rows fold into one event per dispatch, agent_info rows
+describe devices, stats rows beside a timeline: skipped with the reason) and every JSON record list of
+``buffer_records`` and ``callback_records``. A JSON (or gzip stream) cut short is closed after its last complete
+record; a CSV cut inside a row loses that row, both with a warning and ``meta.truncated``.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from pathlib import Path
 
 import msgspec
@@ -234,12 +237,21 @@ def _alloc_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None, kin
     ).with_columns(dur_ns=ac.duration("start_ns", "_end")).drop("_end", "_agent")
 
 
-def _load(path: Path, meta: TraceMeta | None = None) -> pl.DataFrame:
-    return ac.read_csv_strings(path, meta)
+def _load(path: Path, meta: TraceMeta | None = None, rec: ac.Records | None = None) -> pl.DataFrame:
+    return ac.read_csv_strings(path, meta, rec)
 
 
-def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta) -> pl.DataFrame | None:
-    df = _load(p, meta)
+def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta,
+                 rec: ac.Records) -> pl.DataFrame | None:
+    df = _load(p, meta, rec)
+    try:
+        return _convert(df, p, t, mapping, meta)
+    except InputError:
+        meta.skip(f"rows of {p.name} (not imported: the file lacks columns it needs)", df.height)
+        raise
+
+
+def _convert(df: pl.DataFrame, p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta) -> pl.DataFrame | None:
     if t == "v3_kernel_trace":
         return _kernel_csv(df, p, mapping)
     if t == "v3_memory_copy":
@@ -247,7 +259,10 @@ def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMet
     if t == "v3_api":
         return _api_csv(df, p)
     if t == "v3_counter_collection":
-        return _counters_csv(df, p, mapping)
+        out = _counters_csv(df, p, mapping)
+        meta.skip("counter-collection rows folded into one event per dispatch (values in args.counters)",
+                  df.height - out.height)
+        return out
     if t == "v3_memory_allocation":
         return _alloc_csv(df, p, mapping, "memory allocation")
     if t == "v3_scratch_memory":
@@ -272,6 +287,7 @@ def _merge_counters(parts: dict[str, list[pl.DataFrame]], meta: TraceMeta) -> No
     if hit.height:
         k = k.join(hit.unique(subset=key, keep="first"), on=key, how="left")
     missed = cc.height - hit.height
+    meta.skip("counter-collection dispatches merged into the kernel trace's kernels (args.counters)", hit.height)
     meta.skip("counter-collection dispatches from a separate run (not matched to the kernel trace)", missed)
     parts["v3_kernel_trace"] = [k]
 
@@ -288,16 +304,20 @@ def _disjoint_warning(parts: list[pl.DataFrame], meta: TraceMeta) -> None:
 
 def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
     meta = ac.new_meta(path, NAME, "rocprofv3 (CSV)", None, "CLOCK_BOOTTIME")
+    rec = ac.Records()
     agent_files = [p for p, t in members if t == "v3_agent_info"]
     agents, mapping = [], None
-    if agent_files:
-        agents, mapping = _agents_csv(_load(agent_files[0]))
+    for i, p in enumerate(agent_files):
+        df = _load(p, meta, rec)
+        meta.skip(f"agent_info rows of {p.name} (agent descriptions, kept in meta.devices)", df.height)
+        if i == 0:
+            agents, mapping = _agents_csv(df)
     timeline = [(p, t) for p, t in members if t in TIMELINE_TYPES]
     stats = [(p, t) for p, t in members if t in ac.STATS_TYPES]
     parts: dict[str, list[pl.DataFrame]] = {}
     for p, t in timeline:
         try:
-            df = _read_member(p, t, mapping, meta)
+            df = _read_member(p, t, mapping, meta, rec)
         except InputError as e:
             if len(timeline) == 1:
                 raise
@@ -310,10 +330,10 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
     frames = [pl.concat(v, how="diagonal_relaxed") for v in parts.values() if v]
     if frames:
         for p, _ in stats:
-            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", _load(p).height)
+            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", ac.stats_table(p, meta, rec).height)
         _disjoint_warning(frames, meta)
     elif stats:
-        frames = [ac.read_stats(p, meta=meta) for p, _ in stats]
+        frames = [ac.read_stats(p, meta=meta, records=rec) for p, _ in stats]
         ac.aggregates_meta(meta)
     elif not agents:
         raise InputError(f"{path} holds no readable rocprofv3 events", "Pass the kernel/API trace CSVs or the folder")
@@ -333,7 +353,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
                   "(CPU agents count first)")
         ac.apply_arch_hint(meta, pl.concat([f.filter(pl.col("kind") == "kernel").get_column("name") for f in frames
                                             if "name" in f.columns] or [pl.Series([], dtype=pl.String)]))
-    trace = ac.finish(frames, meta, raw=("counters",))
+    trace = ac.finish(frames, meta, read=rec.n, raw=("counters",))
     if "aggregates_only" in meta.capabilities:
         if any(d.model for d in meta.devices):
             meta.capabilities.add("device_properties")
@@ -381,8 +401,8 @@ class Record(msgspec.Struct):
     operation: int = 0
     thread_id: int = 0
     correlation_id: Corr = msgspec.field(default_factory=Corr)
-    start_timestamp: int = 0
-    end_timestamp: int = 0
+    start_timestamp: int | None = None  # None: the record was cut short (file truncated)
+    end_timestamp: int | None = None
     dispatch_info: DispatchInfo | None = None
     stream_id: Handle | None = None
     src_agent_id: Handle | None = None
@@ -417,21 +437,7 @@ class Strings(msgspec.Struct):
 
 RECORD_LISTS = ("kernel_dispatch", "memory_copy", "hip_api", "hsa_api", "marker_api", "rccl_api", "rocdecode_api",
                 "rocjpeg_api", "memory_allocation", "scratch_memory")
-
-
-class Buffers(msgspec.Struct):
-    kernel_dispatch: list[Record] = msgspec.field(default_factory=list)
-    memory_copy: list[Record] = msgspec.field(default_factory=list)
-    hip_api: list[Record] = msgspec.field(default_factory=list)
-    hsa_api: list[Record] = msgspec.field(default_factory=list)
-    marker_api: list[Record] = msgspec.field(default_factory=list)
-    rccl_api: list[Record] = msgspec.field(default_factory=list)
-    rocdecode_api: list[Record] = msgspec.field(default_factory=list)
-    rocjpeg_api: list[Record] = msgspec.field(default_factory=list)
-    memory_allocation: list[Record] = msgspec.field(default_factory=list)
-    scratch_memory: list[Record] = msgspec.field(default_factory=list)
-    pc_sample_host_trap: list[msgspec.Raw] = msgspec.field(default_factory=list)
-    pc_sample_stochastic: list[msgspec.Raw] = msgspec.field(default_factory=list)
+PC_SAMPLE_LISTS = ("pc_sample_host_trap", "pc_sample_stochastic")
 
 
 class Process(msgspec.Struct):
@@ -439,28 +445,74 @@ class Process(msgspec.Struct):
     agents: list[dict] = msgspec.field(default_factory=list)
     strings: Strings = msgspec.field(default_factory=Strings)
     kernel_symbols: list[KernelSymbol] | dict[str, KernelSymbol] = msgspec.field(default_factory=list)
-    buffer_records: Buffers = msgspec.field(default_factory=Buffers)
-    callback_records: dict = msgspec.field(default_factory=dict)
+    buffer_records: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)  # decoded per list (_records)
+    callback_records: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
 
 
 class Root(msgspec.Struct, rename={"tool": "rocprofiler-sdk-tool"}):
     tool: list[Process] = msgspec.field(default_factory=list)
 
 
-def _load_json(path: Path) -> Root:
+_ROOT = msgspec.json.Decoder(Root)
+_RECORDS = msgspec.json.Decoder(list[Record])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _load_json(path: Path, meta: TraceMeta) -> Root:
+    """The document; one cut short (plain or gzip) is closed after its last complete record, with a warning."""
+    text, gz_cut = ac.read_json_bytes(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise InputError(f"{path} is a damaged or truncated gzip file ({e})", "Copy or record the profile again") from e
-    try:
-        return msgspec.json.decode(data, type=Root)
+        root = _ROOT.decode(text)
+        if gz_cut:
+            meta.warn(f"{path.name}: the gzip stream ends early but the JSON in it is complete")
+        return root
     except msgspec.ValidationError as e:
         raise InputError(f"{path} does not have the rocprofv3 JSON layout ({e})", "Is this rocprofv3 --output-format json?") from e
     except msgspec.DecodeError as e:
-        raise InputError(f"{path} is not complete JSON ({e})", "The file was cut short; record the profile again") from e
+        err = e
+    got = ac.recover_json(text, _ROOT.decode)
+    if got is None:
+        raise InputError(f"{path} is not complete JSON and no record could be recovered ({err})",
+                         "The file was cut short; record the profile again") from err
+    root, kept = got
+    meta.truncated = True
+    meta.warn(f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after {len(text)} "
+              f"bytes): imported the complete records before the cut ({kept} bytes)")
+    return root
+
+
+def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[Record]]:
+    """The record lists of one process; every record is counted as read, those not imported as skipped."""
+    out: dict[str, list[Record]] = {}
+    for label, raw in proc.buffer_records.items():
+        if label in RECORD_LISTS:
+            try:
+                recs = _RECORDS.decode(raw)
+            except msgspec.ValidationError as e:
+                raise InputError(f"{meta.path}: buffer_records.{label} does not have the rocprofv3 record layout ({e})",
+                                 "Is this rocprofv3 --output-format json?") from e
+            rec.add(len(recs))
+            whole = [r for r in recs if r.start_timestamp is not None] if meta.truncated else recs
+            meta.skip("records cut short at the end of the file (no timestamps)", len(recs) - len(whole))
+            if whole:
+                out[label] = whole
+            continue
+        n = _list_len(raw)
+        rec.add(n)
+        meta.skip("PC sampling records" if label in PC_SAMPLE_LISTS else f"buffer records of {label} (not interpreted)", n)
+    for label, raw in proc.callback_records.items():
+        n = _list_len(raw)
+        rec.add(n)
+        meta.skip("counter collection records (per-dispatch counters)" if label == "counter_collection"
+                  else f"callback records of {label} (not interpreted)", n)
+    return out
+
+
+def _list_len(raw: msgspec.Raw) -> int:
+    try:
+        return len(_RAWS.decode(raw))
+    except msgspec.ValidationError:  # not a list: not a set of records
+        return 0
 
 
 def _op_name(strings: Strings, kind: int, op: int) -> tuple[str, str]:
@@ -580,10 +632,11 @@ def _json_records(recs: list[Record], proc: Process, label: str, ordinal: dict[i
 
 
 def read_json(path: Path) -> Trace:
-    root = _load_json(path)
+    meta = ac.new_meta(path, NAME, "rocprofv3 (JSON)", None, "CLOCK_BOOTTIME")
+    root = _load_json(path, meta)
     if not root.tool:
         raise InputError(f"{path} holds no rocprofv3 process records", "Record the profile again")
-    meta = ac.new_meta(path, NAME, "rocprofv3 (JSON)", None, "CLOCK_BOOTTIME")
+    rec = ac.Records()
     parts: list[pl.DataFrame] = []
     devices: dict[int, Device] = {}
     windows = []
@@ -593,21 +646,19 @@ def read_json(path: Path) -> Trace:
         ordinal, devs, types = _gpu_agents(proc)
         for d in devs:
             devices.setdefault(d.index, d)
-        b = proc.buffer_records
-        if b.kernel_dispatch:
-            parts.append(_json_kernels(b.kernel_dispatch, proc, ordinal, pid))
+        lists = _records(proc, meta, rec)
+        if lists.get("kernel_dispatch"):
+            parts.append(_json_kernels(lists["kernel_dispatch"], proc, ordinal, pid))
         for label in RECORD_LISTS[1:]:
-            recs = getattr(b, label)
-            if recs:
-                parts.append(_json_records(recs, proc, label, ordinal, types, pid))
-        meta.skip("PC sampling records", len(b.pc_sample_host_trap) + len(b.pc_sample_stochastic))
-        cc = proc.callback_records.get("counter_collection") if isinstance(proc.callback_records, dict) else None
-        if isinstance(cc, list):
-            meta.skip("counter collection records (per-dispatch counters)", len(cc))
+            if lists.get(label):
+                parts.append(_json_records(lists[label], proc, label, ordinal, types, pid))
         md = proc.metadata
         if isinstance(md.get("init_time"), int) and isinstance(md.get("fini_time"), int):
             windows.append((md["init_time"], md["fini_time"]))
         meta.extra.setdefault("commands", []).append(md.get("command"))
+    if meta.truncated and not parts:
+        raise InputError(f"{path} is cut short before its first complete trace record",
+                         "The file was cut short; record the profile again")
     used = {int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()}
     meta.devices = sorted((d for i, d in devices.items() if i in used or not used), key=lambda d: d.index)
     meta.devices += [Device(index=i, vendor="amd") for i in sorted(used - set(devices))]
@@ -616,7 +667,7 @@ def read_json(path: Path) -> Trace:
         meta.extra["capture_window_ns"] = [min(w[0] for w in windows), max(w[1] for w in windows)]
     if not parts:
         meta.warn("the JSON holds no trace records (was only --stats or counter collection enabled?)")
-    trace = ac.finish(parts, meta)
+    trace = ac.finish(parts, meta, read=rec.n)
     ev = trace.events
     kinds = set(trace.counts_by_kind())
     ac.timeline_caps(meta, kinds, copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,

@@ -17,11 +17,16 @@ Field map (source -> canonical):
 ``rocpd_copyapi.pinned`` is never written by the tracer (always 0), so it is not carried: host memory kinds are
 inferred (amd_common.infer_host_memory) and marked as such. ``rocpd_monitor`` clock samples are summarised in
 ``meta.extra``; other tables (``ext_callstack``, unknown extension tables) are counted as skipped rows.
+
+``input_events`` counts the rows read from ``rocpd_op`` and ``rocpd_api`` (one event each), ``rocpd_monitor`` and
+the tables counted as skipped, and ``ext_autogradapi`` rows with no marker to join. Damaged tables are read
+around their damaged pages (amd_common); when ``rocpd_string`` is damaged, the events whose names are lost are
+named ``<unknown string id N>`` and an op of unknown type is a kernel when its launch recorded a grid, a copy when
+it recorded a size.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import polars as pl
@@ -90,12 +95,14 @@ def _api_frame(api: pl.DataFrame, strings: pl.DataFrame, args_strings: pl.DataFr
     api = _named(api, args_strings, "args_id", "api_args")
     api = _named(api, strings, "category_id", "api_category")
     api = _named(api, strings, "domain_id", "api_domain")
+    if "apiName_id" in api.columns:
+        api = api.with_columns(api_name=pl.coalesce("api_name", unknown_name("apiName_id")))
     return api.with_columns(pl.col("api_args").replace("", None), start_ns=pl.col("start"),
                             dur_ns=ac.duration("start", "end"))
 
 
 def _host_rows(api: pl.DataFrame, copyapi: pl.DataFrame | None, autograd: pl.DataFrame | None,
-               strings: pl.DataFrame, meta: TraceMeta) -> list[pl.DataFrame]:
+               strings: pl.DataFrame, meta: TraceMeta, rec: ac.Records) -> list[pl.DataFrame]:
     marker = pl.col("api_name") == "UserMarker"
     rt = api.filter(~marker)
     if copyapi is not None and copyapi.height:
@@ -117,6 +124,7 @@ def _host_rows(api: pl.DataFrame, copyapi: pl.DataFrame | None, autograd: pl.Dat
             autograd_sizes=pl.when(~pl.col("sizes").str.starts_with("[")).then(pl.col("sizes")),
         ).drop("autogradName_id", "sizes", strict=False)
         unmatched = ag.join(mk.select("id"), on="id", how="anti").height
+        rec.add(unmatched)  # a row of its own: the marker it annotates was not recorded (or not readable)
         meta.skip("ext_autogradapi rows without a UserMarker row", unmatched)
         mk = mk.join(ag, on="id", how="left")
     mk = mk.drop("id", "start", "end", "apiName_id", "args_id", "api_name", "api_args", "category_id", "domain_id",
@@ -184,9 +192,15 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
         op = op.join(codeobj.lazy().rename({"id": "codeObject_id"}), on="codeObject_id", how="left")
     else:
         op = op.with_columns(vgpr=pl.lit(None, dtype=pl.Int64), sgpr=pl.lit(None, dtype=pl.Int64))
+    # op type unknown (its string is unreadable): a kernel when its launch recorded a grid, a copy when it
+    # recorded a size
+    guessed = (pl.when(pl.col("opType_id").is_null()).then(pl.lit("other"))
+               .when((pl.col("gridX") > 0) | pl.col("api_kernel_name").is_not_null()).then(pl.lit("kernel"))
+               .when(pl.col("copy_size") > 0).then(pl.lit("memcpy")).otherwise(pl.lit("other")))
     kind = (pl.when(pl.col("_base") == "task").then(
         pl.when(pl.col("description").is_not_null()).then(pl.lit("kernel")).otherwise(pl.lit("other")))
-        .otherwise(pl.col("_base").fill_null("other")))
+        .when(pl.col("_base").is_null()).then(guessed)
+        .otherwise(pl.col("_base")))
     op = op.with_columns(kind=kind)
     is_k = pl.col("kind") == "kernel"
     has_grid = is_k & (pl.col("gridX") > 0)
@@ -198,9 +212,12 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
         grid[f"block_{w}"] = pl.when(has_grid).then(ac.positive(f"workgroup{d}"))
     memcpy_kind = pl.col("hip_memcpy_kind").replace_strict(ac.HIP_MEMCPY_KIND, default=None, return_dtype=pl.String)
     is_copy = pl.col("kind") == "memcpy"
+    known = strings.get_column("id").implode()
+    lost_desc = pl.col("description_id").is_not_null() & ~pl.col("description_id").is_in(known)
+    unknown = pl.when(lost_desc).then(unknown_name("description_id")).otherwise(unknown_name("opType_id"))
     op = op.with_columns(
-        name=pl.when(is_k).then(pl.coalesce("description", "api_kernel_name", "op_type"))
-        .otherwise(pl.coalesce("description", "op_type")),
+        name=pl.when(is_k).then(pl.coalesce("description", "api_kernel_name", "op_type", unknown))
+        .otherwise(pl.coalesce("description", "op_type", unknown)),
         start_ns=pl.col("start"), dur_ns=ac.duration("start", "end"),
         device=pl.col("gpuId"), pid=pl.col("gpuId"), tid=pl.col("queueId"), stream=pl.col("queueId"),
         correlation_id=pl.col("api_id"),
@@ -225,17 +242,31 @@ def _gpu_rows(frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.Da
     return op.select(canon + [c for c in keep_extra if c in names]).collect(engine="in-memory")
 
 
-def _monitor_summary(con: sqlite3.Connection, meta: TraceMeta) -> list[dict]:
-    rows = _small(con, "SELECT deviceType, deviceId, monitorType, count(*), min(CAST(value AS REAL)), "
-                  "max(CAST(value AS REAL)), avg(CAST(value AS REAL)) FROM rocpd_monitor GROUP BY 1, 2, 3", meta)
+STRINGS = {"id": pl.Int64, "string": pl.String}
+MONITOR = {"deviceType": pl.String, "deviceId": pl.Int64, "monitorType": pl.String, "value": pl.String}
+
+
+def _monitor_summary(mon: pl.DataFrame) -> list[dict]:
+    if mon.height == 0:
+        return []
+    g = mon.with_columns(pl.col("value").str.strip_chars().cast(pl.Float64, strict=False)).group_by(
+        "deviceType", "deviceId", "monitorType", maintain_order=True).agg(
+        pl.len().alias("samples"), pl.col("value").min().alias("min"), pl.col("value").max().alias("max"),
+        pl.col("value").mean().alias("mean")).sort("deviceType", "deviceId", "monitorType", nulls_last=True)
     return [{"device_type": r[0], "device_id": r[1], "monitor": r[2], "samples": r[3], "min": r[4], "max": r[5],
-             "mean": round(r[6], 3) if r[6] is not None else None} for r in rows]
+             "mean": round(r[6], 3) if r[6] is not None else None} for r in g.iter_rows()]
 
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
     with ac.SqliteInput(path) as db:
         return _read(db, progress)
+
+
+def _damage(meta: TraceMeta, table: str, err: str, got: str) -> None:
+    if err:
+        meta.warn(f"table {table} is damaged ({err}); imported {got}")
+        meta.truncated = True
 
 
 def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
@@ -248,39 +279,55 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     if progress:
         progress.start(None, f"reading {path.name}")
     meta = ac.new_meta(path, NAME, "rocmProfileData (rpd_tracer)", None, "CLOCK_MONOTONIC")
+    rec = ac.Records()
     con = db.connect()
     try:
         cols = {t: ac.table_columns(con, t) for t, ty in tables.items() if ty == "table"}
-        md = _small(con, "SELECT tag, value FROM rocpd_metadata", meta) if "rocpd_metadata" in tables else []
-        md = {str(k): v for k, v in md}
-        strings = ac.fetch_frame(con, "SELECT id, string FROM rocpd_string", {"id": pl.Int64, "string": pl.String})
-        args_strings = (ac.fetch_frame(con, "SELECT id, string FROM rocpd_ustring", {"id": pl.Int64, "string": pl.String})
-                        if "rocpd_ustring" in tables else strings)
-        codeobj = (ac.fetch_frame(con, "SELECT id, vgpr, sgpr FROM rocpd_kernelcodeobject",
-                                  {"id": pl.Int64, "vgpr": pl.Int64, "sgpr": pl.Int64})
-                   if {"vgpr", "sgpr"} <= set(cols.get("rocpd_kernelcodeobject", [])) else None)
-        monitor = _monitor_summary(con, meta) if "rocpd_monitor" in cols else []
-        counts = {t: _count(con, t, meta) for t in cols if t not in MERGED}
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{path} is a damaged RPD file ({e})", "Copy or record the trace again") from e
     finally:
         con.close()
-    meta.producer_version = f"schema {md.get('schema_version', '?')}"
-    frames, errors = ac.read_tables(db, _specs(cols))
     if db.truncated:
         meta.truncated = True
         meta.warn("the file is cut short (its last pages are missing); imported the rows that are present")
+    strings, err = ac.read_table(db, "rocpd_string", STRINGS)
+    _damage(meta, "rocpd_string", err, f"the {strings.height} strings that could be read")
+    args_strings = strings
+    if "rocpd_ustring" in tables:
+        args_strings, err = ac.read_table(db, "rocpd_ustring", STRINGS)
+        _damage(meta, "rocpd_ustring", err, f"the {args_strings.height} strings that could be read")
+    md_frame, err = (ac.read_table(db, "rocpd_metadata", {"tag": pl.String, "value": pl.String})
+                     if "rocpd_metadata" in tables else (pl.DataFrame(), ""))
+    _damage(meta, "rocpd_metadata", err, "the rows that could be read")
+    md = {str(k): v for k, v in md_frame.iter_rows()} if md_frame.height else {}
+    codeobj = None
+    if {"vgpr", "sgpr"} <= set(cols.get("rocpd_kernelcodeobject", [])):
+        codeobj, err = ac.read_table(db, "rocpd_kernelcodeobject", {"id": pl.Int64, "vgpr": pl.Int64, "sgpr": pl.Int64})
+        _damage(meta, "rocpd_kernelcodeobject", err, f"the {codeobj.height} rows that could be read")
+    monitor: list[dict] = []
+    if "rocpd_monitor" in cols:
+        mon, err = ac.read_table(db, "rocpd_monitor", MONITOR)
+        _damage(meta, "rocpd_monitor", err, f"the {mon.height} samples that could be read")
+        monitor = _monitor_summary(mon)
+        rec.add(mon.height)
+        meta.skip(SKIP_REASONS["rocpd_monitor"], mon.height)
+    counts = {}
+    for t in cols:
+        if t not in MERGED and t != "rocpd_monitor":
+            n, err = ac.count_rows(db, t)
+            _damage(meta, t, err, f"counted the {n} rows that could be read")
+            counts[t] = n
+            rec.add(n)
+            meta.skip(SKIP_REASONS.get(t, f"rows of extension table {t} (not interpreted)"), n)
+    meta.producer_version = f"schema {md.get('schema_version', '?')}"
+    frames, errors = ac.read_tables(db, _specs(cols))
     for t, err in errors.items():
-        meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows read before the damage")
-        meta.truncated = True
+        _damage(meta, t, err, f"the {frames[t].height} rows that could be read")
     if frames["rocpd_op"].height == 0 and frames["rocpd_api"].height == 0 and (errors or db.truncated):
         raise InputError(f"{path} is a damaged RPD file: no events could be read", "Copy or record the trace again")
+    rec.add(frames["rocpd_op"].height + frames["rocpd_api"].height)
+    _unknown_strings(meta, frames, strings)
     api = _api_frame(frames["rocpd_api"], strings, args_strings)
-    host = _host_rows(api, frames.get("rocpd_copyapi"), frames.get("ext_autogradapi"), strings, meta)
+    host = _host_rows(api, frames.get("rocpd_copyapi"), frames.get("ext_autogradapi"), strings, meta, rec)
     gpu = _gpu_rows(frames, api, strings, codeobj)
-    for t, n in counts.items():
-        if n is not None:
-            meta.skip(SKIP_REASONS.get(t, f"rows of extension table {t} (not interpreted)"), n)
     ext = {t: n for t, n in counts.items() if t not in SKIP_REASONS}
     if "ext_autogradapi" in frames:
         ext["ext_autogradapi"] = frames["ext_autogradapi"].height
@@ -289,13 +336,34 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     bad = gpu.filter(pl.col("dur_ns").is_null()).height + host[0].filter(pl.col("dur_ns").is_null()).height
     if bad:
         meta.warn(f"{bad} events end before they start; their duration is unknown")
-    trace = ac.finish([*host, gpu], meta)
+    trace = ac.finish([*host, gpu], meta, read=rec.n)
     kinds = set(trace.counts_by_kind())
     has_bytes = gpu.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0
     ac.timeline_caps(meta, kinds, copy_bytes=has_bytes, correlation=gpu.get_column("correlation_id").is_not_null().any())
     if trace.events.filter(pl.col("input_dims").is_not_null()).height:
         meta.capabilities.add("input_shapes")
     return ac.with_memory_inference(trace)
+
+
+STRING_REFS = {"rocpd_op": ("description_id", "opType_id"), "rocpd_api": ("apiName_id",),
+               "rocpd_kernelapi": ("kernelName_id",), "ext_autogradapi": ("autogradName_id",)}
+
+
+def _unknown_strings(meta: TraceMeta, frames: dict[str, pl.DataFrame], strings: pl.DataFrame) -> None:
+    """Warn when names the events refer to are missing from a damaged string table."""
+    refs = [frames[t].get_column(c) for t, cs in STRING_REFS.items() if t in frames for c in cs
+            if c in frames[t].columns]
+    if not refs:
+        return
+    ids = pl.concat(refs).drop_nulls().unique()
+    lost = ids.filter(~ids.is_in(strings.get_column("id").implode())).len()
+    if lost:
+        meta.warn(f"{lost} of the {ids.len()} strings (API, op type and kernel names) the events refer to could not be "
+                  f"read; those names show as '<unknown string id N>' and op kinds are inferred from their launch records")
+
+
+def unknown_name(id_col: str) -> pl.Expr:
+    return pl.when(pl.col(id_col).is_not_null()).then(pl.format("<unknown string id {}>", pl.col(id_col)))
 
 
 def _devices(meta: TraceMeta, path: Path, gpu: pl.DataFrame) -> None:
@@ -307,16 +375,3 @@ def _devices(meta: TraceMeta, path: Path, gpu: pl.DataFrame) -> None:
     if not agents and not any(d.model for d in meta.devices):
         meta.warn("RPD files do not record the GPU model; put the run's rocminfo output beside the trace "
                   "as results.sysinfo.txt to identify it")
-
-
-def _small(con: sqlite3.Connection, sql: str, meta: TraceMeta) -> list[tuple]:
-    try:
-        return con.execute(sql).fetchall()
-    except sqlite3.DatabaseError as e:
-        meta.warn(f"could not read ({e}): {sql}")
-        return []
-
-
-def _count(con: sqlite3.Connection, table: str, meta: TraceMeta) -> int | None:
-    rows = _small(con, f'SELECT count(*) FROM "{table}"', meta)
-    return int(rows[0][0]) if rows else None
