@@ -154,3 +154,11 @@ def test_stats_file_class_content_first_name_breaks_ties():
     assert ac.stats_file_class("x.stats.csv", tie) == "generic"
     assert ac.stats_file_class("marker_api_stats.csv", pl.Series(["generic"])) == "marker"
     assert ac.stats_file_class("trace.bin", pl.Series(["domain", "domain"])) == "domain"
+
+
+def test_nvidia_volta_turing_models_have_peaks_and_gen3_link():
+    from traceadvisor.devices import match_model
+
+    for name, key in [("Tesla V100-SXM2-32GB", "V100 SXM2"), ("Tesla V100-PCIE-16GB", "V100 PCIe"), ("Tesla T4", "T4")]:
+        m = match_model(name)
+        assert m is not None and m.key == key and m.has_peaks and m.link_pinned_gbs == 12.0

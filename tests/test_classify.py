@@ -102,3 +102,19 @@ def test_frame_classifies_kernels_copies_and_memsets_only():
     # an existing category column is replaced in place
     again = classify_frame(out.with_columns(category=pl.lit("x")))
     assert again.columns == out.columns and again.get_column("category").to_list() == out.get_column("category").to_list()
+
+
+def test_amd_and_llamacpp_names_from_the_corpus():
+    from traceadvisor.schema.classify import classify_name
+
+    cases = {
+        "convert_unary_kernel": "elementwise",  # not a convolution
+        "rocprim::detail::convert_result_type_wrapper": "elementwise",
+        "soft_max_f32": "reduction",  # llama.cpp softmax
+        "mul_mat_q4_0": "gemm",  # llama.cpp quantized matmul
+        "mul_mat_vec_q": "gemm",
+        "bwd_kernel_fuse": "attention",  # MI350X aiter/CK attention backward
+        "conv2d_kernel": "conv",
+    }
+    for name, cat in cases.items():
+        assert classify_name(name) == cat, name

@@ -60,6 +60,15 @@ MODELS: tuple[Model, ...] = (
     Model("H200 SXM 141GB", "nvidia", "sm_90", 132, *_nv(67, 67, 494.5, 989.5, 1979, 1979, 4.8),
           link="PCIe Gen5 x16", link_pinned_gbs=55.0, source="NVIDIA H200 datasheet; 55 GB/s pinned H2D measured",
           names=("H200",)),
+    # Volta / Turing: not in devices.md; dense peaks from the NVIDIA V100 and T4 datasheets (no BF16/TF32 tensor
+    # cores: the fp16 column is the tensor-core rate). PCIe Gen3 x16 moves ~12 GB/s pinned in practice.
+    Model("V100 PCIe", "nvidia", "sm_70", 80, {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}, 0.9,
+          link="PCIe Gen3 x16", link_pinned_gbs=12.0, source="NVIDIA V100 datasheet (PCIe)", names=("V100-PCIE",)),
+    Model("V100 SXM2", "nvidia", "sm_70", 80, {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0}, 0.9,
+          link="PCIe Gen3 x16", link_pinned_gbs=12.0, source="NVIDIA V100 datasheet (SXM2)",
+          names=("V100-SXM2", "V100 SXM2", "Tesla V100", "NVIDIA V100")),
+    Model("T4", "nvidia", "sm_75", 40, {"fp32": 8.1, "fp16": 65.0, "int8": 130.0}, 0.32,
+          link="PCIe Gen3 x16", link_pinned_gbs=12.0, source="NVIDIA T4 datasheet", names=("Tesla T4", "NVIDIA T4")),
     Model("L4", "nvidia", "sm_89", 58, *_nv(0.49, 30.3, 60, 121, 242.5, 242.5, 0.300), source="NVIDIA L4 datasheet",
           names=("NVIDIA L4",)),
     Model("L40S", "nvidia", "sm_89", 142, *_nv(1.4, 91.6, 183, 362.05, 733, 733, 0.864), source="NVIDIA L40S datasheet",

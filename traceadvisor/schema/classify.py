@@ -18,17 +18,18 @@ KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     # KV-cache writes of serving engines: copies, although their names mention attention libraries
     ("copy", r"reshape_and_cache|store_kvcache|concat_and_cache|kv_indices", "vLLM/SGLang/FlashInfer KV cache"),
     # attention before gemm: flash/fmha kernels often contain "gemm" tokens
-    ("attention", r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|softmax_gemm",
+    ("attention", r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|softmax_gemm|bwd_kernel_fuse"
+                  r"|(?:^|_)(?:fwd|bwd)_kernel(?:_|$)",
                   "FlashAttention, CK/ck_tile fmha, aiter, Triton attn_fwd, vLLM paged attention"),
     # "conv" only at a word start: vLLM's "_typeConvert" is not a convolution
-    ("conv", r"(?:^|[^a-z])conv|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
+    ("conv", r"(?:^|[^a-z])conv(?:[^e]|$)|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
              r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm", "cuDNN (cask, scudnn, winograd), MIOpen igemm, CK grouped conv"),
     ("gemm", r"gemm|Cijk_|cutlass|xmma|nvjet|cublas|hipblaslt|rocblas|Tensile|_mm_|(?:^|_)mm(?:_|$)|matmul|bmm"
-             r"|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|mfma|triton_tem_",
+             r"|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|mfma|triton_tem_|mul_mat",
      "cuBLAS/cuBLASLt (xmma, nvjet, splitKreduce), CUTLASS, Tensile/hipBLASLt Cijk_, CK, skinny wvSplitK"),
     ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|welford|norm_kernel"
              r"|GammaBeta|RowwiseMoments", "PyTorch/cuDNN/MIOpen/vLLM/aiter norms"),
-    ("reduction", r"reduce|reduction|softmax|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel"
+    ("reduction", r"reduce|reduction|soft_?max|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel"
                   r"|cross_entropy|nll_loss|NLLCriterion|logsumexp|triton_red_|triton_per_|nvfuser_\w*persistent|(?:max|avg|adaptive\w*)_?pool",
      "reductions, scans, softmax, pooling, Inductor/nvFuser reductions"),
     ("copy", r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|direct_copy|_to_copy"
@@ -37,7 +38,7 @@ KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     ("elementwise", r"elementwise|vectorized_|pointwise|triton_|nvfuser_pointwise|nvfuser_none|activation|gelu"
                     r"|relu|silu|sigmoid|tanh|add_kernel|mul_kernel|div_kernel|where_kernel|index|gather|scatter"
                     r"|embedding|dropout|cast|quant|fused|adam|sgd|optimizer|foreach|multi_tensor_apply|_kernel_fun"
-                    r"|rotary|rope|SubTensorOp|OpTensor|scalePackedTensor|transform_kernel|^cupy_",
+                    r"|rotary|rope|SubTensorOp|OpTensor|scalePackedTensor|transform_kernel|^cupy_|convert",
      "PyTorch/MIOpen/cuDNN pointwise, Inductor triton_poi, nvFuser, optimizers"),
 )
 
