@@ -119,7 +119,7 @@ def test_options_from_config_and_cli(tmp_path):
 
 
 def test_pyproject_tool_section(tmp_path):
-    pack = make_pack(tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass")])
+    make_pack(tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass")])
     pp = tmp_path / "pyproject.toml"
     pp.write_text('[tool.traceadvisor]\nselect = ["ZZZ001"]\nrules = ["pack"]\n[tool.traceadvisor.options.ZZZ001]\nmin_us = 60.0\n')
     res, _ = run_analysis([trace()], config=pp)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import TRACES
+
 from traceadvisor.importers import detect, load_trace
 from traceadvisor.schema.columns import CATEGORIES, COPY_KINDS, KINDS, MEMORY_KINDS, polars_schema
 from traceadvisor.trace import CAPABILITIES

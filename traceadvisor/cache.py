@@ -1,11 +1,13 @@
 """Import cache: an unchanged input file is read back from Parquet instead of being parsed again.
 
-Keyed by the input's resolved path, size, modification time, importer and package version. Lives in
+Keyed by the input's resolved path, size, modification time, importer, package version and a fingerprint of the
+importer sources. Lives in
 ``$TRACEADVISOR_CACHE_DIR`` or ``~/.cache/traceadvisor``. Any cache problem falls back to a fresh import.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -20,6 +22,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "traceadvisor"
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """Size and mtime of the importer, schema and I/O sources: a changed importer never serves a stale entry."""
+    pkg = Path(__file__).resolve().parent
+    files = sorted([*pkg.glob("importers/*.py"), *pkg.glob("schema/*.py"), pkg / "io.py", pkg / "devices.py",
+                    pkg / "trace.py"])
+    sig = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
+    return hashlib.sha256(sig.encode()).hexdigest()[:16]
+
+
 def _key(path: Path, importer: str) -> str:
     from traceadvisor import __version__
     from traceadvisor.io import SCHEMA_VERSION
@@ -31,7 +43,7 @@ def _key(path: Path, importer: str) -> str:
     else:
         st = p.stat()
         sig = f"{st.st_size}:{st.st_mtime_ns}"
-    raw = f"{p}|{sig}|{importer}|{__version__}|{SCHEMA_VERSION}"
+    raw = f"{p}|{sig}|{importer}|{__version__}|{SCHEMA_VERSION}|{code_fingerprint()}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 

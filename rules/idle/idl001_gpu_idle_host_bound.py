@@ -16,7 +16,9 @@ microseconds than the host needs to launch them, the GPU idles most of the time 
 activity that ends a gap is linked to its launch call (``views.launches``, by correlation id); the gap is
 **host-bound** when that call ended after the gap began (``api_start + api_dur > gap_start``), i.e. the queue was
 empty. Gaps whose next activity was already submitted (stream waits, dependencies on other devices) or has no
-link are not counted. With iteration markers (``ProfilerStep#N``) only the parts of gaps inside steps count;
+link are not counted. With iteration markers (``ProfilerStep#N``) only the parts of gaps inside steps count, and
+with two or more steps the first is left out (``skip_first_step``): its idle is one-time warm-up such as
+torch.compile or lazy initialisation, which WRM001 reports, and counting it here would report the same time twice;
 without them, gaps longer than ``max_gap_ms`` are treated as phases outside the loop (start-up, set-up,
 checkpointing) and only reported in the evidence. ``impact_ns`` is the host-bound idle time: an upper bound of
 what removing the host overhead could give back. A finding needs host-bound idle of at least ``min_idle_pct``
@@ -82,6 +84,8 @@ RULE = Rule(
                                "analysed window (steps, or first to last GPU activity)"),
         "max_gap_ms": Option(20.0, "ms", "without step markers, longer gaps are phases outside the loop and are "
                              "not counted"),
+        "skip_first_step": Option(True, "flag", "with 2 or more steps, leave the first step out: its idle is "
+                                  "one-time warm-up (compile, lazy init), which WRM001 reports"),
     },
     confidence="high",
 )
@@ -104,7 +108,15 @@ def has_steps(trace: Trace) -> bool:
     return bool(ev.select((pl.col("kind") == "step").any()).item())
 
 
-def host_bound_gaps(trace: Trace) -> pl.LazyFrame:
+def _steps(lf: pl.LazyFrame, skip_first: bool) -> pl.LazyFrame:
+    """The analysed steps: all of them, or all but each rank's first when there are at least two."""
+    st = views.steps(lf)
+    if skip_first:
+        st = st.filter((pl.col("step") > 0) | (pl.len().over("rank") < 2))
+    return st
+
+
+def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
     """Idle gaps (clipped to steps when the trace has them) whose next GPU work was launched after they began."""
     lf = trace.lazy()
     gaps = views.gpu_idle_gaps(lf).join(_next_launch(lf), left_on=["rank", "device", "end_ns"],
@@ -112,7 +124,7 @@ def host_bound_gaps(trace: Trace) -> pl.LazyFrame:
     gaps = gaps.filter(pl.col("api_end_ns") > pl.col("start_ns"))
     if has_steps(trace):
         rk = pl.col("rank").cast(pl.Int64).fill_null(-1).alias("_rk")  # as-of joins never match null keys
-        st = views.steps(lf).select(rk, pl.col("start_ns").alias("step_start"), pl.col("end_ns").alias("step_end"),
+        st = _steps(lf, skip_first_step).select(rk, pl.col("start_ns").alias("step_start"), pl.col("end_ns").alias("step_end"),
                                     pl.col("name").alias("step"))
         gaps = (gaps.with_columns(rk).sort("start_ns")
                 .join_asof(st.sort("step_start"), left_on="start_ns", right_on="step_start", by="_rk",
@@ -128,13 +140,13 @@ def host_bound_gaps(trace: Trace) -> pl.LazyFrame:
             .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))))
 
 
-def _window(trace: Trace, max_gap_ms: float) -> pl.LazyFrame:
+def _window(trace: Trace, max_gap_ms: float, skip_first_step: bool = True) -> pl.LazyFrame:
     """Analysed window per (rank, device): summed steps, else first to last GPU activity minus the long gaps."""
     lf = trace.lazy()
     gw = views.gpu_work(lf).filter(pl.col("device").is_not_null()).group_by("rank", "device").agg(
         (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns"))
     if has_steps(trace):
-        st = views.steps(lf).group_by("rank").agg(pl.col("dur_ns").sum().alias("step_ns"))
+        st = _steps(lf, skip_first_step).group_by("rank").agg(pl.col("dur_ns").sum().alias("step_ns"))
         return gw.join(st, on="rank", how="left", nulls_equal=True).with_columns(
             window_ns=pl.coalesce("step_ns", "window_ns")).drop("step_ns")
     long = (views.gpu_idle_gaps(lf).filter(pl.col("gap_ns") > max_gap_ms * 1e6)
@@ -144,10 +156,11 @@ def _window(trace: Trace, max_gap_ms: float) -> pl.LazyFrame:
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
-    g = host_bound_gaps(trace).filter(pl.col("gap_ns") > 0)
+    skip = bool(options.get("skip_first_step", True))
+    g = host_bound_gaps(trace, skip).filter(pl.col("gap_ns") > 0)
     if not has_steps(trace):
         g = g.filter(pl.col("gap_ns") <= options["max_gap_ms"] * 1e6)
-    g = g.join(_window(trace, options["max_gap_ms"]), on=["rank", "device"], how="left", nulls_equal=True)
+    g = g.join(_window(trace, options["max_gap_ms"], skip), on=["rank", "device"], how="left", nulls_equal=True)
     share = pl.col("gap_ns").sum().over("rank", "device") / pl.col("window_ns")
     return g.filter(share * 100 >= options["min_idle_pct"]).select(
         "rank", "device", "start_ns", "end_ns", pl.col("gap_ns").alias("impact_ns"), "gap_ns", "launch_late_ns",
@@ -167,7 +180,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "gap_us_median": float(rows["gap_ns"].median() or 0) / 1e3,
         "gap_us_p90": float(rows["gap_ns"].quantile(0.9) or 0) / 1e3,
         "late_launches_by_op": by_op.to_dicts(),
-        "window": "steps" if has_steps(trace) else "first to last GPU activity",
+        "window": (("steps after the first (warm-up, see WRM001)" if options.get("skip_first_step", True)
+                    else "steps") if has_steps(trace) else "first to last GPU activity"),
     }
     if not has_steps(trace):
         long = (views.gpu_idle_gaps(trace.lazy()).filter((pl.col("gap_ns") > options["max_gap_ms"] * 1e6)

@@ -23,14 +23,13 @@ def command(trace: str | None, output: str, no_cache: bool, example: bool) -> No
     Example:
       traceadvisor import run.pt.trace.json.gz -o events.parquet
     """
-    from pathlib import Path
-
-    from traceadvisor.errors import UsageError
     import json
     import shutil
+    from pathlib import Path
 
     import pyarrow.parquet as pq
 
+    from traceadvisor.errors import UsageError
     from traceadvisor.importers import cached_file
     from traceadvisor.io import META_KEY, write_parquet
 
