@@ -156,3 +156,32 @@ def test_analyze_json_shape_on_example(tmp_path):
     for f in doc["findings"]:
         assert set(f) >= {"rule", "name", "summary", "trace", "rank", "device", "count", "impact_ns", "share",
                           "confidence", "evidence", "advice"}
+
+
+def test_analyze_fail_on_sets_exit_code(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--no-html",
+                               "-q", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    hit = run("--fail-on", "high")
+    assert hit.returncode == 1 and "reach --fail-on" in hit.stderr
+    assert run("--fail-on", "high,99%").returncode == 0  # no finding takes 99% of the run
+    assert run().returncode == 0
+    bad = run("--fail-on", "sometimes")
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: bad --fail-on value")
+
+
+def test_analyze_writes_default_html_report_and_markdown(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--md", "pr.md", "-q"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    html = tmp_path / "reports" / "example_h200_train_demo.html"
+    assert html.is_file() and f"HTML report: {html.relative_to(tmp_path)}" in r.stderr
+    md = (tmp_path / "pr.md").read_text()
+    assert "MEM001" in md and len(md) <= 60_000
