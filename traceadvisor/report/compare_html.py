@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
-from markupsafe import Markup
 
 from traceadvisor.compare import Comparison, fmt_bytes, fmt_ns
 from traceadvisor.report.compare_markdown import pct_change, value
+from traceadvisor.report.figures import esc
+from traceadvisor.report.html import CSP, figures_json, json_text_for_script, plotly_js
 
-# the same policy as the analyze report: inline scripts and styles only, nothing loaded from anywhere
-CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 COLORS = {"gemm": "#3b6fb6", "attention": "#7b4fb0", "conv": "#2a9d8f", "elementwise": "#f28e2b",
           "reduction": "#59a14f", "norm": "#b07aa1", "collective": "#e15759", "copy": "#9c6b30", "memset": "#c9a66b",
           "other": "#8c8c8c", "step": "#9aa3b2"}
@@ -35,33 +32,8 @@ NAME_CHARS = 100
 # ----------------------------------------------------------------------------------------------- escaping
 
 
-def esc(s: Any) -> str:
-    """Entity-escape a trace string for plotly text (hover, ticks, legend): plotly renders a subset of HTML."""
-    return (str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&#34;").replace("'", "&#39;"))
-
-
-def script_text(text: str) -> Markup:
-    """Serialized JSON made safe inside a ``<script type="application/json">`` block."""
-    text = (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
-    return Markup(text)  # noqa: S704 - no markup can open or close inside it after the escaping above
-
-
-def figures_json(figs: dict[str, go.Figure]) -> Markup:
-    import plotly.io as pio
-
-    parts = [json.dumps(k) + ":" + pio.to_json(f, validate=False, remove_uids=True) for k, f in figs.items()]
-    return script_text("{" + ",".join(parts) + "}")
-
-
-@lru_cache(maxsize=1)
-def plotly_js() -> Markup:
-    """plotly.js from the installed plotly package, with closing script tags neutralised."""
-    from plotly.offline import get_plotlyjs
-
-    js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.IGNORECASE).replace("<!--", "<\\!--")
-    return Markup(js)  # noqa: S704 - the bundle shipped with plotly
+# esc (plotly text), figures_json (escaped for a script block), plotly_js and the CSP: the analyze report's own,
+# so both reports follow one escaping policy.
 
 
 # ----------------------------------------------------------------------------------------------- figures
@@ -278,7 +250,7 @@ def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, go.Figure]]:
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "title": f"{c.base.label} vs {c.new.label}", "sides": [c.base, c.new], "headline": headline,
         "notes": c.notes, "tables": [{"id": i, "title": t, "doc": d, "tab": tab} for i, t, d, tab in tables if tab["total"]],
-        "figs": list(figs), "meta_json": script_text(json.dumps({"regression_pct": c.regression_pct()})),
+        "figs": list(figs), "meta_json": json_text_for_script(json.dumps({"regression_pct": c.regression_pct()})),
         "cov": {"base": _cov(c.base.op_coverage), "new": _cov(c.new.op_coverage)},
     }
     return ctx, figs
