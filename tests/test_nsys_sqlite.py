@@ -166,7 +166,7 @@ def test_device_ordinals_from_target_info_cuda_device(imported):
     assert {(d.index, d.properties["gpu_id"]) for d in devs} == pairs
     assert all(d.model == "H200 SXM 141GB" for d in devs)
     t4 = imported["t4_openmp_offload_pageable_memcpy.sqlite"].meta.devices
-    assert [(d.name, d.model, d.compute_units) for d in t4] == [("Tesla T4", None, 40)]  # no T4 peak table entry
+    assert [(d.name, d.model, d.compute_units) for d in t4] == [("Tesla T4", "T4", 40)]
 
 
 def test_runtime_names_are_real_cuda_names(imported):

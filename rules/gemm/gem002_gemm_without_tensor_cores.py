@@ -115,8 +115,8 @@ def speedups(trace: Trace) -> pl.DataFrame:
             continue
         fp32 = peak_tflops(m, "fp32")
         tc, target = peak_tflops(m, "tf32"), "TF32"
-        if not tc:
-            tc, target = peak_tflops(m, "bf16") or peak_tflops(m, "fp16"), "BF16/FP16"
+        if not tc:  # no TF32 (Volta, Turing, MI200): half-precision tensor/matrix cores through autocast
+            tc, target = (peak_tflops(m, "bf16"), "BF16/FP16") if peak_tflops(m, "bf16") else (peak_tflops(m, "fp16"), "FP16")
         if fp32 and tc and tc > fp32:
             rows.append({"device": d.index, "target": target, "speedup": tc / fp32, "model": m.key})
     return pl.DataFrame(rows, schema={"device": pl.Int32, "target": pl.String, "speedup": pl.Float64,

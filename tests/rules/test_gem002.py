@@ -79,19 +79,20 @@ def test_amd_device_and_unknown_device():
     (f,) = run(b.build()).findings
     assert f.advice["stack"] == "amd" and "HIPBLASLT_ALLOW_TF32" in f.advice["primary"]
     assert f.evidence["speedup_assumed"] == pytest.approx(653.7 / 163.4, rel=1e-3) and f.confidence == "high"
-    u = TraceBuilder(device_name="Tesla V100-SXM2-32GB")
+    u = TraceBuilder(device_name="Mystery Accelerator 9000")  # no device model: assumed ratio, low confidence
     for i in range(20):
         u.launch("volta_sgemm_128x64_nn", i * 100.0, i * 100.0 + 10, 80)
     (f,) = run(u.build()).findings
     assert f.confidence == "low" and f.evidence["speedup_assumed"] == 8.0
 
 
-def test_v100_trace_without_device_peaks():
+def test_v100_trace_targets_fp16_tensor_cores():
+    """Volta has no TF32: the target is FP16 tensor cores (autocast), 125 / 15.7 TFLOP/s on a V100 SXM2."""
     (f,) = run(trace("torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz")).findings
     d = json.load(gzip.open(TRACES / "torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz"))
     sgemm = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and re.search(r"volta_sgemm", e["name"])]
     assert f.count == len(sgemm)
-    assert f.confidence == "low"
+    assert f.confidence == "high" and f.evidence["speedup_assumed"] == pytest.approx(125 / 15.7, rel=1e-2)
 
 
 CORPUS = corpus_files()
