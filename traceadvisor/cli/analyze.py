@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from traceadvisor.cli.common import example_option, load_all, no_cache_option, resolve_traces
+from traceadvisor.cli.common import device_option, example_option, load_all, no_cache_option, resolve_traces
 
 
 def print_summary(res) -> None:
@@ -61,9 +61,10 @@ def default_html_path(res) -> Path:
               "(enables cross-rank rules such as STR001 straggler).")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 @no_cache_option
+@device_option
 @example_option
 def command(traces, html_path, no_html, md_path, json_path, select, ignore, packs, opts, config, fail_on, job, quiet,
-            no_cache, example) -> None:
+            no_cache, device, example) -> None:
     """Analyze TRACES and report the bottlenecks, ranked by measured impact, with advice.
 
     \b
@@ -78,7 +79,7 @@ def command(traces, html_path, no_html, md_path, json_path, select, ignore, pack
 
     fo = FailOn.parse(fail_on)
     paths = resolve_traces(traces, example)
-    loaded = load_all(paths, no_cache=no_cache)
+    loaded = load_all(paths, no_cache=no_cache, device=device)
     if job:
         from traceadvisor.job import merge_job
 

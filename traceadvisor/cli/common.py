@@ -33,12 +33,21 @@ no_cache_option = click.option("--no-cache", is_flag=True, help="Parse the input
 example_option = click.option("--example", is_flag=True, help="Use the sample trace shipped with the package.")
 
 
-def load_all(paths: list[Path], no_cache: bool = False):
+device_option = click.option("--device", "device", metavar="MODEL",
+                             help="GPU model when the trace does not record it, e.g. 'MI250X GCD' or 'H100 SXM5 80GB'.")
+
+
+def load_all(paths: list[Path], no_cache: bool = False, device: str | None = None):
     from traceadvisor.importers import load_trace
     from traceadvisor.progress import Progress
 
     out = []
     with Progress() as prog:
         for p in paths:
-            out.append(load_trace(p, cache=not no_cache, progress=prog))
+            t = load_trace(p, cache=not no_cache, progress=prog)
+            if device:
+                from traceadvisor.device_override import apply_device
+
+                t = apply_device(t, device)
+            out.append(t)
     return out

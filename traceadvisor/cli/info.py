@@ -6,7 +6,7 @@ import json
 
 import click
 
-from traceadvisor.cli.common import example_option, load_all, no_cache_option, resolve_traces
+from traceadvisor.cli.common import device_option, example_option, load_all, no_cache_option, resolve_traces
 
 
 def fmt_ns(ns: int | float | None) -> str:
@@ -23,8 +23,9 @@ def fmt_ns(ns: int | float | None) -> str:
 @click.argument("traces", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @no_cache_option
+@device_option
 @example_option
-def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, example: bool) -> None:
+def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, device: str | None, example: bool) -> None:
     """Show format, vendor, devices, span, counts per kind, ranks, capabilities and warnings of TRACES.
 
     \b
@@ -37,7 +38,7 @@ def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, example: boo
 
     from traceadvisor.report.json_report import trace_summary
 
-    loaded = load_all(resolve_traces(traces, example), no_cache=no_cache)
+    loaded = load_all(resolve_traces(traces, example), no_cache=no_cache, device=device)
     if as_json:
         click.echo(json.dumps([trace_summary(t) for t in loaded], indent=2, default=str))
         return
@@ -49,7 +50,7 @@ def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, example: boo
         con.print(f"  format        {escape(m.format)} ({escape(str(m.producer or '-'))} {escape(str(m.producer_version or ''))})")
         con.print(f"  vendor        {m.vendor}")
         for d in m.devices:
-            con.print(f"  device {d.index:<6} {escape(str(d.model or 'unknown model'))}  [dim]{escape(str(d.name or ''))} "
+            con.print(f"  device {d.index:<6} {escape(str(d.model or 'unknown model (name it with --device MODEL)'))}  [dim]{escape(str(d.name or ''))} "
                       f"{escape(str(d.arch or ''))} {d.compute_units or ''}{' CUs/SMs' if d.compute_units else ''}[/dim]")
         if not m.devices:
             con.print("  devices       none recorded")
