@@ -29,6 +29,11 @@ CAPABILITIES: dict[str, str] = {
 }
 
 
+# skip reasons that say where the record's content went (importers word their reasons this way)
+FOLDED_MARKERS = ("kept in", "stored in", "folded", "same id as", "summarised in", "a timeline is present",
+                  "recomputable")
+
+
 @dataclass
 class Device:
     """One GPU as the trace sees it (a logical device: an MI250X GCD is one device)."""
@@ -69,6 +74,12 @@ class TraceMeta:
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def skipped_split(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(folded, dropped): records whose content lives on elsewhere (links, metadata, args, summaries) vs
+        records whose content was not imported. Only the second kind is a trace-health matter."""
+        folded = {r: n for r, n in self.skipped.items() if any(k in r for k in FOLDED_MARKERS)}
+        return folded, {r: n for r, n in self.skipped.items() if r not in folded}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

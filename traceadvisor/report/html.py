@@ -225,11 +225,12 @@ def _trace_health(trace) -> list[str]:
     out = list(m.warnings)
     if m.truncated:
         out.insert(0, "The input is truncated: only the part that could be read was imported.")
-    total_skipped = sum(m.skipped.values())
-    if total_skipped:
+    _, dropped = m.skipped_split()
+    total_dropped = sum(dropped.values())
+    if total_dropped:
         of = f" of {m.input_events:,} read" if m.input_events else ""
-        reasons = "; ".join(f"{reason}: {n:,}" for reason, n in sorted(m.skipped.items(), key=lambda kv: -kv[1]))
-        out.append(f"{total_skipped:,} input events{of} were skipped ({reasons}).")
+        reasons = "; ".join(f"{reason}: {n:,}" for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
+        out.append(f"{total_dropped:,} input events{of} were not imported ({reasons}).")
     if "timeline" not in m.capabilities and m.capabilities:
         out.append("This input has no timeline (aggregate statistics only): the timeline and breakdowns are empty.")
     return out

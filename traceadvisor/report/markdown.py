@@ -67,10 +67,10 @@ def _trace_lines(res) -> list[str]:
         health = list(m.warnings)
         if m.truncated:
             health.insert(0, "input truncated: only the readable part was imported")
-        skipped = sum(m.skipped.values())
-        if skipped:
-            health.append(f"{skipped:,} input events skipped ("
-                          + "; ".join(f"{r}: {n:,}" for r, n in sorted(m.skipped.items(), key=lambda kv: -kv[1]))
+        dropped = m.skipped_split()[1]  # records folded into links/metadata are no health matter
+        if dropped:
+            health.append(f"{sum(dropped.values()):,} input events not imported ("
+                          + "; ".join(f"{r}: {n:,}" for r, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
                           + ")")
         for w in health[:8]:
             lines.append(f"> ⚠️ {md_text(w, 300)}")
