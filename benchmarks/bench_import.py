@@ -144,15 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-python", default="/work/hta-venv/bin/python",
                     help="python of a venv with HolisticTraceAnalysis==0.5.0 ('' to skip)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--workers", type=int, help="TRACEADVISOR_WORKERS for the imports (default: the importer "
+                    "decides: one process per CPU unless other processes keep every CPU busy)")
     a = ap.parse_args(argv)
 
     big = build_big(a.out_dir, a.times)
     cache = a.out_dir / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     env = {**os.environ, "TRACEADVISOR_CACHE_DIR": str(cache)}
+    if a.workers:
+        env["TRACEADVISOR_WORKERS"] = str(a.workers)
     out = a.out_dir / "events.parquet"
-    res: dict[str, object] = {"input": describe(big), "loadavg_before": os.getloadavg(), "cpus": os.cpu_count()}
-    print(f"input: {res['input']}; load average {res['loadavg_before']} on {res['cpus']} CPUs", flush=True)
+    res: dict[str, object] = {"input": describe(big), "loadavg_before": os.getloadavg(), "cpus": os.cpu_count(),
+                              "workers": a.workers or "auto"}
+    print(f"input: {res['input']}; load average {res['loadavg_before']} on {res['cpus']} CPUs; "
+          f"workers {res['workers']}", flush=True)
 
     res["import"] = repeat([*TRACEADVISOR, "import", "--no-cache", str(big), "-o", str(out)], env, a.runs)
     print("import --no-cache:", res["import"], flush=True)

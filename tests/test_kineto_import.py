@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -146,8 +147,22 @@ def test_ns_display_unit_still_means_us():
     k = next(e for e in events if e.get("cat") == "kernel")
     row = tr.events.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"]))
     assert row.get_column("dur_ns").item() == round(k["dur"] * 1000)
-    assert abs(row.get_column("start_ns").item() - k["ts"] * 1000) < 1000  # absolute us as a double: sub-us noise
     assert tr.meta.clock_base == "unix_ns" and tr.meta.extra["displayTimeUnit"] == "ns"
+
+
+def test_absolute_fractional_times_are_exact():
+    """formats.md 1.3: absolute epoch us with 3 decimals are written from integer ns and convert exactly; through
+    float64 (~0.25 us resolution at 1.7e15 us) 4,325 of this file's 4,350 kernel starts were up to 125 ns off."""
+    path = _by_name("hta_v100_rank0_ns_timeunit")
+    with gzip.open(path, "rb") as f:
+        events = json.loads(f.read(), parse_float=Decimal)["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    want = sorted((e["args"]["correlation"], int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000))
+                  for e in kernels)
+    assert all(Decimal(e["ts"]) * 1000 == int(Decimal(e["ts"]) * 1000) for e in kernels)  # whole ns in the file
+    assert sum(round(float(e["ts"]) * 1000) != int(Decimal(e["ts"]) * 1000) for e in kernels) > 4000  # float64 fails
+    got = _trace(path).events.filter(pl.col("kind") == "kernel").select("correlation_id", "start_ns", "dur_ns")
+    assert sorted(got.rows()) == want
 
 
 def test_legacy_list_layout():
@@ -310,21 +325,67 @@ def test_parallel_import_equals_serial(tmp_path, monkeypatch, layout):
     _same(parallel, _trace(src))
 
 
-def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch):
+@pytest.mark.parametrize("range_bytes,piece_bytes", [(4096, 1 << 20), (1 << 30, 4096)], ids=["ranges", "pieces"])
+def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, range_bytes, piece_bytes):
     from traceadvisor.importers import _kineto_load
 
-    # args holding an array of objects contain "}, {": the chunk cutter can land inside an event
+    # args holding an array of objects contain "}, {": the range cutter (or, within a range, the piece cutter)
+    # can land inside an event
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
                "args": {"External id": i + 1, "groups": [{"rank": 0}, {"rank": 1}]}} for i in range(3000)]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 4096)
+    monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", range_bytes)
+    monkeypatch.setattr(_kineto_load, "PIECE_TEXT", piece_bytes)
     for workers in ("2", "1"):
         monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
         tr = kineto.read(path)
         assert tr.events.height == 3000 and tr.meta.input_events == 3000
         assert tr.events.get_column("external_id").to_list() == list(range(1, 3001))
         assert json.loads(tr.events.get_column("args")[5])["groups"] == [{"rank": 0}, {"rank": 1}]
+
+
+def test_timestamp_forms_convert_exactly(tmp_path):
+    """ts is parsed from its JSON text as a decimal: any number form, more decimals rounding half to even, a quoted
+    number as a number, true/false as 1/0 (as a float cast reads them); no number means no timestamp."""
+    forms = {"1712195495519689.047": 1712195495519689047, "7": 7000, "2.5": 2500, "1e3": 1000000,
+             "1.0005": 1000, "1.0015": 1002, "-0.5": -500, '"12.5"': 12500, "true": 1000}
+    events = ",".join(f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {t}, "dur": 1, '
+                      f'"args": {{"correlation": {i + 1}}}}}' for i, t in enumerate(forms))
+    bad = ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": null, "dur": 1}' \
+          ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon", "dur": 1}' \
+          ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 1}'
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [' + events + bad + "]}")
+    tr = kineto.read(path)
+    got = dict(tr.events.select("correlation_id", "start_ns").rows())
+    assert [got[i + 1] for i in range(len(forms))] == list(forms.values())
+    assert tr.meta.skipped["event without a timestamp"] == 3
+
+
+def test_keys_after_the_events_are_read_without_a_second_pass(tmp_path, monkeypatch):
+    """The trace-level keys are found around the events array (here after it, with arrays of their own) without
+    decoding the events first; when that split is wrong the events fail to decode and the file is read again."""
+    src = _by_name("tracelens_mi300x_bert")
+    doc, _ = _source(src)
+    assert list(doc).index("traceEvents") < list(doc).index("deviceProperties")  # keys after the events
+    monkeypatch.setattr(kineto, "_reload", lambda *a: pytest.fail("quick split not taken"))
+    quick = kineto.read(src)
+    monkeypatch.undo()
+    assert quick.events.equals(_trace(src).events) and quick.meta.devices[0].model == "MI300X"
+
+    from traceadvisor.importers import _kineto_load
+
+    real = _kineto_load._quick_split
+
+    def wrong_end(text, legacy):  # the "]" of deviceProperties, after the real end of the events
+        doc, a, _ = real(text, legacy)
+        return doc, a, bytes(text).rindex(b"]") + 1
+
+    monkeypatch.setattr(_kineto_load, "_quick_split", wrong_end)
+    again = kineto.read(src)
+    assert again.events.equals(quick.events)
+    assert again.meta.devices == quick.meta.devices and again.meta.skipped == quick.meta.skipped
 
 
 def test_range_of_a_dead_helper_is_built_here(tmp_path):

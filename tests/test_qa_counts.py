@@ -31,7 +31,6 @@ TIMED_KINDS = ("kernel", "memcpy", "memset", "runtime")
 class Source:
     counts: dict[str, int]  # expected imported events per kind (only the kinds counted here)
     kernels: list[tuple[int, int]] = field(default_factory=list)  # (absolute start ns, duration ns), per formats.md 0.2
-    start_tolerance_ns: int = 0
     total_dur_ns: int | None = None  # aggregate inputs: sum of TotalDurationNs
 
 
@@ -55,7 +54,6 @@ def kineto(p: Path) -> Source:
     base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
     counts: Counter = Counter()
     kernels = []
-    absolute_fractions = False
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in KINETO_KINDS:
             continue
@@ -63,10 +61,9 @@ def kineto(p: Path) -> Source:
         counts[kind] += 1
         if kind == "kernel":
             kernels.append((base + us_to_ns(e["ts"]), us_to_ns(e["dur"])))
-            absolute_fractions |= not base and isinstance(e["ts"], Decimal) and e["ts"] != int(e["ts"])
-    # Absolute epoch-us timestamps with 3 decimals (Kineto, Mar-Jul 2024) are read through float64 by the importer,
-    # which keeps ~0.25 us: starts may be off by up to 125 ns there (QA report, bug 2). Durations stay exact.
-    return Source({k: counts[k] for k in TIMED_KINDS}, kernels, start_tolerance_ns=128 if absolute_fractions else 0)
+    # Absolute epoch-us timestamps with 3 decimals (Kineto, Mar-Jul 2024) must be exact too: they are written from
+    # integer ns, so the importer parses them as decimals, not through float64 (QA report, bug 2: up to 125 ns off)
+    return Source({k: counts[k] for k in TIMED_KINDS}, kernels)
 
 
 # ------------------------------------------------------------------------------------------- Nsight Systems (section 4)
@@ -329,7 +326,7 @@ def test_imported_events_match_the_source(path: Path) -> None:
         assert len(imported) == len(expected)
         assert [d for _, d in imported] == [d for _, d in expected]
         worst = max((abs(a[0] - b[0]) for a, b in zip(imported, expected, strict=True)), default=0)
-        assert worst <= src.start_tolerance_ns, f"kernel start off by {worst} ns"
+        assert worst == 0, f"kernel start off by {worst} ns"
 
     # vendor and device names per PROVENANCE.md
     vendor, name = expected_device(path.relative_to(TRACES).as_posix())

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from itertools import compress, count, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, eq, ne
 from typing import Any
 
 import msgspec
@@ -38,7 +40,7 @@ import polars as pl
 import pyarrow as pa
 from msgspec import Raw, Struct
 
-from traceadvisor.importers._kineto_load import Event
+from traceadvisor.importers._kineto_load import Event, EventText
 from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta
 
@@ -131,67 +133,115 @@ HOST_CATS = ("cpu_op", "user_annotation", "gpu_user_annotation", "Operator")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime")
 GPU_ARG_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "Kernel", "Memcpy", "Memset")
 MEMORY_CATS = ("cpu_instant_event",)
-# per class of category: the args decoder and (struct field -> raw column, how) for the columns it fills
-_CLASSES: tuple[tuple[tuple[str, ...], Any, tuple[tuple[str, str, str], ...]], ...] = (
-    (HOST_CATS, msgspec.json.Decoder(list[HostArgs]), (
+# per class of category: the args struct and (struct field -> raw column, how) for the columns it fills
+_CLASS_FIELDS: tuple[tuple[tuple[str, ...], type, tuple[tuple[str, str, str], ...]], ...] = (
+    (HOST_CATS, HostArgs, (
         ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("dims", "input_dims", "raw"),
         ("dims_legacy", "input_dims_legacy", "raw"), ("types", "input_types", "raw"))),
-    (RUNTIME_CATS, msgspec.json.Decoder(list[RuntimeArgs]), (
+    (RUNTIME_CATS, RuntimeArgs, (
         ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("correlation", "a_corr", "int"),
         ("bytes", "a_bytes", "int"), ("size", "a_size", "int"), ("grid", "grid_txt", "raw"),
         ("block", "block_txt", "raw"), ("shared", "shared_mem_bytes", "int"))),
-    (GPU_ARG_CATS, msgspec.json.Decoder(list[GpuArgs]), (
+    (GPU_ARG_CATS, GpuArgs, (
         ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("correlation", "a_corr", "int"),
         ("device", "a_device", "int"), ("stream", "a_stream", "int"), ("bytes", "a_bytes", "int"),
         ("grid", "grid_txt", "raw"), ("block", "block_txt", "raw"), ("registers", "registers", "int"),
         ("shared", "shared_mem_bytes", "int"))),
-    (MEMORY_CATS, msgspec.json.Decoder(list[MemoryArgs]), (
+    (MEMORY_CATS, MemoryArgs, (
         ("alloc_bytes", "a_alloc", "int"), ("device_id", "a_dev_id", "int"), ("device_type", "a_dev_type", "int"))),
 )
+# ... with decoders for a list of args objects and for one
+_CLASSES = tuple((cats, msgspec.json.Decoder(list[t]), fields, msgspec.json.Decoder(t))
+                 for cats, t, fields in _CLASS_FIELDS)
 # category -> 1-based index into _CLASSES (0: no known args)
-_CLASS_OF: dict[str, int] = {c: i + 1 for i, (cats, _, _) in enumerate(_CLASSES) for c in cats}
+_CLASS_OF: dict[str, int] = {c: i + 1 for i, (cats, _, _) in enumerate(_CLASS_FIELDS) for c in cats}
+_GPU_CLASS = _CLASS_OF["kernel"]  # GPU_ARG_CATS, which hold the copy categories
 ARG_COLUMNS: dict[str, pl.DataType] = {
-    col: (pl.String if how == "raw" else pl.Int64) for _, _, fields in _CLASSES for _, col, how in fields
+    col: (pl.String if how == "raw" else pl.Int64) for _, _, fields in _CLASS_FIELDS for _, col, how in fields
 }
 
 
 def _int_series(values: list[Any]) -> pl.Series:
-    """Int64 from ints; numeric strings ("8388608" on ROCm) are parsed, anything else is null."""
+    """Int64 from ints (and bools, as polars reads them); numeric strings ("8388608" on ROCm) are parsed,
+    anything else (floats, ints beyond int64, other JSON) is null."""
     try:
         return pl.Series(values, dtype=pl.Int64)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        ints = [v if v.__class__ is int else None for v in values]
+        ints = [v if v.__class__ is bool or (v.__class__ is int and _I64_MIN <= v <= _I64_MAX) else None
+                for v in values]
         strs = [v if v.__class__ is str else None for v in values]
         parsed = pl.Series(strs, dtype=pl.String).str.strip_chars().cast(pl.Int64, strict=False)
         return pl.Series(ints, dtype=pl.Int64).fill_null(parsed)
 
 
-def text_series(raws: list[Any]) -> pl.Series:
-    """A String column from byte slices without a Python string per row; empty slices become null."""
-    lens = pl.Series(list(map(len, raws)), dtype=pl.Int64)
-    data = b"".join(raws)
-    big = len(data) >= 2**31
-    offsets = pl.concat([pl.Series([0], dtype=pl.Int64), lens.cum_sum()]).cast(pl.Int64 if big else pl.Int32)
-    arr = pa.Array.from_buffers(pa.large_string() if big else pa.string(), len(raws),
-                                [None, offsets.to_arrow().buffers()[1], pa.py_buffer(data)])
-    s = pl.Series(pl.from_arrow(arr))
-    if lens.min() == 0 if len(raws) else False:
-        s = pl.select(pl.when(lens > 0).then(s)).to_series()
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def text_column(data: list[bytes], lens: list[int]) -> pl.Series:
+    """A String column over the concatenated ``data`` cut into pieces of ``lens`` bytes (one copy of the bytes,
+    no Python string per row); empty pieces become null."""
+    if not lens:
+        return pl.Series([], dtype=pl.String)
+    text = data[0] if len(data) == 1 else b"".join(data)
+    big = len(text) >= 2**31
+    sizes = pl.Series(lens, dtype=pl.Int64)
+    ends = sizes.cum_sum().cast(pl.Int64 if big else pl.Int32).to_arrow()
+    offsets = pa.concat_arrays([pa.array([0], type=ends.type), ends]).buffers()[1]
+    s = pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.large_string() if big else pa.string(), len(lens),
+                                                      [None, offsets, pa.py_buffer(text)])))
+    if 0 in lens:
+        s = pl.select(pl.when(sizes > 0).then(s)).to_series()
     return s
 
 
-def _lane(values: list[Any]) -> tuple[pl.Series, pl.Series | None]:
-    """(int lane, string lane): pid/tid are ints except for lanes like "Spans" or legacy "stream 7"."""
-    types = set(map(type, values))  # C-level pass: no Python code per event
-    if types <= {int, type(None)}:
-        return pl.Series(values, dtype=pl.Int64), None
-    odd = [i for t in types - {int, type(None)} for i in compress(count(), map(is_, map(type, values), repeat(t)))]
+_US = pl.Decimal(38, 3)  # a JSON microsecond value: ns resolution, up to 10**35 us
+
+
+def us_to_ns(txt: pl.Series) -> pl.Series:
+    """Exact integer ns from the JSON text of microsecond timestamps (formats.md 1.3): parsed as decimals, never
+    through float64, which keeps only ~0.25 us of an absolute epoch time written with 3 decimals. More decimals
+    round half to even. A quoted number is read as a number and true/false as 1/0; anything else is null."""
+    ns = (txt.cast(_US, strict=False) * 1000).cast(pl.Int64)
+    if ns.null_count() == txt.null_count():
+        return ns
+    t = pl.col("t")
+    quoted = t.str.starts_with('"') & t.str.ends_with('"') & (t.str.len_bytes() > 1)
+    unquoted = (t.str.slice(1, t.str.len_bytes() - 2).cast(_US, strict=False) * 1000).cast(pl.Int64)
+    fix = (pl.when(quoted).then(unquoted).when(t == "true").then(pl.lit(1000, pl.Int64))
+           .when(t == "false").then(pl.lit(0, pl.Int64)))
+    return pl.DataFrame({"t": txt, "ns": ns}).select(pl.coalesce("ns", fix)).to_series()
+
+
+def to_ns(us: pl.Expr) -> pl.Expr:
+    """Float (or int) microseconds to integer ns: exact for durations (below 2**33 us a float64 holds every ns)."""
+    whole = us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
+
+
+def _lane(values: list[Any]) -> tuple[pl.Series, list[int], list[str]]:
+    """pid or tid: (int lane, rows and values of string lanes). pid/tid are ints except for lanes like "Spans"
+    or legacy "stream 7"; any other type is null in both."""
+    odd_types = set(map(type, values)) - {int, type(None)}  # C-level pass: no Python code per event
+    if not odd_types:
+        return pl.Series(values, dtype=pl.Int64), [], []
+    types = list(map(type, values))
+    odd = sorted(i for t in odd_types for i in _positions(types, t))
     ints = list(values)
     for i in odd:
         ints[i] = None
-    strs = pl.Series([values[i] if values[i].__class__ is str else None for i in odd], dtype=pl.String)
-    lane = _nulls(len(values), pl.String).scatter(odd, strs) if odd else None
-    return pl.Series(ints, dtype=pl.Int64), lane
+    rows = [i for i in odd if types[i] is str]
+    return pl.Series(ints, dtype=pl.Int64), rows, [values[i] for i in rows]
+
+
+def _positions(items: list[Any], x: Any) -> Iterator[int]:
+    """Where ``x`` is in ``items`` (``list.index`` scans in C: fast when ``x`` is rare)."""
+    i = -1
+    try:
+        while True:
+            i = items.index(x, i + 1)
+            yield i
+    except ValueError:
+        return
 
 
 def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
@@ -203,111 +253,168 @@ def _field(structs: list[Any], name: str) -> list[Any]:
     return list(map(attrgetter(name), structs))
 
 
-def _category_order(evs: list[Event]) -> tuple[list[Event], pl.Series, pl.Series]:
-    """Events grouped by args class (stable), the cat column in that order, and the class codes."""
-    cat = pl.Series("cat", _field(evs, "cat"), dtype=pl.String, strict=False)
-    code = cat.replace_strict(_CLASS_OF, default=0, return_dtype=pl.Int8)
-    if code.n_unique() > 1:
-        order = code.alias("code").to_frame().with_row_index("i").sort("code", maintain_order=True).get_column("i")
-        evs = list(map(evs.__getitem__, order.to_list()))
-        cat, code = cat.gather(order), code.gather(order)
-    return evs, cat, code
+class RangeColumns:
+    """The raw per-event columns of a range of events, filled piece by piece (``add``), in input order.
+
+    Each piece (~3k events) is read while its Python objects are still in the CPU cache: its fields become
+    small polars columns or joined bytes right away, and its known args are decoded per class of category.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.parts: dict[str, list[pl.Series]] = {c: [] for c in _PIECE_COLUMNS}
+        self.texts: dict[str, tuple[list[bytes], list[int]]] = {"ts": ([], []), "args_raw": ([], [])}
+        self.codes: list[int] = []
+        # columns set on few rows: column -> (rows, values), or (rows, joined bytes, lengths) for raw text
+        self.sparse: dict[str, tuple[list[int], list[Any]]] = {}
+        self.sparse_text: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
+
+    def add(self, evs: list[Event]) -> None:
+        base, n = self.n, len(evs)
+        self.n += n
+        parts = self.parts
+        ph, cat = _field(evs, "ph"), _field(evs, "cat")
+        parts["ph"].append(pl.Series(ph, dtype=pl.String, strict=False))
+        parts["cat"].append(pl.Series(cat, dtype=pl.String, strict=False))
+        names = _field(evs, "name")
+        parts["name"].append(pl.Series(names, dtype=pl.String, strict=False))
+        for lane in ("pid", "tid"):
+            ints, rows, strs = _lane(_field(evs, lane))
+            parts[f"{lane}_int"].append(ints)
+            if rows:
+                self._sparse(f"{lane}_str", base, rows, strs)
+        parts["dur"].append(pl.Series(_field(evs, "dur"), dtype=pl.Float64, strict=False))
+        self._text("ts", _field(evs, "ts"))
+        args = _field(evs, "args")
+        self._text("args_raw", args)
+        if ph.count("X") < n:  # flow id and instant scope exist only on other phases
+            rare = [i for i in compress(count(), map(ne, ph, repeat("X"))) if ph[i] is not None]
+            rare_evs = list(map(evs.__getitem__, rare))
+            for key, col in (("id", "flow_id"), ("s", "scope")):
+                vals = _field(rare_evs, key)
+                if vals.count(None) < len(vals):
+                    self._sparse(col, base, rare, vals)
+        del evs
+        codes = _class_codes(cat)
+        self.codes.extend(codes)
+        for k in sorted(set(codes) - {0}):
+            rows = list(compress(count(), map(eq, codes, repeat(k))))
+            self._decode_class(k, base, rows, list(map(args.__getitem__, rows)))
+            if k == _GPU_CLASS:
+                self._copies(base, [i for i in rows if cat[i] in COPY_CATS], names)
+
+    def _copies(self, base: int, rows: list[int], names: list[Any]) -> None:
+        """copy_kind / src_memory / dst_memory (and memory_inferred) of the memcpy and memset events at ``rows``,
+        parsed once per distinct name."""
+        if not rows:
+            return
+        fields = [copy_fields(names[i]) if names[i].__class__ is str else (None, None, None) for i in rows]
+        for j, col in enumerate(("copy_kind", "src_memory", "dst_memory")):
+            self._sparse(col, base, rows, [f[j] for f in fields])
+        self._sparse("memory_inferred", base, rows,
+                     [False if f[1] is not None or f[2] is not None else None for f in fields])
+
+    def _text(self, col: str, raws: list[Any]) -> None:
+        data, lens = self.texts[col]
+        data.append(b"".join(raws))
+        lens.extend(map(len, raws))
+
+    def _sparse(self, col: str, base: int, rows: list[int], values: list[Any]) -> None:
+        at, vals = self.sparse.setdefault(col, ([], []))
+        at.extend(map(base.__add__, rows))
+        vals.extend(values)
+
+    def _decode_class(self, k: int, base: int, rows: list[int], args: list[Raw]) -> None:
+        """Decode the known args of the piece's events of class ``k`` (at ``rows``)."""
+        _, decoder, fields, one = _CLASSES[k - 1]
+        try:
+            known = decoder.decode(b"".join((b"[", b",".join(args), b"]")))
+        except msgspec.ValidationError:  # an args value that is not an object: it has no known keys
+            known = [_one_args(one, a) for a in args]
+        for attr, col, how in fields:
+            vals = _field(known, attr)
+            if vals.count(NO_RAW if how == "raw" else None) == len(vals):  # absent (the default, by identity)
+                continue
+            if how == "raw":
+                at, data, lens = self.sparse_text.setdefault(col, ([], [], []))
+                at.extend(map(base.__add__, rows))
+                data.append(b"".join(vals))
+                lens.extend(map(len, vals))
+            else:
+                self._sparse(col, base, rows, vals)
+
+    def frame(self) -> pl.DataFrame:
+        """The raw frame: one row per event; arg columns no event of the range has stay absent."""
+        n = self.n
+        cols = {c: pl.concat(p) if p else pl.Series([], dtype=t) for (c, t), p in
+                zip(_PIECE_COLUMNS.items(), self.parts.values(), strict=True)}
+        cols["ts_ns"] = us_to_ns(text_column(*self.texts["ts"]))
+        cols["args_raw"] = text_column(*self.texts["args_raw"])
+        cols["class_code"] = pl.Series(self.codes, dtype=pl.Int8)
+        for col, dtype in _LANE_COLUMNS.items():
+            cols[col] = self._scatter(col, n, dtype) if col in self.sparse else _nulls(n, dtype)
+        for col in self.sparse:
+            if col not in cols:
+                cols[col] = self._scatter(col, n, _COPY_COLUMNS.get(col) or ARG_COLUMNS[col])
+        for col, (at, data, lens) in self.sparse_text.items():
+            text = text_column(data, lens)
+            if col in _DIMS:  # launch geometry: parsed on the few rows that have it
+                for c, v in text.to_frame(col).select(**_xyz(_DIMS[col])).to_dict().items():
+                    cols[c] = _nulls(n, pl.Int32).scatter(at, v)
+            else:
+                cols[col] = _nulls(n, pl.String).scatter(at, text)
+        return pl.DataFrame(cols)
+
+    def _scatter(self, col: str, n: int, dtype: pl.DataType) -> pl.Series:
+        at, vals = self.sparse[col]
+        if dtype == pl.String or dtype == pl.Boolean:
+            values = pl.Series(vals, dtype=dtype, strict=False)
+        else:
+            values = _int_series(vals).cast(dtype)
+        return _nulls(n, dtype).scatter(at, values)
 
 
-def chunk_frame(evs: list[Event]) -> pl.DataFrame:
-    """One row per event of a decoded chunk (grouped by args class), with the known args decoded per class."""
-    n = len(evs)
-    evs, cat, code = _category_order(evs)
-    ph = pl.Series(_field(evs, "ph"), dtype=pl.String, strict=False)
-    pid_int, pid_str = _lane(_field(evs, "pid"))
-    tid_int, tid_str = _lane(_field(evs, "tid"))
-    args = _field(evs, "args")
-    cols: dict[str, pl.Series] = {
-        "ph": ph,
-        "cat": cat,
-        "name": pl.Series(_field(evs, "name"), dtype=pl.String, strict=False),
-        "pid_int": pid_int,
-        "pid_str": pid_str if pid_str is not None else _nulls(n, pl.String),
-        "tid_int": tid_int,
-        "tid_str": tid_str if tid_str is not None else _nulls(n, pl.String),
-        "ts": pl.Series(_field(evs, "ts"), dtype=pl.Float64, strict=False),
-        "dur": pl.Series(_field(evs, "dur"), dtype=pl.Float64, strict=False),
-    }
-    buf, starts = _join_args(args)
-    cols["args_raw"] = _args_text(buf, starts, n)
-    # flow id, binding point and instant scope exist only on non-slice events
-    rare = (ph != "X").arg_true()
-    rare_evs = list(map(evs.__getitem__, rare.to_list()))
-    for key, col in (("id", "flow_id"), ("bp", "bp"), ("s", "scope")):
-        full = _nulls(n, pl.Int64 if key == "id" else pl.String).alias(col)
-        if rare_evs:
-            vals = _field(rare_evs, key)
-            v = _int_series(vals) if key == "id" else pl.Series(vals, dtype=pl.String, strict=False)
-            full = full.scatter(rare, v)
-        cols[col] = full
-    del evs
-    pieces: dict[str, list[tuple[int, pl.Series]]] = {}
-    end = 0
-    view = memoryview(buf)
-    for length, k in (code.rle().struct.unnest().iter_rows() if n else ()):
-        start, end = end, end + length
-        if k:  # the run's args are buf[starts[start] : starts[end] - 1] (without the last ",")
-            _decode_class(k, view[starts[start]:starts[end] - 1], start, pieces)
-    for name, parts in pieces.items():  # columns no event of the chunk has stay absent (null in build)
-        cols[name] = _assemble(parts, n, ARG_COLUMNS[name]).alias(name)
-    return pl.DataFrame(cols)
+# recorded "[x, y, z]" texts -> the prefix of their x/y/z columns
+_DIMS = {"grid_txt": "grid", "block_txt": "block"}
+XYZ_COLUMNS = tuple(f"{p}_{a}" for p in _DIMS.values() for a in "xyz")
+# columns set on few rows, besides the known args
+_LANE_COLUMNS: dict[str, pl.DataType] = {"pid_str": pl.String, "tid_str": pl.String, "flow_id": pl.Int64,
+                                         "scope": pl.String}
+_COPY_COLUMNS: dict[str, pl.DataType] = {"copy_kind": pl.String, "src_memory": pl.String, "dst_memory": pl.String,
+                                         "memory_inferred": pl.Boolean}
+COPY_CATS = frozenset(("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+_PIECE_COLUMNS: dict[str, pl.DataType] = {"ph": pl.String, "cat": pl.String, "name": pl.String,
+                                          "pid_int": pl.Int64, "tid_int": pl.Int64, "dur": pl.Float64}
 
 
-def _assemble(parts: list[tuple[int, pl.Series]], n: int, dtype: pl.DataType) -> pl.Series:
-    """A length-n column from (first row, values) runs in row order, null elsewhere."""
-    out, pos = [], 0
-    for start, values in parts:
-        if start > pos:
-            out.append(_nulls(start - pos, dtype))
-        out.append(values.cast(dtype))
-        pos = start + values.len()
-    if pos < n:
-        out.append(_nulls(n - pos, dtype))
-    return pl.concat(out, rechunk=False)
+def _class_codes(cats: list[Any]) -> list[int]:
+    """The args class (index into ``_CLASSES`` + 1, 0: none) of each category."""
+    try:
+        return list(map(_CLASS_OF.get, cats, repeat(0)))
+    except TypeError:  # an unhashable category (a JSON list or object)
+        return [_CLASS_OF.get(c, 0) if c.__class__ is str else 0 for c in cats]
 
 
-def _join_args(args: list[Raw]) -> tuple[bytes, pl.Series]:
-    """All args texts joined by "," (one copy), and where each starts (n + 1 entries: the last is len + 1)."""
-    buf = b",".join(args)
-    starts = pl.Series(list(map(len, args)), dtype=pl.Int64) + 1
-    starts = pl.concat([pl.Series([0], dtype=pl.Int64), starts.cum_sum()])
-    return buf, starts
+def range_frame(pieces: Iterable[list[Event]]) -> pl.DataFrame:
+    """The raw frame of a range of events given piece by piece."""
+    cols = RangeColumns()
+    for evs in pieces:
+        cols.add(evs)
+    return cols.frame()
 
 
-def _args_text(buf: bytes, starts: pl.Series, n: int) -> pl.Series:
-    """String column over the joined args: each element is its text plus the joining "," (stripped here)."""
-    if n == 0:
-        return pl.Series([], dtype=pl.String)
-    big = len(buf) >= 2**31
-    offsets = pl.concat([starts.head(n), pl.Series([len(buf)], dtype=pl.Int64)])
-    arr = pa.Array.from_buffers(pa.large_string() if big else pa.string(), n,
-                                [None, offsets.cast(pl.Int64 if big else pl.Int32).to_arrow().buffers()[1],
-                                 pa.py_buffer(buf)])
-    return pl.Series(pl.from_arrow(arr)).str.strip_suffix(",")
+def _one_args(decoder: Any, raw: Raw) -> Any:
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError:
+        return decoder.decode(b"{}")
 
 
-def _decode_class(k: int, text: memoryview, start: int, pieces: dict[str, list[tuple[int, pl.Series]]]) -> None:
-    """Decode the known args of a run of events of class ``k`` (their args joined by ",") starting at row
-    ``start``; each column with a value gets a (start, values) piece."""
-    _, decoder, fields = _CLASSES[k - 1]
-    known = decoder.decode(b"".join((b"[", text, b"]")))
-    for attr, col, how in fields:
-        vals = _field(known, attr)
-        if vals.count(None) == len(vals):
-            continue
-        pieces.setdefault(col, []).append((start, text_series(vals) if how == "raw" else _int_series(vals)))
-
-
-def chunk_result(evs: list[Event], rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one chunk."""
+def chunk_result(pieces: Iterable[list[Event]], rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one range of events
+    given piece by piece."""
     meta = TraceMeta(path="", format="kineto")
-    raw = chunk_frame(evs)
-    del evs
+    raw = range_frame(pieces)
     info: dict[str, Any] = {"not_objects": raw.get_column("ph").null_count(), "metadata": metadata_events(raw)}
     flows = flow_frame(raw)
     ev = build(raw, meta, rank)
@@ -344,23 +451,50 @@ def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def import_chunks(chunks: Any, meta: TraceMeta, rank: int | None,
+def with_order_key(ev: pl.DataFrame, index: int) -> pl.DataFrame:
+    """``order_key`` = range index and args class of each row (its ``class_code`` is dropped): the final sort
+    by (start, order_key), keeping input order after that, puts rows with the same start time in the order
+    the importer has always had (range, then class of category, then input order)."""
+    return ev.select(pl.exclude("class_code"), order_key=pl.col("class_code").cast(pl.Int32) + 8 * index)
+
+
+def range_result(text: EventText, a: int, b: int,
+                 rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """``chunk_result`` of the events in text range [a, b); when a piece cut falls inside an event, the range is
+    split exactly instead. Raises ``msgspec.DecodeError`` when [a, b) itself does not hold whole events."""
+    try:
+        return chunk_result(text.pieces(a, b), rank)
+    except msgspec.DecodeError:
+        return chunk_result(text.exact_pieces(a, b), rank)
+
+
+def import_chunks(text: EventText, meta: TraceMeta, rank: int | None,
                   progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Canonical events and flow events of all chunks, built chunk by chunk so that only one chunk's
-    intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``)."""
+    """Canonical events and flow events of the whole events array, built range by range so that only one
+    range's intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``).
+
+    When a range does not decode on its own (a cut fell inside an event), the rest of the array is split exactly.
+    """
     events, flows = [], []
     totals = new_totals()
-    for evs in chunks:
-        ev, fl, info = chunk_result(evs, rank)
-        events.append(ev)
-        flows.append(fl)
-        merge_info(meta, info, totals)
+
+    def add(result: tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]) -> None:
+        events.append(with_order_key(result[0], len(events)))
+        flows.append(result[1])
+        merge_info(meta, result[2], totals)
+
+    for a, b in text.ranges():
+        try:
+            add(range_result(text, a, b, rank))
+        except msgspec.DecodeError:
+            for a2, b2 in text.exact_ranges(a):
+                add(range_result(text, a2, b2, rank))
+            break
+        text.release(a, b)
         if progress is not None:
             progress.advance(1)
     if not events:
-        ev, fl, info = chunk_result([], rank)
-        events, flows = [ev], [fl]
-        merge_info(meta, info, totals)
+        add(chunk_result([], rank))
     return pl.concat(events, rechunk=False), pl.concat(flows), totals
 
 
@@ -371,30 +505,19 @@ def _xyz(prefix: str) -> dict[str, pl.Expr]:
             for i, a in enumerate("xyz")}
 
 
-def to_ns(ts: pl.Expr) -> pl.Expr:
-    """Microseconds (float or int) to integer ns, exact for integer us and for 3-decimal relative floats."""
-    whole = ts.floor()
-    return whole.cast(pl.Int64) * 1000 + ((ts - whole) * 1000).round().cast(pl.Int64)
-
-
-def copy_fields(names: list[str]) -> pl.DataFrame:
-    """copy_kind / src_memory / dst_memory per distinct memcpy or memset name."""
-    rows = []
-    for n in names:
-        kind = src = dst = None
-        m = _COPY_RE.match(n)
-        if m:
-            kind = _COPY_KIND.get(m.group(1))
-            if m.group(2) is not None:
-                src = _MEMORY.get(m.group(2).strip().lower(), "unknown")
-                dst = _MEMORY.get(m.group(3).strip().lower(), "unknown")
-        else:
-            m = _SET_RE.match(n)
-            if m:
-                dst = _MEMORY.get(m.group(1).strip().lower(), "unknown")
-        rows.append((n, kind, src, dst))
-    return pl.DataFrame(rows, schema={"name": pl.String, "copy_kind": pl.String, "src_memory": pl.String,
-                                      "dst_memory": pl.String}, orient="row")
+@lru_cache(maxsize=4096)
+def copy_fields(name: str) -> tuple[str | None, str | None, str | None]:
+    """(copy_kind, src_memory, dst_memory) of a memcpy or memset name ("Memcpy HtoD (Pageable -> Device)")."""
+    m = _COPY_RE.match(name)
+    if m:
+        kind = _COPY_KIND.get(m.group(1))
+        if m.group(2) is None:
+            return kind, None, None
+        return kind, _MEMORY.get(m.group(2).strip().lower(), "unknown"), _MEMORY.get(m.group(3).strip().lower(), "unknown")
+    m = _SET_RE.match(name)
+    if m:
+        return None, None, _MEMORY.get(m.group(1).strip().lower(), "unknown")
+    return None, None, None
 
 
 def kind_expr() -> pl.Expr:
@@ -432,7 +555,7 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
     c = raw.lazy().select(
         meta_events=(ph == "M").sum(),
         not_objects=ph.is_null().sum(),
-        no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_null()).sum(),
+        no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_null()).sum(),
     ).collect().row(0, named=True)
     meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
     meta.skip("array element is not an event object", c["not_objects"])
@@ -451,8 +574,10 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
     ext = pl.coalesce(pl.col("a_ext"), pl.col("a_ext_legacy"))
     legacy_stream = pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False)
     gpu_stream = pl.coalesce(pl.col("a_stream"), pl.col("tid_int"), legacy_stream)
-    absent = [pl.lit(None, dtype=t).alias(c) for c, t in ARG_COLUMNS.items() if c not in raw.columns]
-    lf = raw.lazy().with_columns(absent).filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts").is_not_null())
+    absent = [pl.lit(None, dtype=t).alias(c) for c, t in ARG_COLUMNS.items() if c not in raw.columns and c not in _DIMS]
+    absent += [pl.lit(None, dtype=pl.Int32).alias(c) for c in XYZ_COLUMNS if c not in raw.columns]
+    absent += [pl.lit(None, dtype=t).alias(c) for c, t in _COPY_COLUMNS.items() if c not in raw.columns]
+    lf = raw.lazy().with_columns(absent).filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null())
     lf = lf.with_columns(kind=kind_expr())
     lf = lf.with_columns(
         rank=pl.lit(rank, dtype=pl.Int32),
@@ -462,7 +587,7 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         .when((pl.col("cat") == "cpu_instant_event") & (pl.col("a_dev_type") != 0)).then(pl.col("a_dev_id"))
         .cast(pl.Int32),
         stream=pl.when(is_gpu & (gpu_stream >= 0)).then(gpu_stream),
-        start_ns=to_ns(pl.col("ts")),
+        start_ns=pl.col("ts_ns"),
         dur_ns=pl.when(ph == "X").then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
         correlation_id=pl.when(pl.col("a_corr") != 0).then(pl.col("a_corr")),
         external_id=pl.when(ext != 0).then(ext),
@@ -472,14 +597,11 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         input_types=pl.col("input_types"),
         registers=pl.col("registers").cast(pl.Int32, strict=False),
         shared_mem_bytes=pl.col("shared_mem_bytes"),
-        **_xyz("grid"),
-        **_xyz("block"),
-        **_copy_exprs(raw),
     )
     keep = ("kind", "name", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns", "correlation_id",
             "external_id", "bytes", "copy_kind", "src_memory", "dst_memory", "memory_inferred", "grid_x", "grid_y",
             "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes", "input_dims", "input_types",
-            "args_raw", "cat", "pid_str", "tid_str", "scope")
+            "args_raw", "cat", "pid_str", "tid_str", "scope", "class_code")
     return with_args(lf.select(keep).collect())
 
 
@@ -503,21 +625,6 @@ def with_args(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.with_columns(args).drop("args_raw", "cat", "pid_str", "tid_str", "scope")
 
 
-def _copy_exprs(raw: pl.DataFrame) -> dict[str, pl.Expr]:
-    """copy_kind / src_memory / dst_memory of memcpy and memset rows, parsed once per distinct name."""
-    copy_cats = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
-    is_copy = pl.col("cat").is_in(copy_cats)
-    names = raw.lazy().filter(is_copy).select(pl.col("name").drop_nulls().unique()).collect().to_series().to_list()
-    fields = copy_fields(names)
-    exprs = {}
-    for col in ("copy_kind", "src_memory", "dst_memory"):
-        mapping = dict(zip(fields.get_column("name").to_list(), fields.get_column(col).to_list(), strict=True))
-        exprs[col] = pl.when(is_copy).then(pl.col("name").replace_strict(mapping, default=None, return_dtype=pl.String))
-    exprs["memory_inferred"] = pl.when(is_copy & (exprs["src_memory"].is_not_null() | exprs["dst_memory"].is_not_null())
-                                       ).then(pl.lit(False))
-    return exprs
-
-
 def lane_tid() -> pl.Expr:
     """Thread/stream lane as an int: OS tid, CUDA stream, or the number in a legacy "stream 7" tid."""
     return pl.coalesce(pl.col("tid_int"), pl.col("tid_str").cast(pl.Int64, strict=False),
@@ -527,7 +634,7 @@ def lane_tid() -> pl.Expr:
 def flow_frame(raw: pl.DataFrame) -> pl.DataFrame:
     """The flow events (s/f/t) with their lane and time in ns."""
     return raw.lazy().filter(pl.col("ph").is_in(("s", "f", "t"))).select(
-        "ph", "cat", "flow_id", pid=pl.col("pid_int"), tid=lane_tid(), ts_ns=to_ns(pl.col("ts"))).collect()
+        "ph", "cat", "flow_id", "ts_ns", pid=pl.col("pid_int"), tid=lane_tid()).collect()
 
 
 def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.DataFrame:
@@ -567,7 +674,7 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
         flows=pl.lit('"flows":[') + pl.col("f").str.join(",") + pl.lit("],"),
         flow_corr=pl.col("flow_id").filter(pl.col("launch")).first(),
     )
-    ev = ev.join(frag, on="_row", how="left")
+    ev = ev.join(frag, on="_row", how="left", maintain_order="left")
     return ev.with_columns(
         args=pl.when(pl.col("flows").is_not_null())
         .then((pl.lit("{") + pl.col("flows") + pl.col("args").str.slice(1)).str.replace(r",\}$", "}"))

@@ -23,9 +23,10 @@ from typing import Any
 
 import msgspec
 import polars as pl
+import pyarrow as pa
 
-from traceadvisor.importers._kineto_build import chunk_result, merge_info, new_totals
-from traceadvisor.importers._kineto_load import _EVENTS, Loaded, chunk_ranges
+from traceadvisor.importers._kineto_build import merge_info, new_totals, range_result, with_order_key
+from traceadvisor.importers._kineto_load import EventText, Loaded, chunk_ranges
 from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta
 
@@ -39,23 +40,43 @@ class BadCut(Exception):
     """A range did not decode on its own (a heuristic cut fell inside an event): use the serial path."""
 
 
-def worker_count(text_bytes: int) -> int:
+def worker_count(text_bytes: int, check_load: bool = True) -> int:
     """Processes to use: ``TRACEADVISOR_WORKERS`` if set; else, for a big text, one per CPU (at most 4) unless
-    the machine is already saturated (1-minute load average >= CPUs), where helpers would only add work."""
+    other processes already keep every CPU busy (not checked with ``check_load=False``), where helpers would
+    only add work."""
     env = os.environ.get("TRACEADVISOR_WORKERS", "").strip()
     if env:
         return max(1, int(env)) if env.isdigit() else 1
     if text_bytes < PARALLEL_MIN_BYTES:
         return 1
+    if not check_load:
+        return 2
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
+    return 1 if _busy(cpus) else max(1, min(cpus, 4))
+
+
+def _busy(cpus: int) -> bool:
+    """Whether other processes are running on every CPU now: the runnable count of /proc/loadavg (fewest of a
+    few samples), not the 1-minute load average, which still counts a run that just ended (this importer's
+    own previous run, say); the load average where there is no /proc."""
     try:
-        busy = os.getloadavg()[0] >= cpus
-    except (OSError, AttributeError):  # no load average on this OS
-        busy = False
-    return 1 if busy else max(1, min(cpus, 4))
+        others = []
+        for _ in range(_BUSY_SAMPLES):
+            with open("/proc/loadavg") as f:
+                others.append(int(f.read().split()[3].split("/")[0]) - 1)  # minus this process
+            time.sleep(0.002)
+        return min(others) >= cpus
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0] >= cpus
+        except (OSError, AttributeError):  # no load average on this OS
+            return False
+
+
+_BUSY_SAMPLES = 5
 
 
 def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
@@ -68,10 +89,9 @@ def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl
     if got != length:
         raise BadCut(f"read {got} of {length} bytes")
     try:
-        evs = _EVENTS.decode(text)
+        return range_result(EventText(text, text, 0), 1, length + 1, rank)
     except msgspec.DecodeError as e:
         raise BadCut(str(e)) from e
-    return chunk_result(evs, rank)
 
 
 def _claim(work: Path, i: int) -> bool:
@@ -197,6 +217,13 @@ class Helpers:
         return _collect(ranges, mine, work, src, base, rank, meta)
 
 
+def _read_ipc(path: Path) -> pl.DataFrame:
+    """A helper's result, memory-mapped (no copy: the frame uses the file's pages, which stay valid after the
+    file is deleted; measured 7x faster than ``pl.read_ipc``, which copies)."""
+    with pa.memory_map(str(path)) as source:
+        return pl.from_arrow(pa.ipc.open_file(source).read_all())
+
+
 def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, src: str, base: int,
              rank: int | None, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """All ranges' results in order; a range a helper took but did not finish is built here."""
@@ -208,12 +235,12 @@ def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, sr
         if i in mine:
             ev, fl, info = mine.pop(i)
         elif (work / f"info-{i}.json").exists():
-            ev = pl.read_ipc((work / f"ev-{i}.arrow").read_bytes())
-            fl = pl.read_ipc((work / f"flows-{i}.arrow").read_bytes())
+            ev = _read_ipc(work / f"ev-{i}.arrow")
+            fl = _read_ipc(work / f"flows-{i}.arrow")
             info = json.loads((work / f"info-{i}.json").read_text())
         else:  # the helper that took it died
             ev, fl, info = build_range(src, base + a, b - a, rank)
-        events.append(ev)
+        events.append(with_order_key(ev, i))
         flows.append(fl)
         merge_info(meta, info, totals)
     return pl.concat(events, rechunk=False), pl.concat(flows), totals

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import polars as pl
 
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import import_chunks, link_flows
-from traceadvisor.importers._kineto_load import Loaded, chunk_ranges, event_chunks, load
+from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
@@ -60,11 +61,10 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
     # helpers for a big trace start now, so that their start-up overlaps reading the file
     with Helpers(worker_count(_text_size_hint(path)) - 1) as helpers:
-        loaded = load(path, progress)
+        loaded = load(path, progress, quick=True)
         meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
+        ev, flows, totals, loaded = _import_events(loaded, path, meta, helpers, progress)
         doc = loaded.doc
-        dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-        ev, flows, totals = _import_events(loaded, path, meta, _int(dist.get("rank")), helpers, progress)
     not_objects = totals["not_objects"]
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(f"{path} has traceEvents but none of them is an event object",
@@ -72,7 +72,9 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     ev = link_flows(flows, ev, meta)
     ev = _fix_rocm_grids(ev)
     ev = _copy_bytes_from_host(ev)
-    ev = _sorted(conform(classify_frame(ev.select([c for c in ev.columns if c in COLUMN_NAMES]))))
+    box = [ev]
+    del ev  # the sort frees the columns of the unsorted frame as it goes
+    ev = conform(classify_frame(_sorted(box)))
     fill_meta(meta, doc, ev)
     meta.extra["metadata_events"] = totals["metadata"]
     _warn_synthetic(meta, ev)
@@ -101,27 +103,67 @@ def _text_size_hint(path: Path) -> int:
         return 0
 
 
-def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, helpers: Helpers,
-                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    """Decode and build all events: with helper processes for big texts, else chunk by chunk here."""
-    if helpers.count and worker_count(len(loaded.events)) > 1:
+def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, helpers: Helpers,
+                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict, Loaded]:
+    """Decode and build all events: with helper processes for big texts, else range by range here.
+
+    ``loaded`` may be unchecked (``load(quick=True)``): when its events do not decode, the file is loaded again
+    with the whole-text check, which recovers a cut-off file or reports what is wrong with it. The ``Loaded``
+    returned is the one the events came from.
+    """
+    if helpers.count and worker_count(len(loaded.events), check_load=False) > 1:  # the text is big enough
         try:
-            return helpers.run(loaded, path, meta, rank, progress)
+            return (*helpers.run(loaded, path, meta, _rank(loaded), progress), loaded)
         except BadCut:  # a heuristic cut fell inside an event: the exact serial path handles it
-            meta.skipped.clear()
-            meta.input_events = None
-            loaded = load(path)
+            loaded = _reload(path, meta)
+    try:
+        return (*_import_serial(loaded, path, meta, progress), loaded)
+    except msgspec.DecodeError:
+        if loaded.validated:
+            raise
+    loaded = _reload(path, meta)
+    return (*_import_serial(loaded, path, meta, progress), loaded)
+
+
+def _rank(loaded: Loaded) -> int | None:
+    dist = loaded.doc.distributedInfo
+    return _int(dist.get("rank")) if isinstance(dist, dict) else None
+
+
+def _reload(path: Path, meta: TraceMeta) -> Loaded:
+    meta.skipped.clear()
+    meta.input_events = None
+    return load(path)
+
+
+def _import_serial(loaded: Loaded, path: Path, meta: TraceMeta,
+                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    text = EventText(loaded.events, loaded.text, loaded.events_offset)
     if progress is not None:
-        progress.start(len(chunk_ranges(loaded.events)), f"decoding {path.name}")
-    ev = import_chunks(event_chunks(loaded), meta, rank, progress)
+        progress.start(len(text.ranges()), f"decoding {path.name}")
+    result = import_chunks(text, meta, _rank(loaded), progress)
+    del text
     loaded.events = loaded.text = None  # free the JSON text; the frames hold everything now
-    return ev
+    return result
 
 
-def _sorted(ev: pl.DataFrame) -> pl.DataFrame:
-    """Rows by start time (stable). One frame-level sort: polars gathers the columns in parallel (measured
-    three times faster than gathering column by column, for the same peak memory)."""
-    return ev.sort("start_ns", maintain_order=True)
+def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
+    """Rows by start time, then ``order_key`` (stable), one column at a time: each column is made contiguous,
+    gathered and released before the next; string data is shared, only views and numbers are new (measured on
+    the 1.64 M-event benchmark: peak +0.3 GB instead of +0.5 GB for a frame sort, in the same time). Only Series
+    operations touch the unsorted frame: a frame-wide operation on it copies the columns of its many chunks.
+    The frame is taken out of ``box`` (the caller keeps no reference that would hold the old columns)."""
+    ev = box.pop()
+    cols = {name: ev.get_column(name) for name in ev.columns if name in COLUMN_NAMES}
+    keys = [ev.get_column("start_ns").rechunk()]
+    if "order_key" in ev.columns:  # see _kineto_build.with_order_key
+        keys.append(ev.get_column("order_key").rechunk())
+    del ev
+    order = pl.select(pl.int_range(keys[0].len(), dtype=pl.UInt32).sort_by(keys, maintain_order=True)).to_series()
+    del keys
+    for name in cols:
+        cols[name] = cols[name].rechunk().gather(order)
+    return pl.DataFrame(cols)
 
 
 def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
@@ -154,7 +196,7 @@ def _copy_bytes_from_host(ev: pl.DataFrame) -> pl.DataFrame:
         return ev
     host = ev.lazy().filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null()).select(
         "correlation_id", host_bytes=pl.col("bytes")).unique("correlation_id").collect()
-    ev = ev.join(host, on="correlation_id", how="left")
+    ev = ev.join(host, on="correlation_id", how="left", maintain_order="left")
     return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop("host_bytes")
 
 
