@@ -47,3 +47,11 @@ def test_info_device_flag_and_bad_model():
     assert [d["model"] for d in doc[0]["devices"]] == ["MI250X GCD"]
     r = CliRunner().invoke(cli, ["info", str(LAPLACIAN)])
     assert "name it with --device MODEL" in r.output
+
+
+def test_compare_device_flags(tmp_path):
+    out = tmp_path / "c.json"
+    r = CliRunner().invoke(cli, ["compare", str(LAPLACIAN), str(LAPLACIAN), "--base-device", "MI250X GCD",
+                                 "--new-device", "MI210", "--json", str(out), "--no-html", "-q", "--no-findings"])
+    assert r.exit_code == 0, r.output
+    assert "MI250X GCD" in out.read_text() and "MI210" in out.read_text()

@@ -70,9 +70,12 @@ def print_summary(c) -> None:
               help="Exit 1 when NEW's time per step is more than PCT percent slower than BASE's (same hardware only).")
 @click.option("--no-findings", is_flag=True, help="Do not run the rules on each side.")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
+@click.option("--base-device", metavar="MODEL", help="GPU model of BASE when its trace does not record it.")
+@click.option("--new-device", metavar="MODEL", help="GPU model of NEW when its trace does not record it.")
 @no_cache_option
 def command(base: str, new: str, html_path: str | None, no_html: bool, md_path: str | None, json_path: str | None,
-            fail_pct: str | None, no_findings: bool, quiet: bool, no_cache: bool) -> None:
+            fail_pct: str | None, no_findings: bool, quiet: bool, base_device: str | None, new_device: str | None,
+            no_cache: bool) -> None:
     """Compare two runs BASE and NEW: time per step, GPU time by category, ops, kernels, GEMM shapes,
     memory, cold start and findings, each with a verdict and its reason.
 
@@ -84,7 +87,8 @@ def command(base: str, new: str, html_path: str | None, no_html: bool, md_path: 
     from traceadvisor.compare import compare
 
     pct = parse_pct(fail_pct)
-    tb, tn = load_all([Path(base), Path(new)], no_cache=no_cache)
+    (tb,) = load_all([Path(base)], no_cache=no_cache, device=base_device)
+    (tn,) = load_all([Path(new)], no_cache=no_cache, device=new_device)
     c = compare(tb, tn, findings=not no_findings)
     if json_path:
         text = c.to_json()
