@@ -8,6 +8,7 @@ import sqlite3
 
 import polars as pl
 import pytest
+from sqlite_check import readable_rows
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
@@ -154,23 +155,7 @@ def test_memory_copies_and_allocations(traces_dir, tmp_path):
     assert (m["name"], m["bytes"], m["device"]) == ("ALLOC REAL", 1048576, 0)
 
 
-def _readable_rows(full, damaged, table):
-    """Rows of ``table`` readable from ``damaged``, tried one by one by rowid (ids from the intact file)."""
-    ids = [r[0] for r in _sql(full, f'SELECT rowid FROM "{table}"')]
-    con = sqlite3.connect(damaged.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
-    n = 0
-    try:
-        for i in ids:
-            try:
-                n += con.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (i,)).fetchone() is not None
-            except sqlite3.DatabaseError:
-                pass
-    finally:
-        con.close()
-    return n
-
-
-def test_cut_at_90_percent_is_detected_and_keeps_readable_rows(traces_dir, tmp_path, capsys):
+def test_cut_at_90_percent_is_detected_and_keepsreadable_rows(traces_dir, tmp_path, capsys):
     """QA bug 1: the schema text lies past the first 64 KiB (detection failed) and the region table was read in
     batches (358 readable rows lost with the batch)."""
     full = traces_dir / DB
@@ -184,7 +169,7 @@ def test_cut_at_90_percent_is_detected_and_keeps_readable_rows(traces_dir, tmp_p
     pad.write_bytes(cut.read_bytes()[:whole] + bytes(pages * page - whole))
     (region,) = [r[0] for r in _sql(full, "SELECT name FROM sqlite_master WHERE type = 'table' "
                                           "AND name LIKE 'rocpd_region_%'")]
-    n = _readable_rows(full, pad, region)
+    n = readable_rows(full, pad, region)
     assert 350 <= n < _sql(full, f'SELECT count(*) FROM "{region}"')[0][0]
     assert detect(cut).NAME == "rocpd"
     tr = rocpd.read(cut)

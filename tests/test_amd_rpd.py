@@ -8,6 +8,7 @@ import sqlite3
 
 import polars as pl
 import pytest
+from sqlite_check import readable_rows
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
@@ -185,22 +186,6 @@ def _padded(cut, out):
     return out
 
 
-def _readable_rows(full, damaged, table):
-    """Rows of ``table`` that can be read from ``damaged``, tried one by one by rowid (ids from the intact file)."""
-    ids = [r[0] for r in _sql(full, f'SELECT rowid FROM "{table}"')]
-    con = sqlite3.connect(damaged.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
-    n = 0
-    try:
-        for i in ids:
-            try:
-                n += con.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (i,)).fetchone() is not None
-            except sqlite3.DatabaseError:
-                pass
-    finally:
-        con.close()
-    return n
-
-
 def test_half_cut_rpd_keeps_every_readable_api_row(traces_dir, tmp_path, capsys):
     """QA bug 1: the API table was read in 65,536-row batches and one bad page lost all 4,504 readable rows."""
     full = traces_dir / VLLM
@@ -208,8 +193,8 @@ def test_half_cut_rpd_keeps_every_readable_api_row(traces_dir, tmp_path, capsys)
     cut = tmp_path / "cut.rpd"
     cut.write_bytes(data[: len(data) // 2])
     pad = _padded(cut, tmp_path / "padded.rpd")
-    n_api = _readable_rows(full, pad, "rocpd_api")
-    n_op = _readable_rows(full, pad, "rocpd_op")
+    n_api = readable_rows(full, pad, "rocpd_api")
+    n_op = readable_rows(full, pad, "rocpd_op")
     assert 4500 <= n_api < _sql(full, "SELECT count(*) FROM rocpd_api")[0][0]
     tr = rpd.read(cut)
     c = tr.counts_by_kind()
@@ -231,7 +216,7 @@ def test_scribbled_pages_lose_only_their_own_rows(traces_dir, tmp_path):
         data[k * page: k * page + 64] = b"\xff" * 64
     p = tmp_path / "corrupt.rpd"
     p.write_bytes(bytes(data))
-    n_op = _readable_rows(full, p, "rocpd_op")
+    n_op = readable_rows(full, p, "rocpd_op")
     tr = rpd.read(p)
     gpu = sum(tr.counts_by_kind().get(k, 0) for k in ("kernel", "memcpy", "memset", "other"))
     assert gpu == n_op and 0 < n_op < _sql(full, "SELECT count(*) FROM rocpd_op")[0][0]
@@ -245,8 +230,8 @@ def test_string_table_cut_keeps_the_events(traces_dir, tmp_path):
     cut.write_bytes(full.read_bytes()[:88_473])
     pad = _padded(cut, tmp_path / "padded.rpd")
     for t in ("rocpd_op", "rocpd_api", "rocpd_api_ops", "rocpd_kernelapi", "rocpd_copyapi"):
-        assert _readable_rows(full, pad, t) == _sql(full, f"SELECT count(*) FROM {t}")[0][0], t
-    n_str = _readable_rows(full, pad, "rocpd_string")
+        assert readable_rows(full, pad, t) == _sql(full, f"SELECT count(*) FROM {t}")[0][0], t
+    n_str = readable_rows(full, pad, "rocpd_string")
     assert 0 < n_str < _sql(full, "SELECT count(*) FROM rocpd_string")[0][0]
     tr = rpd.read(cut)
     ref = rpd.read(full)
