@@ -155,7 +155,7 @@ def test_memory_copies_and_allocations(traces_dir, tmp_path):
     assert (m["name"], m["bytes"], m["device"]) == ("ALLOC REAL", 1048576, 0)
 
 
-def test_cut_at_90_percent_is_detected_and_keepsreadable_rows(traces_dir, tmp_path, capsys):
+def test_cut_at_90_percent_is_detected_and_keeps_readable_rows(traces_dir, tmp_path, capsys):
     """QA bug 1: the schema text lies past the first 64 KiB (detection failed) and the region table was read in
     batches (358 readable rows lost with the batch)."""
     full = traces_dir / DB
