@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from conftest import TRACES
 
 from traceadvisor.engine.loader import builtin_pack, load_file
 from traceadvisor.engine.rule import RuleModule
+from traceadvisor.engine.runner import AnalysisResult, analyze
 from traceadvisor.errors import InputError
 from traceadvisor.importers import load_trace
 from traceadvisor.trace import Trace
@@ -71,3 +73,14 @@ def trace(name: str) -> Trace:
 def rule(relpath: str) -> RuleModule:
     """Load a rule of the built-in pack by its path under ``rules/``."""
     return load_file(builtin_pack() / relpath)
+
+
+def runner(rm: RuleModule) -> Callable[[Trace], AnalysisResult]:
+    """``run(trace)`` for one rule: analyze with just ``rm`` and fail the test if the rule raised."""
+
+    def run(t: Trace) -> AnalysisResult:
+        res = analyze([t], [rm])
+        assert not res.errors, res.errors
+        return res
+
+    return run

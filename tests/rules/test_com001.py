@@ -8,17 +8,12 @@ import re
 
 import pytest
 from conftest import TRACES
-from corpus_check import corpus_files, ids, load_or_skip, rule, trace
-
-from traceadvisor.engine.runner import analyze
+from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
 
 RM = rule("comm/com001_exposed_collective.py")
 
 
-def run(t):
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
-    return res
+run = runner(RM)
 
 
 def test_examples():
@@ -74,8 +69,6 @@ CORPUS = corpus_files()
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
 def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
+    res = run(load_or_skip(path))
     for f in res.findings:
         assert 0 <= f.share <= 1 and f.impact_ns <= f.evidence["collective_ms"] * 1e6 + 1

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 from conftest import TRACES
-from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
 
 from traceadvisor.engine.runner import analyze, skip_reason
 from traceadvisor.testing import TraceBuilder
@@ -18,10 +18,7 @@ MIX = "torch/h200_gemm_mix.pt.trace.json.gz"
 GT_NAMES = {"bf16_8192_square", "bf16_skinny_m16", "fp16_misaligned", "fp32_no_tf32", "bf16_small_batched"}
 
 
-def run(t):
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
-    return res
+run = runner(RM)
 
 
 def key(s):
@@ -195,9 +192,7 @@ CORPUS = corpus_files()
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
 def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
+    res = run(load_or_skip(path))
     for f in res.findings:
         assert 0 <= f.share <= 1 and f.count > 0
         assert all(s["utilization"] < 1.5 for s in f.evidence["shapes"])

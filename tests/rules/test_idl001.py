@@ -7,7 +7,7 @@ import json
 
 import pytest
 from conftest import TRACES
-from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
 
 from traceadvisor.engine.runner import analyze
 from traceadvisor.testing import TraceBuilder
@@ -16,10 +16,7 @@ RM = rule("idle/idl001_gpu_idle_host_bound.py")
 LAUNCH_BOUND = "torch/h200_launch_bound.pt.trace.json.gz"
 
 
-def run(t):
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
-    return res
+run = runner(RM)
 
 
 def test_examples():
@@ -85,9 +82,7 @@ CORPUS = corpus_files()
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
 def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
+    res = run(load_or_skip(path))
     for f in res.findings:
         assert 0 <= f.share <= 1 and f.count > 0
 

@@ -9,18 +9,14 @@ import statistics
 
 import pytest
 from conftest import TRACES
-from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
 
-from traceadvisor.engine.runner import analyze
 from traceadvisor.testing import TraceBuilder
 
 RM = rule("launch/lnc001_tiny_kernel_storm.py")
 
 
-def run(t):
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
-    return res
+run = runner(RM)
 
 
 def test_examples():
@@ -86,8 +82,6 @@ CORPUS = corpus_files()
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
 def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
+    res = run(load_or_skip(path))
     for f in res.findings:
         assert 0 <= f.share <= 1 and f.count >= 100

@@ -8,7 +8,7 @@ import re
 
 import pytest
 from conftest import TRACES
-from corpus_check import corpus_files, ids, load_or_skip, rule, trace
+from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
 
 from traceadvisor.engine.runner import analyze
 
@@ -16,10 +16,7 @@ RM = rule("comm/str001_straggler.py")
 PAIR = [f"torch/hta_sampled_job128_rank{i}.json.gz" for i in (0, 1)]
 
 
-def run(t):
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
-    return res
+run = runner(RM)
 
 
 def test_examples():
@@ -66,9 +63,7 @@ CORPUS = corpus_files()
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
 def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
+    res = run(load_or_skip(path))
     assert res.findings == []  # every corpus file holds one rank
 
 
