@@ -54,7 +54,9 @@ def build_big(out_dir: Path, times: int) -> Path:
     big = out_dir / f"hta_a100_train_rank3_x{times}.json"
     if not big.exists():
         tmp = big.with_suffix(".tmp.json")
-        subprocess.run([sys.executable, str(SCALER), str(SOURCE), str(tmp), "--times", str(times)], check=True)
+        subprocess.run(
+            [sys.executable, str(SCALER), str(SOURCE), str(tmp), "--times", str(times)], check=True
+        )
         tmp.replace(big)
     return big
 
@@ -62,7 +64,11 @@ def build_big(out_dir: Path, times: int) -> Path:
 def describe(path: Path) -> str:
     with open(path, "rb") as f:
         head = f.read(64)
-    kind = "gzip" if head[:2] == b"\x1f\x8b" else "plain JSON " + ("object" if head.lstrip()[:1] == b"{" else "list")
+    kind = (
+        "gzip"
+        if head[:2] == b"\x1f\x8b"
+        else "plain JSON " + ("object" if head.lstrip()[:1] == b"{" else "list")
+    )
     return f"{path} ({path.stat().st_size / 1e6:.0f} MB, {kind})"
 
 
@@ -129,23 +135,38 @@ def repeat(cmd: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
 
 
 def cache_read_seconds(big: Path, env: dict[str, str]) -> float:
-    code = ("import sys, time; from traceadvisor.importers import load_trace; t = time.perf_counter(); "
-            "tr = load_trace(sys.argv[1]); print(time.perf_counter() - t, tr.events.height)")
-    out = subprocess.run([sys.executable, "-c", code, str(big)], env=env, check=True, capture_output=True, text=True)
+    code = (
+        "import sys, time; from traceadvisor.importers import load_trace; t = time.perf_counter(); "
+        "tr = load_trace(sys.argv[1]); print(time.perf_counter() - t, tr.events.height)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(big)], env=env, check=True, capture_output=True, text=True
+    )
     return float(out.stdout.split()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "traceadvisor-bench",
-                    help="where the big trace and outputs go (never inside the repository)")
+    ap.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "traceadvisor-bench",
+        help="where the big trace and outputs go (never inside the repository)",
+    )
     ap.add_argument("--times", type=int, default=15)
     ap.add_argument("--runs", type=int, default=3, help="runs per measurement (median reported)")
-    ap.add_argument("--hta-python", default="/work/hta-venv/bin/python",
-                    help="python of a venv with HolisticTraceAnalysis==0.5.0 ('' to skip)")
+    ap.add_argument(
+        "--hta-python",
+        default="/work/hta-venv/bin/python",
+        help="python of a venv with HolisticTraceAnalysis==0.5.0 ('' to skip)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
-    ap.add_argument("--workers", type=int, help="TRACEADVISOR_WORKERS for the imports (default: the importer "
-                    "decides: one process per CPU unless other processes keep every CPU busy)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        help="TRACEADVISOR_WORKERS for the imports (default: the importer "
+        "decides: one process per CPU unless other processes keep every CPU busy)",
+    )
     a = ap.parse_args(argv)
 
     big = build_big(a.out_dir, a.times)
@@ -155,10 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.workers:
         env["TRACEADVISOR_WORKERS"] = str(a.workers)
     out = a.out_dir / "events.parquet"
-    res: dict[str, object] = {"input": describe(big), "loadavg_before": os.getloadavg(), "cpus": os.cpu_count(),
-                              "workers": a.workers or "auto"}
-    print(f"input: {res['input']}; load average {res['loadavg_before']} on {res['cpus']} CPUs; "
-          f"workers {res['workers']}", flush=True)
+    res: dict[str, object] = {
+        "input": describe(big),
+        "loadavg_before": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "workers": a.workers or "auto",
+    }
+    print(
+        f"input: {res['input']}; load average {res['loadavg_before']} on {res['cpus']} CPUs; "
+        f"workers {res['workers']}",
+        flush=True,
+    )
 
     res["import"] = repeat([*TRACEADVISOR, "import", "--no-cache", str(big), "-o", str(out)], env, a.runs)
     print("import --no-cache:", res["import"], flush=True)
@@ -182,16 +210,23 @@ def main(argv: list[str] | None = None) -> int:
         print(res["hta"])
     res["loadavg_after"] = os.getloadavg()
 
-    rows = [("traceadvisor import --no-cache", res["import"]), ("traceadvisor import (cached)", res["import_cached"]),
-            ("traceadvisor info (cached)", res["info_cached"])]
+    rows = [
+        ("traceadvisor import --no-cache", res["import"]),
+        ("traceadvisor import (cached)", res["import_cached"]),
+        ("traceadvisor info (cached)", res["info_cached"]),
+    ]
     if isinstance(res["hta"], dict):
         rows.append(("HolisticTraceAnalysis 0.5.0 load", res["hta"]))
     print("\n| what | wall s (median) | peak RSS, largest process | peak RSS, process tree |")
     print("|---|---:|---:|---:|")
     for label, r in rows:
-        print(f"| {label} | {r['wall_s_median']:.2f} | {r['peak_rss_mb_max']:.0f} MB | {r['peak_rss_tree_mb_max']:.0f} MB |")
-    print(f"\nload_trace from the cache: {res['load_trace_cached_s']:.2f} s; load average before "
-          f"{res['loadavg_before']}, after {res['loadavg_after']}")
+        print(
+            f"| {label} | {r['wall_s_median']:.2f} | {r['peak_rss_mb_max']:.0f} MB | {r['peak_rss_tree_mb_max']:.0f} MB |"
+        )
+    print(
+        f"\nload_trace from the cache: {res['load_trace_cached_s']:.2f} s; load average before "
+        f"{res['loadavg_before']}, after {res['loadavg_after']}"
+    )
     if a.json:
         a.json.write_text(json.dumps(res, indent=2, default=str))
     return 0

@@ -63,8 +63,10 @@ def default_trace() -> Path:
     BENCH_OUT.mkdir(parents=True, exist_ok=True)
     src = SHARED / "traces" / "torch" / "hta_a100_train_rank3_of_8.json.gz"
     print(f"making {out} (once)", file=sys.stderr)
-    subprocess.run([sys.executable, str(SHARED / "tools" / "scale_trace.py"), str(src), str(out), "--times", "15"],
-                   check=True)
+    subprocess.run(
+        [sys.executable, str(SHARED / "tools" / "scale_trace.py"), str(src), str(out), "--times", "15"],
+        check=True,
+    )
     return out
 
 
@@ -75,16 +77,30 @@ def browser(report: Path) -> dict | None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "probe.html"
-        page.write_text(report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
-        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp}/profile", "--window-size=1400,1000", "--virtual-time-budget=60000",
-               "--dump-dom", page.as_uri()]
+        page.write_text(
+            report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8"
+        )
+        cmd = [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp}/profile",
+            "--window-size=1400,1000",
+            "--virtual-time-budget=60000",
+            "--dump-dom",
+            page.as_uri(),
+        ]
         dom = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False).stdout
     start = dom.find('<pre id="bench-probe">')
     if start < 0:
         return None
-    text = dom[start + len('<pre id="bench-probe">'):dom.index("</pre>", start)]
+    text = dom[start + len('<pre id="bench-probe">') : dom.index("</pre>", start)]
     return json.loads(text) if text else None
 
 
@@ -92,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", nargs="?", type=Path)
     ap.add_argument("--out", type=Path, default=BENCH_OUT)
-    ap.add_argument("--browser", action="store_true", help="also time drawing and zooming in headless Chromium")
+    ap.add_argument(
+        "--browser", action="store_true", help="also time drawing and zooming in headless Chromium"
+    )
     a = ap.parse_args(argv)
     from traceadvisor.analysis import run_analysis
     from traceadvisor.importers import load_trace
@@ -115,16 +133,28 @@ def main(argv: list[str] | None = None) -> int:
     md = render_markdown(res)
     t_md = time.perf_counter() - t
     mb = out.stat().st_size / 1e6
-    report = {"trace": str(path), "events": trace.events.height, "input_events": trace.meta.input_events,
-              "findings": len(res.findings), "import_s": round(t_import, 2), "rules_s": round(t_rules, 2),
-              "write_html_s": round(t_html, 2), "html_mb": round(mb, 2), "markdown_s": round(t_md, 3),
-              "markdown_chars": len(md), "html": str(out)}
+    report = {
+        "trace": str(path),
+        "events": trace.events.height,
+        "input_events": trace.meta.input_events,
+        "findings": len(res.findings),
+        "import_s": round(t_import, 2),
+        "rules_s": round(t_rules, 2),
+        "write_html_s": round(t_html, 2),
+        "html_mb": round(mb, 2),
+        "markdown_s": round(t_md, 3),
+        "markdown_chars": len(md),
+        "html": str(out),
+    }
     if a.browser:
         report["browser"] = browser(out)
     print(json.dumps(report, indent=2))
     ok = t_html <= BUDGET_S and mb <= BUDGET_MB
-    print(f"{'OK' if ok else 'OVER BUDGET'}: report written in {t_html:.2f} s (budget {BUDGET_S:.0f} s), "
-          f"{mb:.1f} MB (budget {BUDGET_MB:.0f} MB)", file=sys.stderr)
+    print(
+        f"{'OK' if ok else 'OVER BUDGET'}: report written in {t_html:.2f} s (budget {BUDGET_S:.0f} s), "
+        f"{mb:.1f} MB (budget {BUDGET_MB:.0f} MB)",
+        file=sys.stderr,
+    )
     return 0 if ok else 1
 
 

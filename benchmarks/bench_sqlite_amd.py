@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCE = ROOT.parent / "shared" / "traces" / "rpd" / "rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd"
+DEFAULT_SOURCE = (
+    ROOT.parent / "shared" / "traces" / "rpd" / "rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd"
+)
 ID_STEP = 10**11  # ids in .rpd files are k * 2**32 + n, far below this
 
 
@@ -38,8 +40,10 @@ def build(source: Path, dest: Path, repeat: int) -> None:
     con = sqlite3.connect(dest)
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("PRAGMA synchronous=OFF")
-    lo, hi = con.execute("SELECT min(start), max(\"end\") FROM (SELECT start, \"end\" FROM rocpd_op "
-                         "UNION ALL SELECT start, \"end\" FROM rocpd_api)").fetchone()
+    lo, hi = con.execute(
+        'SELECT min(start), max("end") FROM (SELECT start, "end" FROM rocpd_op '
+        'UNION ALL SELECT start, "end" FROM rocpd_api)'
+    ).fetchone()
     span = (hi - lo) + 1_000_000
     shift = {  # table -> (id columns to shift, time columns to shift)
         "rocpd_op": (["id"], ["start", "end"]),
@@ -49,8 +53,10 @@ def build(source: Path, dest: Path, repeat: int) -> None:
         "rocpd_copyapi": (["api_ptr_id"], []),
         "ext_autogradapi": (["api_ptr_id"], []),
     }
-    con.execute(f"CREATE TEMP TABLE r AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < {repeat - 1}) "
-                "SELECT i FROM r")
+    con.execute(
+        f"CREATE TEMP TABLE r AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < {repeat - 1}) "
+        "SELECT i FROM r"
+    )
     for table, (ids, times) in shift.items():
         cols = _cols(con, table)
         if not cols:
@@ -92,7 +98,9 @@ def main() -> None:
         big = Path(tmp) / "big.rpd"
         t = time.perf_counter()
         build(args.source, big, args.repeat)
-        print(f"built {big.stat().st_size / 1e6:.0f} MB .rpd ({args.repeat}x {args.source.name}) in {time.perf_counter() - t:.1f} s")
+        print(
+            f"built {big.stat().st_size / 1e6:.0f} MB .rpd ({args.repeat}x {args.source.name}) in {time.perf_counter() - t:.1f} s"
+        )
         con = sqlite3.connect(big)
         n_ev = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rocpd_op", "rocpd_api"))
         con.close()
@@ -114,11 +122,15 @@ def main() -> None:
             imports.append(time.perf_counter() - t)
         assert tr.events.height == n_ev, (tr.events.height, n_ev)
         print(f"load average {_load():.1f} on {os.cpu_count()} CPUs (timings are noisy on a shared machine)")
-        print(f"bulk read : {rows:,} rows of {len(specs)} tables; best {min(reads):.2f} s = {rows / min(reads) / 1e6:.2f} M rows/s, "
-              f"median {statistics.median(reads):.2f} s = {rows / statistics.median(reads) / 1e6:.2f} M rows/s")
-        print(f"full import: {n_ev:,} events (rocpd_op + rocpd_api); best {min(imports):.2f} s = "
-              f"{n_ev / min(imports) / 1e6:.2f} M events/s, median {statistics.median(imports):.2f} s = "
-              f"{n_ev / statistics.median(imports) / 1e6:.2f} M events/s")
+        print(
+            f"bulk read : {rows:,} rows of {len(specs)} tables; best {min(reads):.2f} s = {rows / min(reads) / 1e6:.2f} M rows/s, "
+            f"median {statistics.median(reads):.2f} s = {rows / statistics.median(reads) / 1e6:.2f} M rows/s"
+        )
+        print(
+            f"full import: {n_ev:,} events (rocpd_op + rocpd_api); best {min(imports):.2f} s = "
+            f"{n_ev / min(imports) / 1e6:.2f} M events/s, median {statistics.median(imports):.2f} s = "
+            f"{n_ev / statistics.median(imports) / 1e6:.2f} M events/s"
+        )
 
 
 if __name__ == "__main__":

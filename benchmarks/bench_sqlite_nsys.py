@@ -30,7 +30,11 @@ EVENT_PREFIXES = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "OSRT_API", "PROFILER_O
 
 def _event_tables(con: sqlite3.Connection) -> list[str]:
     names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return [t for t in names if t.startswith(EVENT_PREFIXES) and con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]]
+    return [
+        t
+        for t in names
+        if t.startswith(EVENT_PREFIXES) and con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+    ]
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -48,7 +52,9 @@ def build(source: Path, dest: Path, times: int) -> int:
     hi = max(con.execute(f'SELECT max(coalesce("end", start)) FROM "{t}"').fetchone()[0] for t in timed)
     shift = hi - lo + 1_000_000
     corr = [t for t in tables if "correlationId" in _columns(con, t)]
-    stride = 1 + max(con.execute(f'SELECT coalesce(max(correlationId), 0) FROM "{t}"').fetchone()[0] for t in corr)
+    stride = 1 + max(
+        con.execute(f'SELECT coalesce(max(correlationId), 0) FROM "{t}"').fetchone()[0] for t in corr
+    )
     for t in tables:
         cols = _columns(con, t)
         exprs = []
@@ -80,7 +86,9 @@ def measure(path: Path, repeat: int) -> list[tuple[float, float, int, int]]:
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         tr = nsys_sqlite.read(path)
-        runs.append((time.perf_counter() - t0, time.process_time() - c0, tr.meta.input_events or 0, tr.events.height))
+        runs.append(
+            (time.perf_counter() - t0, time.process_time() - c0, tr.meta.input_events or 0, tr.events.height)
+        )
     return runs
 
 
@@ -89,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="real nsys SQLite export to repeat")
     ap.add_argument("--times", type=int, default=300, help="copies of the event rows (default 300)")
     ap.add_argument("--repeat", type=int, default=3, help="timed imports (default 3)")
-    ap.add_argument("--keep", type=Path, help="folder to keep the large export in (default: a temporary folder)")
+    ap.add_argument(
+        "--keep", type=Path, help="folder to keep the large export in (default: a temporary folder)"
+    )
     a = ap.parse_args(argv)
     if not a.source.is_file():
         print(f"source export not found: {a.source}", file=sys.stderr)
@@ -100,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         rows = build(a.source, big, a.times)
-        print(f"built {big.name}: {rows:,} event rows, {big.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"built {big.name}: {rows:,} event rows, {big.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s"
+        )
         runs = measure(big, a.repeat)
     finally:
         if a.keep is None:
@@ -108,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     best = min(runs)
     wall, cpu, rows_in, events = best
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"runs (wall s): {', '.join(f'{r[0]:.2f}' for r in runs)}; median {statistics.median(r[0] for r in runs):.2f}")
-    print(f"nsys-sqlite import: {rows_in:,} input rows -> {events:,} events in {wall:.2f} s wall "
-          f"({cpu:.2f} s CPU, all threads) = {rows_in / wall / 1e6:.2f} M rows/s wall, "
-          f"{rows_in / cpu / 1e6:.2f} M rows per CPU-second "
-          f"(best of {len(runs)}; load average {load:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"runs (wall s): {', '.join(f'{r[0]:.2f}' for r in runs)}; median {statistics.median(r[0] for r in runs):.2f}"
+    )
+    print(
+        f"nsys-sqlite import: {rows_in:,} input rows -> {events:,} events in {wall:.2f} s wall "
+        f"({cpu:.2f} s CPU, all threads) = {rows_in / wall / 1e6:.2f} M rows/s wall, "
+        f"{rows_in / cpu / 1e6:.2f} M rows per CPU-second "
+        f"(best of {len(runs)}; load average {load:.1f} on {os.cpu_count()} CPUs)"
+    )
     return 0
 
 

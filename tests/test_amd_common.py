@@ -15,8 +15,16 @@ from traceadvisor.testing import TraceBuilder
 MIB = 1 << 20
 
 
-def _copy_case(api: str, gbps: float, api_dur_frac: float, *, nbytes: int = 64 * MIB, device: str = "AMD Instinct MI300X",
-               extra_api: str | None = None, kind: str = "h2d"):
+def _copy_case(
+    api: str,
+    gbps: float,
+    api_dur_frac: float,
+    *,
+    nbytes: int = 64 * MIB,
+    device: str = "AMD Instinct MI300X",
+    extra_api: str | None = None,
+    kind: str = "h2d",
+):
     b = TraceBuilder(vendor="amd", device_name=device)
     dur_us = nbytes / gbps / 1000
     c = b.next_corr()
@@ -32,14 +40,17 @@ def _copy_case(api: str, gbps: float, api_dur_frac: float, *, nbytes: int = 64 *
     return host, row, mi, n
 
 
-@pytest.mark.parametrize(("api", "gbps", "frac", "expect", "conf"), [
-    ("hipMemcpyAsync", 10.0, 1.05, "pageable", "high"),  # async call blocked for the whole, slow transfer
-    ("hipMemcpyAsync", 50.0, 0.01, "pinned", "high"),  # async call returned at once, fast transfer
-    ("hipMemcpyWithStream", 10.0, 2.0, "pageable", "medium"),  # blocking API: only bandwidth counts
-    ("hipMemcpyWithStream", 50.0, 1.1, "pinned", "medium"),
-    ("hipMemcpy", 38.0, 1.1, "unknown", None),  # between the bands
-    ("hipMemcpyAsync", 10.0, 0.01, "unknown", None),  # conflicting evidence
-])
+@pytest.mark.parametrize(
+    ("api", "gbps", "frac", "expect", "conf"),
+    [
+        ("hipMemcpyAsync", 10.0, 1.05, "pageable", "high"),  # async call blocked for the whole, slow transfer
+        ("hipMemcpyAsync", 50.0, 0.01, "pinned", "high"),  # async call returned at once, fast transfer
+        ("hipMemcpyWithStream", 10.0, 2.0, "pageable", "medium"),  # blocking API: only bandwidth counts
+        ("hipMemcpyWithStream", 50.0, 1.1, "pinned", "medium"),
+        ("hipMemcpy", 38.0, 1.1, "unknown", None),  # between the bands
+        ("hipMemcpyAsync", 10.0, 0.01, "unknown", None),  # conflicting evidence
+    ],
+)
 def test_inference_rules(api, gbps, frac, expect, conf):
     host, row, mi, n = _copy_case(api, gbps, frac)
     assert host == expect
@@ -58,7 +69,12 @@ def test_small_copies_and_device_copies_are_not_judged():
     host, row, mi, n = _copy_case("hipMemcpyAsync", 1.0, 1.0, nbytes=64 * 1024)
     assert (host, row["memory_inferred"], mi, n) == ("unknown", None, None, 0)
     _, row, mi, _ = _copy_case("hipMemcpyAsync", 100.0, 0.1, kind="d2d")
-    assert (row["src_memory"], row["dst_memory"], row["memory_inferred"], mi) == ("device", "device", False, None)
+    assert (row["src_memory"], row["dst_memory"], row["memory_inferred"], mi) == (
+        "device",
+        "device",
+        False,
+        None,
+    )
 
 
 def test_pinned_allocations_lower_a_pageable_verdict():
@@ -99,9 +115,12 @@ def test_amd_device_mapping():
 def test_parse_rocminfo_real_dumps(traces_dir):
     mi = ac.parse_rocminfo((traces_dir / "rocprof_csv/mi300x_hip_bmm_naive/results.sysinfo.txt").read_text())
     assert len(mi) == 8 and {(a.name, a.arch, a.compute_units, a.pci_id) for a in mi} == {
-        ("AMD Instinct MI300X", "gfx942", 304, 29857)}
+        ("AMD Instinct MI300X", "gfx942", 304, 29857)
+    }
     assert [a.ordinal for a in mi] == list(range(8)) and mi[0].memory_bytes == 201310208 * 1024
-    wx = ac.parse_rocminfo((traces_dir / "rocprof_csv/wx9100_gfx900_llamacpp/results.sysinfo.txt").read_text())
+    wx = ac.parse_rocminfo(
+        (traces_dir / "rocprof_csv/wx9100_gfx900_llamacpp/results.sysinfo.txt").read_text()
+    )
     assert wx and wx[0].arch == "gfx900" and wx[0].name == "Radeon Pro WX 9100"
 
 
@@ -112,8 +131,14 @@ def test_arch_hint_from_kernel_names():
 
 
 def test_pack_writes_no_null_keys_and_keeps_order():
-    df = pl.DataFrame({"kind": ["kernel", "kernel", "runtime"], "a": [1, None, 3], "b": ['q"x', None, None],
-                       "raw": [None, '{"z":[1,2]}', None]})
+    df = pl.DataFrame(
+        {
+            "kind": ["kernel", "kernel", "runtime"],
+            "a": [1, None, 3],
+            "b": ['q"x', None, None],
+            "raw": [None, '{"z":[1,2]}', None],
+        }
+    )
     out = ac.pack(df, raw=("raw",))
     assert [json.loads(x) for x in out["args"]] == [{"a": 1, "b": 'q"x'}, {"raw": {"z": [1, 2]}}, {"a": 3}]
     assert out.columns == ["kind", "args"]
@@ -123,7 +148,11 @@ def test_bulk_read_handles_mixed_storage_classes(tmp_path):
     p = tmp_path / "m.sqlite"
     con = sqlite3.connect(p)
     con.execute("CREATE TABLE t (id INTEGER, n INTEGER, s TEXT)")
-    rows = [(i, i * 2, f"s{i}") for i in range(70000)] + [(70000, "", "x"), (70001, None, None), (70002, 5.0, 7)]
+    rows = [(i, i * 2, f"s{i}") for i in range(70000)] + [
+        (70000, "", "x"),
+        (70001, None, None),
+        (70002, 5.0, 7),
+    ]
     con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     con.commit()
     con.close()
@@ -138,7 +167,9 @@ def test_bulk_read_handles_mixed_storage_classes(tmp_path):
 def test_recover_json_closes_after_the_last_complete_record():
     import msgspec
 
-    full = b'{"a": {"recs": [{"n": "x},{y[", "v": 1}, {"n": "\\"},{", "v": 2}, {"n": "z", "v": 3}]}, "tail": 1}'
+    full = (
+        b'{"a": {"recs": [{"n": "x},{y[", "v": 1}, {"n": "\\"},{", "v": 2}, {"n": "z", "v": 3}]}, "tail": 1}'
+    )
     third, second = full.index(b'{"n": "z"'), full.index(b'{"n": "\\"')
     for cut, kept in ((third + 8, [1, 2]), (second + 9, [1]), (len(full) - 3, [1, 2])):
         doc, at = ac.recover_json(full[:cut], msgspec.json.decode)
@@ -159,6 +190,10 @@ def test_stats_file_class_content_first_name_breaks_ties():
 def test_nvidia_volta_turing_models_have_peaks_and_gen3_link():
     from traceadvisor.devices import match_model
 
-    for name, key in [("Tesla V100-SXM2-32GB", "V100 SXM2"), ("Tesla V100-PCIE-16GB", "V100 PCIe"), ("Tesla T4", "T4")]:
+    for name, key in [
+        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+        ("Tesla T4", "T4"),
+    ]:
         m = match_model(name)
         assert m is not None and m.key == key and m.has_peaks and m.link_pinned_gbs == 12.0

@@ -47,7 +47,13 @@ def test_counts_match_the_tables(trace, traces_dir):
 
 def test_device_from_agent_info(trace):
     (d,) = trace.meta.devices
-    assert (d.index, d.model, d.name, d.arch, d.compute_units) == (0, "MI300X", "AMD Instinct MI300X", "gfx942", 304)
+    assert (d.index, d.model, d.name, d.arch, d.compute_units) == (
+        0,
+        "MI300X",
+        "AMD Instinct MI300X",
+        "gfx942",
+        304,
+    )
     assert d.memory_bytes == 206141652992 and d.properties["pci_device_id"] == 29857
     assert "device_properties" in trace.meta.capabilities and trace.meta.extra["gpu_agents"] == 8
 
@@ -58,12 +64,19 @@ def test_kernels_link_to_their_launch_call(trace):
     rt = ev.filter(pl.col("kind") == "runtime").select("correlation_id", pl.col("name").alias("api"))
     linked = k.join(rt, on="correlation_id", how="inner")
     assert linked.height == k.height
-    assert set(linked["api"]) <= {"hipLaunchKernel", "hipMemset", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel"}
+    assert set(linked["api"]) <= {
+        "hipLaunchKernel",
+        "hipMemset",
+        "hipExtModuleLaunchKernel",
+        "hipModuleLaunchKernel",
+    }
     assert {"correlation", "runtime_api", "kernels", "timeline"} <= trace.meta.capabilities
 
 
 def test_grid_in_blocks_and_names_classified(trace, traces_dir):
-    gx, wx = _sql(traces_dir / DB, "SELECT grid_size_x, workgroup_size_x FROM rocpd_kernel_dispatch WHERE id = 2")[0]
+    gx, wx = _sql(
+        traces_dir / DB, "SELECT grid_size_x, workgroup_size_x FROM rocpd_kernel_dispatch WHERE id = 2"
+    )[0]
     k = trace.events.filter(pl.col("kind") == "kernel").sort("start_ns")
     second = k.row(1, named=True)
     assert second["grid_x"] == -(-gx // wx) and second["block_x"] == wx
@@ -107,7 +120,9 @@ def test_views_only_layout_reads_the_same(traces_dir, tmp_path):
     con = sqlite3.connect(src)
     for (v,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'").fetchall():
         con.execute(f'DROP VIEW "{v}"')
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%'")]
+    names = [
+        r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_%'")
+    ]
     for n in names:
         con.execute(f'ALTER TABLE "{n}" RENAME TO "{n[: n.index("_0000")]}"')
     con.commit()
@@ -128,19 +143,42 @@ def test_memory_copies_and_allocations(traces_dir, tmp_path):
     p = tmp_path / "with_copies.db"
     shutil.copy(traces_dir / DB, p)
     con = sqlite3.connect(p)
-    sfx = con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_memory_copy_%'").fetchone()[0][len("rocpd_memory_copy"):]
-    s_id = lambda text: con.execute(f"SELECT id FROM rocpd_string{sfx} WHERE string = ?", (text,)).fetchone()[0]  # noqa: E731
+    sfx = con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'rocpd_memory_copy_%'").fetchone()[0][
+        len("rocpd_memory_copy") :
+    ]
+
+    def s_id(text):
+        return con.execute(f"SELECT id FROM rocpd_string{sfx} WHERE string = ?", (text,)).fetchone()[0]
+
     start, end, stack = con.execute(
         f"SELECT r.start, r.end, e.stack_id FROM rocpd_region{sfx} r JOIN rocpd_event{sfx} e ON e.id = r.event_id "
-        f"WHERE r.name_id = ? ORDER BY r.start LIMIT 1", (s_id("hipMemcpy"),)).fetchone()
+        f"WHERE r.name_id = ? ORDER BY r.start LIMIT 1",
+        (s_id("hipMemcpy"),),
+    ).fetchone()
     nid, pid, tid = con.execute(f"SELECT nid, pid, tid FROM rocpd_kernel_dispatch{sfx} LIMIT 1").fetchone()
-    con.execute(f"INSERT INTO rocpd_event{sfx} (id, category_id, stack_id, parent_stack_id, correlation_id) "
-                "VALUES (5001, ?, ?, 0, 0)", (s_id("MEMORY_COPY"), stack))
-    con.execute(f"INSERT INTO rocpd_memory_copy{sfx} (nid, pid, tid, start, end, name_id, dst_agent_id, src_agent_id, "
-                "size, queue_id, stream_id, event_id) VALUES (?, ?, ?, ?, ?, ?, 2, 0, ?, 0, 0, 5001)",
-                (nid, pid, tid, start + 10_000, start + 10_000 + 100_000_000, s_id("MEMORY_COPY_HOST_TO_DEVICE"), 256 << 20))
-    con.execute(f"INSERT INTO rocpd_memory_allocate{sfx} (nid, pid, tid, agent_id, type, level, start, end, address, size, "
-                "event_id) VALUES (?, ?, ?, 2, 'ALLOC', 'REAL', ?, ?, 4096, 1048576, NULL)", (nid, pid, tid, start, start + 50))
+    con.execute(
+        f"INSERT INTO rocpd_event{sfx} (id, category_id, stack_id, parent_stack_id, correlation_id) "
+        "VALUES (5001, ?, ?, 0, 0)",
+        (s_id("MEMORY_COPY"), stack),
+    )
+    con.execute(
+        f"INSERT INTO rocpd_memory_copy{sfx} (nid, pid, tid, start, end, name_id, dst_agent_id, src_agent_id, "
+        "size, queue_id, stream_id, event_id) VALUES (?, ?, ?, ?, ?, ?, 2, 0, ?, 0, 0, 5001)",
+        (
+            nid,
+            pid,
+            tid,
+            start + 10_000,
+            start + 10_000 + 100_000_000,
+            s_id("MEMORY_COPY_HOST_TO_DEVICE"),
+            256 << 20,
+        ),
+    )
+    con.execute(
+        f"INSERT INTO rocpd_memory_allocate{sfx} (nid, pid, tid, agent_id, type, level, start, end, address, size, "
+        "event_id) VALUES (?, ?, ?, 2, 'ALLOC', 'REAL', ?, ?, 4096, 1048576, NULL)",
+        (nid, pid, tid, start, start + 50),
+    )
     con.commit()
     con.close()
     tr = rocpd.read(p)
@@ -167,8 +205,12 @@ def test_cut_at_90_percent_is_detected_and_keeps_readable_rows(traces_dir, tmp_p
     whole = cut.stat().st_size // page * page
     pad = tmp_path / "padded.db"
     pad.write_bytes(cut.read_bytes()[:whole] + bytes(pages * page - whole))
-    (region,) = [r[0] for r in _sql(full, "SELECT name FROM sqlite_master WHERE type = 'table' "
-                                          "AND name LIKE 'rocpd_region_%'")]
+    (region,) = [
+        r[0]
+        for r in _sql(
+            full, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_region_%'"
+        )
+    ]
     n = readable_rows(full, pad, region)
     assert 350 <= n < _sql(full, f'SELECT count(*) FROM "{region}"')[0][0]
     assert detect(cut).NAME == "rocpd"

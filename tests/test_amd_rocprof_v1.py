@@ -88,7 +88,12 @@ def test_bmm_db_copies_and_launch_grid(traces_dir):
     assert copies["bytes"].to_list() == [8388608, 33554432, 33554432]
     assert copies["copy_kind"].to_list() == ["h2d", "h2d", "d2h"]
     k = tr.events.filter(pl.col("kind") == "kernel").row(0, named=True)
-    assert (k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"]) == (16, 64, 16, 8)  # numBlocks({z(16) y(64) x(16})
+    assert (k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"]) == (
+        16,
+        64,
+        16,
+        8,
+    )  # numBlocks({z(16) y(64) x(16})
     assert tr.meta.devices[0].model == "MI300X"
     d2h = copies.row(2, named=True)  # 33.5 MB at ~1.3 GB/s from a blocking hipMemcpy
     assert (d2h["dst_memory"], d2h["memory_inferred"]) == ("pageable", True)
@@ -204,11 +209,15 @@ def test_cut_json_imports_the_complete_events(traces_dir, tmp_path, frac):
     assert tr.meta.input_events == len(expect)
     assert tr.events.height == sum(1 for e in expect if e.get("ph") == "X")
     assert tr.meta.truncated and any("cut short" in w for w in tr.meta.warnings)
-    assert sorted(tr.events["start_ns"].to_list()) == sorted(int(e["args"]["BeginNs"]) for e in expect if e.get("ph") == "X")
+    assert sorted(tr.events["start_ns"].to_list()) == sorted(
+        int(e["args"]["BeginNs"]) for e in expect if e.get("ph") == "X"
+    )
     gz = tmp_path / "cut.json.gz"  # a gzip stream cut short: what decompressed is recovered the same way
     gz.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) * 3 // 4])
     tg = rocprof_v1.read(gz)
-    assert tg.meta.truncated and tg.events.height > 0 and "gzip stream ends early" in " ".join(tg.meta.warnings)
+    assert (
+        tg.meta.truncated and tg.events.height > 0 and "gzip stream ends early" in " ".join(tg.meta.warnings)
+    )
 
 
 def test_gzipped_results_json_imports_like_the_plain_one(traces_dir, tmp_path):
@@ -219,7 +228,9 @@ def test_gzipped_results_json_imports_like_the_plain_one(traces_dir, tmp_path):
     assert detect(p).NAME == "rocprof_v1"
     tr, ref = rocprof_v1.read(p), rocprof_v1.read(src)
     assert tr.counts_by_kind() == ref.counts_by_kind() and tr.meta.input_events == ref.meta.input_events
-    assert tr.events.select("start_ns", "dur_ns", "correlation_id").equals(ref.events.select("start_ns", "dur_ns", "correlation_id"))
+    assert tr.events.select("start_ns", "dur_ns", "correlation_id").equals(
+        ref.events.select("start_ns", "dur_ns", "correlation_id")
+    )
     assert not tr.meta.truncated
 
 
@@ -231,8 +242,12 @@ def test_every_json_event_is_imported_or_skipped(traces_dir, folder):
     tr = rocprof_v1.read(p)
     assert tr.meta.input_events == len(events) == tr.events.height + sum(tr.meta.skipped.values())
     sk = tr.meta.skipped
-    assert sk["metadata trace events (lane names, kept in meta.extra.lanes)"] == sum(e.get("ph") == "M" for e in events)
-    assert sk["flow trace events (folded into correlation_id links)"] == sum(e.get("ph") in ("s", "t", "f") for e in events)
+    assert sk["metadata trace events (lane names, kept in meta.extra.lanes)"] == sum(
+        e.get("ph") == "M" for e in events
+    )
+    assert sk["flow trace events (folded into correlation_id links)"] == sum(
+        e.get("ph") in ("s", "t", "f") for e in events
+    )
     assert set(tr.meta.extra["lanes"].values()) >= {"hip", "copy", "kernel"}
 
 
@@ -247,7 +262,9 @@ def test_cut_results_csv_drops_the_partial_last_row(traces_dir, tmp_path):
     assert tr.events["start_ns"].null_count() == 0 and tr.events["dur_ns"].null_count() == 0
     ends = {int(r["EndNs"]) for r in _rows(traces_dir / LAPLACE / "results.csv")}
     assert set((tr.events["start_ns"] + tr.events["dur_ns"]).to_list()) <= ends
-    assert tr.meta.truncated and tr.meta.skipped == {"partial last row of results.csv (the file is cut short inside it)": 1}
+    assert tr.meta.truncated and tr.meta.skipped == {
+        "partial last row of results.csv (the file is cut short inside it)": 1
+    }
     assert tr.meta.input_events == whole + 1 and any("partial row" in w for w in tr.meta.warnings)
 
 
@@ -262,17 +279,22 @@ def test_stats_names_with_unquoted_commas(traces_dir):
     tr = rocprof_v1.read(p)
     ev = tr.events.with_columns(calls=pl.col("args").str.json_path_match("$.calls").cast(pl.Int64))
     got = {n: (d, c) for n, d, c in ev.select("name", "dur_ns", "calls").iter_rows()}
-    want = {n.removesuffix(" [clone .kd]"): (int(r[-3]), int(r[-4])) for n, r in zip(names, rows, strict=True)}
+    want = {
+        n.removesuffix(" [clone .kd]"): (int(r[-3]), int(r[-4])) for n, r in zip(names, rows, strict=True)
+    }
     assert got == want
     assert not any("fewer fields" in w for w in tr.meta.warnings)
 
 
-@pytest.mark.parametrize(("src", "kinds"), [
-    (f"{BMM}/results.hip_stats.csv", {"runtime": 6}),
-    (f"{VEGA}/results.copy_stats.csv", {"memcpy": 2, "memset": 1}),
-    (f"{VEGA}/results.hip_stats.csv", {"runtime": 17}),
-    (f"{VEGA}/results.stats.csv", {"kernel": 7, "other": 1}),
-])
+@pytest.mark.parametrize(
+    ("src", "kinds"),
+    [
+        (f"{BMM}/results.hip_stats.csv", {"runtime": 6}),
+        (f"{VEGA}/results.copy_stats.csv", {"memcpy": 2, "memset": 1}),
+        (f"{VEGA}/results.hip_stats.csv", {"runtime": 17}),
+        (f"{VEGA}/results.stats.csv", {"kernel": 7, "other": 1}),
+    ],
+)
 def test_stats_kind_comes_from_the_names_not_the_file_name(traces_dir, tmp_path, src, kinds):
     """QA bug 4: a stats file renamed (trace.bin) took its kind from the name and became kernels."""
     p = tmp_path / "trace.bin"

@@ -55,7 +55,10 @@ def test_json_grid_blocks_and_ids(mi350x, traces_dir):
     r0 = doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][0]
     ev = mi350x.events.filter(pl.col("correlation_id") == r0["correlation_id"]["internal"]).row(0, named=True)
     di = r0["dispatch_info"]
-    assert ev["start_ns"] == r0["start_timestamp"] and ev["dur_ns"] == r0["end_timestamp"] - r0["start_timestamp"]
+    assert (
+        ev["start_ns"] == r0["start_timestamp"]
+        and ev["dur_ns"] == r0["end_timestamp"] - r0["start_timestamp"]
+    )
     assert ev["grid_x"] == -(-di["grid_size"]["x"] // di["workgroup_size"]["x"])
     assert ev["external_id"] is None  # external 0 = not set
     assert mi350x.meta.clock_base == "CLOCK_BOOTTIME"
@@ -92,17 +95,28 @@ def test_truncated_json_imports_the_complete_records(traces_dir, tmp_path, capsy
     gz = tmp_path / "results.json.gz"
     gz.write_bytes((traces_dir / JSON_GZ).read_bytes()[:1_000_000])
     tg = rocprofv3.read(gz)
-    assert tg.meta.truncated and 0 < tg.events.height < 43915 and "gzip stream ends early" in " ".join(tg.meta.warnings)
+    assert (
+        tg.meta.truncated
+        and 0 < tg.events.height < 43915
+        and "gzip stream ends early" in " ".join(tg.meta.warnings)
+    )
     gz.write_bytes((traces_dir / JSON_GZ).read_bytes()[:100_000])  # cut before the first record: an error
     code, out = run_cli(capsys, "info", "--no-cache", str(gz))
-    assert code == 2 and out.startswith("Error:") and out.count("\n") == 1 and "before its first complete" in out
+    assert (
+        code == 2 and out.startswith("Error:") and out.count("\n") == 1 and "before its first complete" in out
+    )
 
 
 def test_json_input_events_are_the_records(mi350x, traces_dir):
     """QA bug 9: every record list of buffer_records and callback_records is counted."""
     doc = json.loads(gzip.decompress((traces_dir / JSON_GZ).read_bytes()))
     proc = doc["rocprofiler-sdk-tool"][0]
-    n = sum(len(v) for part in ("buffer_records", "callback_records") for v in proc[part].values() if isinstance(v, list))
+    n = sum(
+        len(v)
+        for part in ("buffer_records", "callback_records")
+        for v in proc[part].values()
+        if isinstance(v, list)
+    )
     assert mi350x.meta.input_events == n == mi350x.events.height + sum(mi350x.meta.skipped.values())
 
 
@@ -114,10 +128,15 @@ def test_csv_folder_counts_and_links(traces_dir):
     counters = _rows(folder / "decode_stall_counter_collection.csv")
     assert tr.counts_by_kind() == {"kernel": len(kernels), "runtime": len(apis)}
     n_disp = len({(r["Process_Id"], r["Dispatch_Id"]) for r in counters})
-    assert tr.meta.skipped["counter-collection dispatches from a separate run (not matched to the kernel trace)"] == n_disp
+    assert (
+        tr.meta.skipped["counter-collection dispatches from a separate run (not matched to the kernel trace)"]
+        == n_disp
+    )
     ev = tr.events
     k = ev.filter(pl.col("kind") == "kernel")
-    linked = k.join(ev.filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi")
+    linked = k.join(
+        ev.filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi"
+    )
     api_corr = {int(r["Correlation_Id"]) for r in apis}
     assert linked.height == sum(1 for r in kernels if int(r["Correlation_Id"]) in api_corr) > 0
     first = k.sort("start_ns").row(0, named=True)
@@ -138,11 +157,15 @@ def test_counter_collection_alone_gives_one_kernel_per_dispatch(traces_dir):
 def test_doc_samples_folder_and_each_file(traces_dir):
     folder = traces_dir / DOCS
     tr = rocprofv3.read(folder)
-    assert tr.counts_by_kind() == {"kernel": len(_rows(folder / "kernel_trace.csv")),
-                                   "memcpy": len(_rows(folder / "memory_copy_trace.csv")),
-                                   "runtime": len(_rows(folder / "hip_runtime_trace.csv"))}
+    assert tr.counts_by_kind() == {
+        "kernel": len(_rows(folder / "kernel_trace.csv")),
+        "memcpy": len(_rows(folder / "memory_copy_trace.csv")),
+        "runtime": len(_rows(folder / "hip_runtime_trace.csv")),
+    }
     n_stats = len(_rows(folder / "hip_api_stats.csv"))
-    assert tr.meta.skipped["aggregate statistics rows of hip_api_stats.csv (a timeline is present)"] == n_stats
+    assert (
+        tr.meta.skipped["aggregate statistics rows of hip_api_stats.csv (a timeline is present)"] == n_stats
+    )
     assert any("separate runs" in w for w in tr.meta.warnings)
     copies = tr.events.filter(pl.col("kind") == "memcpy")
     assert sorted(copies["copy_kind"]) == ["d2h", "h2d"] and copies["bytes"].is_null().all()
@@ -160,7 +183,11 @@ def test_stats_file_is_aggregates_only(traces_dir):
     first = _rows(traces_dir / DOCS / "hip_api_stats.csv")[0]
     row = tr.events.filter(pl.col("name") == first["Name"]).row(0, named=True)
     args = json.loads(row["args"])
-    assert row["kind"] == "runtime" and row["dur_ns"] == int(first["TotalDurationNs"]) and row["start_ns"] is None
+    assert (
+        row["kind"] == "runtime"
+        and row["dur_ns"] == int(first["TotalDurationNs"])
+        and row["start_ns"] is None
+    )
     assert args["calls"] == int(first["Calls"]) and args["min_ns"] == int(first["MinNs"])
     assert args["max_ns"] == int(first["MaxNs"])
 
@@ -188,12 +215,24 @@ def test_sniffed_by_header_not_name(traces_dir, tmp_path):
 
 def test_agent_info_maps_agents_to_gpu_ordinals(traces_dir, tmp_path):
     shutil.copy(traces_dir / GFX1151 / "decode_kernel_trace.csv", tmp_path / "1_kernel_trace.csv")
-    header = ["Node_Id", "Logical_Node_Id", "Agent_Type", "Cu_Count", "Gfx_Target_Version", "Device_Id", "Name",
-              "Vendor_Name", "Product_Name", "Model_Name"]
+    header = [
+        "Node_Id",
+        "Logical_Node_Id",
+        "Agent_Type",
+        "Cu_Count",
+        "Gfx_Target_Version",
+        "Device_Id",
+        "Name",
+        "Vendor_Name",
+        "Product_Name",
+        "Model_Name",
+    ]
     with open(tmp_path / "1_agent_info.csv", "w", newline="") as f:
         w = csv.writer(f, quoting=csv.QUOTE_ALL)
         w.writerow(header)
-        w.writerow(["0", "0", "CPU", "32", "0", "0", "AMD Ryzen AI MAX+ 395", "CPU", "AMD Ryzen AI MAX+ 395", ""])
+        w.writerow(
+            ["0", "0", "CPU", "32", "0", "0", "AMD Ryzen AI MAX+ 395", "CPU", "AMD Ryzen AI MAX+ 395", ""]
+        )
         w.writerow(["1", "1", "GPU", "40", "110501", "5510", "gfx1151", "AMD", "AMD Radeon 8060S", ""])
     tr = rocprofv3.read(tmp_path)
     (d,) = tr.meta.devices
@@ -209,30 +248,103 @@ def test_cli_info_names_each_device(traces_dir, capsys):
 def test_json_copies_api_and_inference(tmp_path):
     """A small file in the rocprofv3 JSON layout with the record kinds the MI350X sample lacks (copies, HIP API)."""
     ms = 1_000_000
-    doc = {"rocprofiler-sdk-tool": [{
-        "metadata": {"pid": 7, "init_time": 1, "fini_time": 10**12},
-        "agents": [{"id": {"handle": 1}, "type": 1, "product_name": "CPU"},
-                   {"id": {"handle": 2}, "type": 2, "logical_node_type_id": 0, "name": "gfx942", "cu_count": 304,
-                    "product_name": "AMD Instinct MI300X", "device_id": 29857, "mem_banks": [{"size_in_bytes": 206141652992}]}],
-        "strings": {"buffer_records": [
-            {"kind": "NONE", "operations": []},
-            {"kind": "HIP_RUNTIME_API_EXT", "operations": ["hipMemcpyAsync", "hipLaunchKernel"]},
-            {"kind": "MEMORY_COPY", "operations": ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_HOST", "MEMORY_COPY_HOST_TO_DEVICE"]},
-            {"kind": "KERNEL_DISPATCH", "operations": ["NONE", "ENQUEUE", "KERNEL_DISPATCH_COMPLETE"]}]},
-        "kernel_symbols": [{"kernel_id": 3, "kernel_name": "k.kd", "demangled_kernel_name": "Cijk_Alik_Bljk_BBS_BH_MT64x64x32.kd"}],
-        "buffer_records": {
-            "hip_api": [{"kind": 1, "operation": 0, "thread_id": 7, "correlation_id": {"internal": 5, "external": 0},
-                         "start_timestamp": 10 * ms, "end_timestamp": 40 * ms},
-                        {"kind": 1, "operation": 1, "thread_id": 7, "correlation_id": {"internal": 6, "external": 9},
-                         "start_timestamp": 41 * ms, "end_timestamp": 41 * ms + 5000}],
-            "memory_copy": [{"kind": 2, "operation": 2, "thread_id": 7, "correlation_id": {"internal": 5, "external": 0},
-                             "start_timestamp": 12 * ms, "end_timestamp": 37 * ms, "src_agent_id": {"handle": 1},
-                             "dst_agent_id": {"handle": 2}, "bytes": 256 << 20, "stream_id": {"handle": 0}}],
-            "kernel_dispatch": [{"kind": 3, "operation": 2, "thread_id": 7, "correlation_id": {"internal": 6, "external": 9},
-                                 "start_timestamp": 42 * ms, "end_timestamp": 43 * ms, "stream_id": {"handle": 0},
-                                 "dispatch_info": {"agent_id": {"handle": 2}, "queue_id": {"handle": 1}, "kernel_id": 3,
-                                                   "workgroup_size": {"x": 256, "y": 1, "z": 1},
-                                                   "grid_size": {"x": 1000, "y": 2, "z": 1}}}]}}]}
+    doc = {
+        "rocprofiler-sdk-tool": [
+            {
+                "metadata": {"pid": 7, "init_time": 1, "fini_time": 10**12},
+                "agents": [
+                    {"id": {"handle": 1}, "type": 1, "product_name": "CPU"},
+                    {
+                        "id": {"handle": 2},
+                        "type": 2,
+                        "logical_node_type_id": 0,
+                        "name": "gfx942",
+                        "cu_count": 304,
+                        "product_name": "AMD Instinct MI300X",
+                        "device_id": 29857,
+                        "mem_banks": [{"size_in_bytes": 206141652992}],
+                    },
+                ],
+                "strings": {
+                    "buffer_records": [
+                        {"kind": "NONE", "operations": []},
+                        {"kind": "HIP_RUNTIME_API_EXT", "operations": ["hipMemcpyAsync", "hipLaunchKernel"]},
+                        {
+                            "kind": "MEMORY_COPY",
+                            "operations": [
+                                "MEMORY_COPY_NONE",
+                                "MEMORY_COPY_HOST_TO_HOST",
+                                "MEMORY_COPY_HOST_TO_DEVICE",
+                            ],
+                        },
+                        {
+                            "kind": "KERNEL_DISPATCH",
+                            "operations": ["NONE", "ENQUEUE", "KERNEL_DISPATCH_COMPLETE"],
+                        },
+                    ]
+                },
+                "kernel_symbols": [
+                    {
+                        "kernel_id": 3,
+                        "kernel_name": "k.kd",
+                        "demangled_kernel_name": "Cijk_Alik_Bljk_BBS_BH_MT64x64x32.kd",
+                    }
+                ],
+                "buffer_records": {
+                    "hip_api": [
+                        {
+                            "kind": 1,
+                            "operation": 0,
+                            "thread_id": 7,
+                            "correlation_id": {"internal": 5, "external": 0},
+                            "start_timestamp": 10 * ms,
+                            "end_timestamp": 40 * ms,
+                        },
+                        {
+                            "kind": 1,
+                            "operation": 1,
+                            "thread_id": 7,
+                            "correlation_id": {"internal": 6, "external": 9},
+                            "start_timestamp": 41 * ms,
+                            "end_timestamp": 41 * ms + 5000,
+                        },
+                    ],
+                    "memory_copy": [
+                        {
+                            "kind": 2,
+                            "operation": 2,
+                            "thread_id": 7,
+                            "correlation_id": {"internal": 5, "external": 0},
+                            "start_timestamp": 12 * ms,
+                            "end_timestamp": 37 * ms,
+                            "src_agent_id": {"handle": 1},
+                            "dst_agent_id": {"handle": 2},
+                            "bytes": 256 << 20,
+                            "stream_id": {"handle": 0},
+                        }
+                    ],
+                    "kernel_dispatch": [
+                        {
+                            "kind": 3,
+                            "operation": 2,
+                            "thread_id": 7,
+                            "correlation_id": {"internal": 6, "external": 9},
+                            "start_timestamp": 42 * ms,
+                            "end_timestamp": 43 * ms,
+                            "stream_id": {"handle": 0},
+                            "dispatch_info": {
+                                "agent_id": {"handle": 2},
+                                "queue_id": {"handle": 1},
+                                "kernel_id": 3,
+                                "workgroup_size": {"x": 256, "y": 1, "z": 1},
+                                "grid_size": {"x": 1000, "y": 2, "z": 1},
+                            },
+                        }
+                    ],
+                },
+            }
+        ]
+    }
     p = tmp_path / "results.json"
     p.write_text(json.dumps(doc))
     tr = rocprofv3.read(p)
@@ -243,7 +355,12 @@ def test_json_copies_api_and_inference(tmp_path):
     assert json.loads(c["args"])["memory_inference"]["confidence"] == "high"
     k = tr.events.filter(pl.col("kind") == "kernel").row(0, named=True)
     assert (k["name"], k["category"], k["grid_x"], k["grid_y"], k["external_id"]) == (
-        "Cijk_Alik_Bljk_BBS_BH_MT64x64x32", "gemm", 4, 2, 9)
+        "Cijk_Alik_Bljk_BBS_BH_MT64x64x32",
+        "gemm",
+        4,
+        2,
+        9,
+    )
     assert {"copy_bytes", "correlation", "runtime_api", "copy_memory_inferred"} <= tr.meta.capabilities
     assert tr.meta.devices[0].model == "MI300X"
 
@@ -283,5 +400,9 @@ def test_csv_folder_accounts_for_every_row(traces_dir):
     assert tr.meta.input_events == rows == tr.events.height + sum(tr.meta.skipped.values())
     counters = _rows(folder / "decode_stall_counter_collection.csv")
     dispatches = len({(r["Process_Id"], r["Dispatch_Id"]) for r in counters})
-    assert tr.meta.skipped["counter-collection rows folded into one event per dispatch (values in args.counters)"] == \
-        len(counters) - dispatches
+    assert (
+        tr.meta.skipped[
+            "counter-collection rows folded into one event per dispatch (values in args.counters)"
+        ]
+        == len(counters) - dispatches
+    )

@@ -43,9 +43,17 @@ def traces(traces_dir):
 @pytest.mark.parametrize("name", [GFX90A, VLLM])
 def test_counts_match_sql(traces, traces_dir, name):
     path = traces_dir / name
-    by_type = dict(_sql(path, "SELECT s.string, count(*) FROM rocpd_op o JOIN rocpd_string s ON s.id = o.opType_id GROUP BY 1"))
-    named_tasks = _sql(path, "SELECT count(*) FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
-                             "JOIN rocpd_string d ON d.id = o.description_id WHERE t.string = 'Task' AND d.string != ''")[0][0]
+    by_type = dict(
+        _sql(
+            path,
+            "SELECT s.string, count(*) FROM rocpd_op o JOIN rocpd_string s ON s.id = o.opType_id GROUP BY 1",
+        )
+    )
+    named_tasks = _sql(
+        path,
+        "SELECT count(*) FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
+        "JOIN rocpd_string d ON d.id = o.description_id WHERE t.string = 'Task' AND d.string != ''",
+    )[0][0]
     counts = traces[name].counts_by_kind()
     assert counts.get("kernel", 0) == by_type.get("KernelExecution", 0) + named_tasks
     assert counts.get("memcpy", 0) == sum(n for t, n in by_type.items() if t.startswith("Copy"))
@@ -72,12 +80,20 @@ def test_api_links_and_grid_units(traces, traces_dir):
     assert gemm["category"] == "gemm"
     api = ev.filter((pl.col("kind") == "runtime") & (pl.col("correlation_id") == gemm["correlation_id"]))
     assert api["name"].to_list() == ["hipExtModuleLaunchKernel"]
-    gx, gy, wx, wy = _sql(traces_dir / GFX90A, "SELECT gridX, gridY, workgroupX, workgroupY FROM rocpd_kernelapi k "
-                                              f"WHERE k.api_ptr_id = {gemm['correlation_id']}")[0]
+    gx, gy, wx, wy = _sql(
+        traces_dir / GFX90A,
+        "SELECT gridX, gridY, workgroupX, workgroupY FROM rocpd_kernelapi k "
+        f"WHERE k.api_ptr_id = {gemm['correlation_id']}",
+    )[0]
     assert (gemm["grid_x"], gemm["grid_y"]) == (-(-gx // wx), -(-gy // wy))  # work-items -> blocks
     assert json.loads(gemm["args"])["grid_recorded"][0] == gx
-    launch = ev.filter(pl.col("args").str.contains('"launch_api":"hipLaunchKernel"') & (pl.col("kind") == "kernel")).row(0, named=True)
-    k = _sql(traces_dir / GFX90A, f"SELECT gridX, workgroupX FROM rocpd_kernelapi WHERE api_ptr_id = {launch['correlation_id']}")[0]
+    launch = ev.filter(
+        pl.col("args").str.contains('"launch_api":"hipLaunchKernel"') & (pl.col("kind") == "kernel")
+    ).row(0, named=True)
+    k = _sql(
+        traces_dir / GFX90A,
+        f"SELECT gridX, workgroupX FROM rocpd_kernelapi WHERE api_ptr_id = {launch['correlation_id']}",
+    )[0]
     assert (launch["grid_x"], launch["block_x"]) == k  # hipLaunchKernel grids are blocks already
 
 
@@ -85,8 +101,15 @@ def test_pageable_inferred_with_evidence_never_as_fact(traces):
     tr = traces[GFX90A]
     assert "copy_memory_inferred" in tr.meta.capabilities
     assert "copy_memory_kind" not in tr.meta.capabilities
-    big = tr.events.filter((pl.col("kind") == "memcpy") & (pl.col("bytes") == 2_000_000_000)).row(0, named=True)
-    assert (big["copy_kind"], big["src_memory"], big["dst_memory"], big["memory_inferred"]) == ("h2d", "pageable", "device", True)
+    big = tr.events.filter((pl.col("kind") == "memcpy") & (pl.col("bytes") == 2_000_000_000)).row(
+        0, named=True
+    )
+    assert (big["copy_kind"], big["src_memory"], big["dst_memory"], big["memory_inferred"]) == (
+        "h2d",
+        "pageable",
+        "device",
+        True,
+    )
     ev = json.loads(big["args"])["memory_inference"]
     assert ev["confidence"] in ("medium", "high") and ev["api"] == "hipMemcpyWithStream"
     assert ev["api_dur_ns"] > ev["copy_dur_ns"] and 12 < ev["gbps"] < 13.5 and ev["reason"]
@@ -116,7 +139,9 @@ def test_sysinfo_beside_the_rpd_names_the_device(traces_dir, tmp_path):
 def test_extension_tables_kept_or_counted(traces, traces_dir):
     tr = traces[VLLM]
     n_cs = _sql(traces_dir / VLLM, "SELECT count(*) FROM ext_callstack")[0][0]
-    assert tr.meta.skipped["ext_callstack rows (derived caller/callee pairs of API rows, recomputable)"] == n_cs
+    assert (
+        tr.meta.skipped["ext_callstack rows (derived caller/callee pairs of API rows, recomputable)"] == n_cs
+    )
     n_ag = _sql(traces_dir / VLLM, "SELECT count(*) FROM ext_autogradapi")[0][0]
     ann = tr.events.filter(pl.col("args").str.contains('"autograd_name"'))
     assert ann.height == n_ag and set(ann["kind"]) == {"annotation"}
@@ -213,7 +238,7 @@ def test_scribbled_pages_lose_only_their_own_rows(traces_dir, tmp_path):
     page = int.from_bytes(data[16:18], "big")
     first = len(data) // page // 3
     for k in range(first, first + 40):
-        data[k * page: k * page + 64] = b"\xff" * 64
+        data[k * page : k * page + 64] = b"\xff" * 64
     p = tmp_path / "corrupt.rpd"
     p.write_bytes(bytes(data))
     n_op = readable_rows(full, p, "rocpd_op")
@@ -237,7 +262,10 @@ def test_string_table_cut_keeps_the_events(traces_dir, tmp_path):
     ref = rpd.read(full)
     assert tr.events.height == ref.events.height
     c, rc = tr.counts_by_kind(), ref.counts_by_kind()
-    assert (c["kernel"], c["memcpy"]) == (rc["kernel"], rc["memcpy"])  # kinds inferred from the launch records
+    assert (c["kernel"], c["memcpy"]) == (
+        rc["kernel"],
+        rc["memcpy"],
+    )  # kinds inferred from the launch records
     lost = tr.events.filter(pl.col("name").str.starts_with("<unknown string id "))
     assert lost.height > 0 and tr.events["name"].null_count() == 0
     assert tr.meta.truncated and any("rocpd_string is damaged" in w for w in tr.meta.warnings)
@@ -259,6 +287,10 @@ def test_input_events_count_the_rows_read(traces, traces_dir):
     for name in (GFX90A, VLLM):
         path, tr = traces_dir / name, traces[name]
         tables = [r[0] for r in _sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        counted = [t for t in tables if t in rpd.SKIP_REASONS or t.startswith("ext_") and t != "ext_autogradapi"]
-        rows = sum(_sql(path, f'SELECT count(*) FROM "{t}"')[0][0] for t in ("rocpd_op", "rocpd_api", *counted))
+        counted = [
+            t for t in tables if t in rpd.SKIP_REASONS or t.startswith("ext_") and t != "ext_autogradapi"
+        ]
+        rows = sum(
+            _sql(path, f'SELECT count(*) FROM "{t}"')[0][0] for t in ("rocpd_op", "rocpd_api", *counted)
+        )
         assert tr.meta.input_events == rows == tr.events.height + sum(tr.meta.skipped.values())

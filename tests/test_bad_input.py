@@ -83,15 +83,22 @@ def test_directory_of_the_wrong_kind(tmp_path):
     assert_one_line_error(code, err, "folder")
 
 
-@pytest.mark.parametrize(("name", "content", "word"), [
-    ("empty.json", b"", "empty"),
-    ("text.json", b"hello, this is not json\n", "not a trace format"),
-    ("obj.json", b'{"a": 1, "b": [1, 2]}', "not a trace format"),
-    ("numbers.json", b"[1, 2, 3]", "not a trace format"),
-    ("corrupt.json.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 40, "gzip"),
-    ("no_events.json", b'{"schemaVersion": 1, "traceEvents": [1, "x"]}', "none of them is an event"),
-    ("header_only.json", b'{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"', "cut off before"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "word"),
+    [
+        ("empty.json", b"", "empty"),
+        ("text.json", b"hello, this is not json\n", "not a trace format"),
+        ("obj.json", b'{"a": 1, "b": [1, 2]}', "not a trace format"),
+        ("numbers.json", b"[1, 2, 3]", "not a trace format"),
+        ("corrupt.json.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 40, "gzip"),
+        ("no_events.json", b'{"schemaVersion": 1, "traceEvents": [1, "x"]}', "none of them is an event"),
+        (
+            "header_only.json",
+            b'{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"',
+            "cut off before",
+        ),
+    ],
+)
 def test_bad_files(bad, name, content, word):
     path = bad(name, content)
     code, out, err = run("info", path)

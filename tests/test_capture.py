@@ -27,8 +27,10 @@ def read(path: Path) -> dict:
 
 
 def step_names(doc: dict) -> list[str]:
-    return sorted({e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")},
-                  key=lambda n: int(n.split("#")[1]))
+    return sorted(
+        {e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")},
+        key=lambda n: int(n.split("#")[1]),
+    )
 
 
 def train(cap, n: int) -> None:
@@ -70,7 +72,16 @@ TRAIN_SCRIPT = """
 # -- schedule --------------------------------------------------------------------------------------------------
 def test_schedule_phases():
     s = Schedule(wait=2, warmup=1, active=3)
-    assert [s.phase(i) for i in range(8)] == ["wait", "wait", "warmup", "record", "record", "save", "done", "done"]
+    assert [s.phase(i) for i in range(8)] == [
+        "wait",
+        "wait",
+        "warmup",
+        "record",
+        "record",
+        "save",
+        "done",
+        "done",
+    ]
     r = Schedule(wait=0, warmup=1, active=1, repeat=0)
     assert [r.phase(i) for i in range(4)] == ["warmup", "save", "warmup", "save"]
     with pytest.raises(UsageError, match="active"):
@@ -100,7 +111,12 @@ def test_capture_records_the_scheduled_window(tmp_path, capsys):
     doc = read(cap.paths[0])
     assert step_names(doc) == ["ProfilerStep#2", "ProfilerStep#3"]  # iterations 0 and 1 stay out
     meta = doc["traceadvisor_capture"]
-    assert meta["window"] == "scheduled" and meta["schedule"] == {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
+    assert meta["window"] == "scheduled" and meta["schedule"] == {
+        "wait": 1,
+        "warmup": 1,
+        "active": 2,
+        "repeat": 1,
+    }
     assert meta["activities"] == (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     shapes = [e["args"]["Input Dims"] for e in doc["traceEvents"] if e.get("name") == "aten::addmm"]
     assert shapes and [8, 16] in shapes[0]  # record_shapes is on
@@ -195,8 +211,10 @@ def test_unknown_activity_is_a_usage_error(tmp_path):
 
 
 def test_importing_traceadvisor_does_not_import_torch():
-    code = ("import sys, traceadvisor, traceadvisor.capture, traceadvisor.cli.profile, traceadvisor.cli.main; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, traceadvisor, traceadvisor.capture, traceadvisor.cli.profile, traceadvisor.cli.main; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -260,9 +278,30 @@ def test_planted_fixture_fires_and_fixed_fixture_stays_silent():
 def test_profile_runs_a_script_end_to_end(tmp_path):
     script = write_script(tmp_path, TRAIN_SCRIPT)
     out = tmp_path / "traces"
-    r = subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "profile", "-o", str(out), "--wait", "1",
-                        "--warmup", "0", "--steps", "2", "--", "python", str(script), "5"],
-                       capture_output=True, text=True, cwd=tmp_path, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceadvisor.cli.main",
+            "profile",
+            "-o",
+            str(out),
+            "--wait",
+            "1",
+            "--warmup",
+            "0",
+            "--steps",
+            "2",
+            "--",
+            "python",
+            str(script),
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert "args ['5']" in r.stdout
     path = out / "script.pt.trace.json.gz"
@@ -272,19 +311,40 @@ def test_profile_runs_a_script_end_to_end(tmp_path):
 
 def test_profile_steps_on_a_function_and_keeps_the_exit_status(tmp_path):
     script = write_script(tmp_path, TRAIN_SCRIPT)
-    r = CliRunner().invoke(cli, ["profile", "-o", str(tmp_path), "--name", "fn", "--step-on", "train_step",
-                                 "--", sys.executable, str(script), "6", "3"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "profile",
+            "-o",
+            str(tmp_path),
+            "--name",
+            "fn",
+            "--step-on",
+            "train_step",
+            "--",
+            sys.executable,
+            str(script),
+            "6",
+            "3",
+        ],
+    )
     assert r.exit_code == 3
     assert "the script exited with status 3" in r.stderr
-    assert step_names(read(tmp_path / "fn.pt.trace.json.gz")) == ["ProfilerStep#3", "ProfilerStep#4",
-                                                                   "ProfilerStep#5"]
+    assert step_names(read(tmp_path / "fn.pt.trace.json.gz")) == [
+        "ProfilerStep#3",
+        "ProfilerStep#4",
+        "ProfilerStep#5",
+    ]
 
 
 def test_profile_without_steps_falls_back_to_the_whole_run(tmp_path):
-    script = write_script(tmp_path, """
+    script = write_script(
+        tmp_path,
+        """
         import torch
         torch.nn.Linear(4, 4)(torch.randn(2, 4))
-    """)
+    """,
+    )
     r = CliRunner().invoke(cli, ["profile", "-o", str(tmp_path), "--", "python", "-u", str(script)])
     assert r.exit_code == 0, r.output
     assert "step() was never called; wrote the whole run" in r.stderr
@@ -293,11 +353,14 @@ def test_profile_without_steps_falls_back_to_the_whole_run(tmp_path):
 
 
 def test_profile_script_that_raises_still_writes_a_trace(tmp_path):
-    script = write_script(tmp_path, """
+    script = write_script(
+        tmp_path,
+        """
         import torch
         torch.ones(3).sum()
         raise RuntimeError("boom")
-    """)
+    """,
+    )
     r = CliRunner().invoke(cli, ["profile", "-o", str(tmp_path), "--step-on", "none", "--", str(script)])
     assert r.exit_code == 1
     assert "RuntimeError: boom" in r.stderr
@@ -312,13 +375,16 @@ def test_profile_runs_modules(tmp_path, monkeypatch):
     assert "module ['x']" in r.stdout and (tmp_path / "t" / "mytrain.pt.trace.json.gz").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["profile"], "no command to profile"),
-    (["profile", "--", "python", "missing.py"], "missing.py does not exist"),
-    (["profile", "--", "ls", "-l"], "ls is not a Python script"),
-    (["profile", "--", "python", "-c", "print(1)"], "the Python option -c is not supported"),
-    (["profile", "--step-on", "not a name", "--", "python", "x.py"], "is not a function name"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["profile"], "no command to profile"),
+        (["profile", "--", "python", "missing.py"], "missing.py does not exist"),
+        (["profile", "--", "ls", "-l"], "ls is not a Python script"),
+        (["profile", "--", "python", "-c", "print(1)"], "the Python option -c is not supported"),
+        (["profile", "--step-on", "not a name", "--", "python", "x.py"], "is not a function name"),
+    ],
+)
 def test_profile_usage_errors(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.py").write_text("")

@@ -22,26 +22,60 @@ from traceadvisor.testing import TraceBuilder
 # ----------------------------------------------------------------------------------------------- names
 
 
-@pytest.mark.parametrize(("a", "b", "cat", "family"), [
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-     "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_ISA942", "gemm", "gemm"),
-    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm>(x)", "gemm", "gemm"),
-    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(p)", "attn_fwd",
-     "attention", "attention forward"),
-    ("void fmha_cutlassB_f16_aligned_64x64_k64_sm80(x)", "ck_tile::FmhaBwdDQDKDVKernel<x>", "attention",
-     "attention backward"),
-    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "collective", "nccl all_reduce"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)",
-     "void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<"
-     "at::native::CUDAFunctor_add<c10::BFloat16> >(at::TensorIteratorBase&)>(int)", "elementwise", "add"),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float>(c10::BFloat16*)",
-     "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, long, 4>(c10::BFloat16*)",
-     "reduction", "softmax forward"),
-    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float> > >(x)",
-     "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, at::native::MeanOps<c10::BFloat16> > >(x)",
-     "reduction", "mean"),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "cat", "family"),
+    [
+        (
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+            "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_ISA942",
+            "gemm",
+            "gemm",
+        ),
+        (
+            "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",
+            "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm>(x)",
+            "gemm",
+            "gemm",
+        ),
+        (
+            "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4> >(p)",
+            "attn_fwd",
+            "attention",
+            "attention forward",
+        ),
+        (
+            "void fmha_cutlassB_f16_aligned_64x64_k64_sm80(x)",
+            "ck_tile::FmhaBwdDQDKDVKernel<x>",
+            "attention",
+            "attention backward",
+        ),
+        (
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "collective",
+            "nccl all_reduce",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int)",
+            "void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<"
+            "at::native::CUDAFunctor_add<c10::BFloat16> >(at::TensorIteratorBase&)>(int)",
+            "elementwise",
+            "add",
+        ),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float>(c10::BFloat16*)",
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, long, 4>(c10::BFloat16*)",
+            "reduction",
+            "softmax forward",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float> > >(x)",
+            "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, at::native::MeanOps<c10::BFloat16> > >(x)",
+            "reduction",
+            "mean",
+        ),
+    ],
+)
 def test_kernel_family_matches_across_vendors(a, b, cat, family):
     assert kernel_family(a, "kernel", cat) == family
     assert kernel_family(b, "kernel", cat) == family
@@ -63,27 +97,60 @@ def test_op_key_unifies_vendor_library_ops():
     assert op_key("aten::mm") == "aten::mm"
 
 
-@pytest.mark.parametrize(("op", "dims", "types", "want"), [
-    ("aten::mm", [[256, 512], [512, 1024]], ["c10::BFloat16", "c10::BFloat16"], (1, 256, 1024, 512, "c10::BFloat16")),
-    ("aten::addmm", [[512], [141, 512], [512, 512], [], []], ["c10::BFloat16"] * 3 + ["Scalar"] * 2,
-     (1, 141, 512, 512, "c10::BFloat16")),
-    ("aten::bmm", [[512, 64, 32], [512, 32, 16]], ["float", "float"], (512, 64, 16, 32, "float")),
-    ("aten::baddbmm", [[8, 4, 4], [8, 4, 2], [8, 2, 4]], ["c10::Half"] * 3, (8, 4, 4, 2, "c10::Half")),
-    ("aten::linear", [[4, 197, 768], [3072, 768], [3072]], ["c10::BFloat16"] * 3, (1, 788, 3072, 768, "c10::BFloat16")),
-    ("aten::mm", [[256, 512], [256, 1024]], ["float", "float"], None),  # inner dims disagree
-    ("aten::mm", None, None, None),
-    ("aten::add", [[2, 2], [2, 2]], ["float", "float"], None),
-])
+@pytest.mark.parametrize(
+    ("op", "dims", "types", "want"),
+    [
+        (
+            "aten::mm",
+            [[256, 512], [512, 1024]],
+            ["c10::BFloat16", "c10::BFloat16"],
+            (1, 256, 1024, 512, "c10::BFloat16"),
+        ),
+        (
+            "aten::addmm",
+            [[512], [141, 512], [512, 512], [], []],
+            ["c10::BFloat16"] * 3 + ["Scalar"] * 2,
+            (1, 141, 512, 512, "c10::BFloat16"),
+        ),
+        ("aten::bmm", [[512, 64, 32], [512, 32, 16]], ["float", "float"], (512, 64, 16, 32, "float")),
+        ("aten::baddbmm", [[8, 4, 4], [8, 4, 2], [8, 2, 4]], ["c10::Half"] * 3, (8, 4, 4, 2, "c10::Half")),
+        (
+            "aten::linear",
+            [[4, 197, 768], [3072, 768], [3072]],
+            ["c10::BFloat16"] * 3,
+            (1, 788, 3072, 768, "c10::BFloat16"),
+        ),
+        ("aten::mm", [[256, 512], [256, 1024]], ["float", "float"], None),  # inner dims disagree
+        ("aten::mm", None, None, None),
+        ("aten::add", [[2, 2], [2, 2]], ["float", "float"], None),
+    ],
+)
 def test_gemm_shape(op, dims, types, want):
-    assert gemm_shape(op, json.dumps(dims) if dims is not None else None, json.dumps(types) if types else None) == want
+    assert (
+        gemm_shape(op, json.dumps(dims) if dims is not None else None, json.dumps(types) if types else None)
+        == want
+    )
 
 
 # ----------------------------------------------------------------------------------------------- synthetic runs
 
 
-def run(vendor="nvidia", device="NVIDIA H100 80GB HBM3", *, gemm="sm90_xmma_gemm_bf16bf16_cublas",
-        attn="void pytorch_flash::flash_fwd_kernel<x>(y)", gemm_us=100.0, attn_us=50.0, steps=3, name="base",
-        host_memory="pinned", copy_us=10.0, step_us=400.0, first_us=900.0, annotate=False) -> TraceBuilder:
+def run(
+    vendor="nvidia",
+    device="NVIDIA H100 80GB HBM3",
+    *,
+    gemm="sm90_xmma_gemm_bf16bf16_cublas",
+    attn="void pytorch_flash::flash_fwd_kernel<x>(y)",
+    gemm_us=100.0,
+    attn_us=50.0,
+    steps=3,
+    name="base",
+    host_memory="pinned",
+    copy_us=10.0,
+    step_us=400.0,
+    first_us=900.0,
+    annotate=False,
+) -> TraceBuilder:
     """A small training-like run: per step an mm, an attention, an add and an H2D copy, each linked to its op."""
     b = TraceBuilder(vendor=vendor, device_name=device, name=name)
     ext, t = 0, 0.0
@@ -93,14 +160,23 @@ def run(vendor="nvidia", device="NVIDIA H100 80GB HBM3", *, gemm="sm90_xmma_gemm
             b.annotation(f"train_step_{i}", t, dur)
         else:
             b.step(i + 1, t, dur)
-        ops = [("aten::mm", gemm, gemm_us, [[256, 512], [512, 1024]]),
-               ("aten::_flash_attention_forward", attn, attn_us, None),
-               ("aten::add", "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-                "std::array<char*, 3ul> >(int)", 10.0, None)]
+        ops = [
+            ("aten::mm", gemm, gemm_us, [[256, 512], [512, 1024]]),
+            ("aten::_flash_attention_forward", attn, attn_us, None),
+            (
+                "aten::add",
+                "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                "std::array<char*, 3ul> >(int)",
+                10.0,
+                None,
+            ),
+        ]
         gpu = t + 30
         for k, (op, kernel, kdur, dims) in enumerate(ops):
             ext += 1
-            b.cpu_op(op, t + 5 + 20 * k, 15, ext=ext, dims=dims, types=["c10::BFloat16"] * 2 if dims else None)
+            b.cpu_op(
+                op, t + 5 + 20 * k, 15, ext=ext, dims=dims, types=["c10::BFloat16"] * 2 if dims else None
+            )
             b.launch(kernel, t + 6 + 20 * k, gpu, kdur, ext=ext)
             gpu += kdur + 5
         ext += 1
@@ -108,17 +184,38 @@ def run(vendor="nvidia", device="NVIDIA H100 80GB HBM3", *, gemm="sm90_xmma_gemm
         c = b.next_corr()
         b.runtime("cudaMemcpyAsync", t + 71, copy_us, corr=c, ext=ext)
         b.copy(gpu, copy_us, bytes=32 << 20, src=host_memory, corr=c, external_id=ext)
-        b._add(kind="memory", name="[memory]", start_ns=int((t + 72) * 1000), dur_ns=0, bytes=1 << 20, device=0,
-               pid=100, tid=1, rank=0, args={"Total Allocated": (i + 1) << 20, "Total Reserved": 4 << 20,
-                                             "Device Type": 1, "Device Id": 0})
+        b._add(
+            kind="memory",
+            name="[memory]",
+            start_ns=int((t + 72) * 1000),
+            dur_ns=0,
+            bytes=1 << 20,
+            device=0,
+            pid=100,
+            tid=1,
+            rank=0,
+            args={
+                "Total Allocated": (i + 1) << 20,
+                "Total Reserved": 4 << 20,
+                "Device Type": 1,
+                "Device Id": 0,
+            },
+        )
         t += dur + 10
     return b
 
 
 def test_synthetic_vendor_comparison():
     base = run().build()
-    new = run("amd", "AMD Instinct MI300X VF", gemm="Cijk_Alik_Bljk_B_BS_BH_MT256x128x64_ISA942", attn="attn_fwd",
-              gemm_us=80, attn_us=120, name="new").build()
+    new = run(
+        "amd",
+        "AMD Instinct MI300X VF",
+        gemm="Cijk_Alik_Bljk_B_BS_BH_MT256x128x64_ISA942",
+        attn="attn_fwd",
+        gemm_us=80,
+        attn_us=120,
+        name="new",
+    ).build()
     c = compare(base, new, findings=False)
     assert (c.base.label, c.new.label) == ("H100 SXM5 80GB", "MI300X")
     assert c.aligned_steps == 3 and not c.same_hardware
@@ -132,7 +229,14 @@ def test_synthetic_vendor_comparison():
     assert kern[("gemm", "gemm")]["new_library"] == "hipBLASLt/Tensile"
     assert c.base.op_coverage == 1.0 and c.new.op_coverage == 1.0
     g = c.gemms.row(0, named=True)
-    assert (g["op"], g["m"], g["n"], g["k"], g["dtype"], g["found_in"]) == ("aten::mm", 256, 1024, 512, "bf16", "both")
+    assert (g["op"], g["m"], g["n"], g["k"], g["dtype"], g["found_in"]) == (
+        "aten::mm",
+        256,
+        1024,
+        512,
+        "bf16",
+        "both",
+    )
     # 2*M*N*K per call over 100 us on H100 (989.5 dense bf16 TFLOP/s) and 80 us on MI300X (1307.4)
     assert g["base_tflops"] == pytest.approx(2 * 256 * 1024 * 512 / 100e3 / 1e3)
     assert g["base_peak_pct"] == pytest.approx(100 * g["base_tflops"] / 989.5)
@@ -147,8 +251,13 @@ def test_totals_add_up_and_overlap_is_counted_once():
     b = TraceBuilder(name="overlap")
     b.step(1, 0, 1000)
     b.launch("sm90_xmma_gemm_cublas", 1, 100, 300, stream=7)  # 100..400
-    b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)", 2, 200, 400,
-             stream=8)  # 200..600, overlaps the gemm for 200 us
+    b.launch(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)",
+        2,
+        200,
+        400,
+        stream=8,
+    )  # 200..600, overlaps the gemm for 200 us
     c = compare(b.build(), b.build(), findings=False)
     s = c.base
     assert (s.gpu_time_ns, s.busy_ns, s.overlap_ns, s.window_ns) == (700_000, 500_000, 200_000, 1_000_000)
@@ -158,9 +267,18 @@ def test_totals_add_up_and_overlap_is_counted_once():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 900), st.integers(1, 300), st.sampled_from([7, 8, 9]),
-                          st.sampled_from(["sm90_xmma_gemm_cublas", "attn_fwd", "triton_poi_fused_add_0"])),
-                min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 900),
+            st.integers(1, 300),
+            st.sampled_from([7, 8, 9]),
+            st.sampled_from(["sm90_xmma_gemm_cublas", "attn_fwd", "triton_poi_fused_add_0"]),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_category_busy_plus_idle_is_the_window(kernels):
     b = TraceBuilder(name="prop")
     b.step(1, 0, 1000)
@@ -169,7 +287,11 @@ def test_category_busy_plus_idle_is_the_window(kernels):
     c = compare(b.build(), b.build(), findings=False)
     s = c.base
     assert int(c.categories["base_ns"].sum()) == s.window_ns
-    assert int(c.categories["base_time_ns"].drop_nulls().sum()) == s.gpu_time_ns == sum(d for _, d, _, _ in kernels) * 1000
+    assert (
+        int(c.categories["base_time_ns"].drop_nulls().sum())
+        == s.gpu_time_ns
+        == sum(d for _, d, _, _ in kernels) * 1000
+    )
     # busy is the union of the kernel intervals (brute force over microseconds)
     covered = set()
     for start, dur, _, _ in kernels:
@@ -221,8 +343,12 @@ def test_json_document_is_plain_data():
     c = compare(run().build(), run(name="new", step_us=500).build(), findings=False)
     d = json.loads(c.to_json())
     assert d["regression_pct"] > 0 and d["base"]["name"] == "base"
-    assert {r["metric"] for r in d["headline"]} >= {"time per step", "GPU kernel time per step", "peak GPU memory",
-                                                    "cold start"}
+    assert {r["metric"] for r in d["headline"]} >= {
+        "time per step",
+        "GPU kernel time per step",
+        "peak GPU memory",
+        "cold start",
+    }
     assert all(r["verdict"] and r["reason"] for r in d["headline"])
 
 
@@ -238,10 +364,17 @@ def source_scope(path: Path) -> tuple[list[dict], list[dict]]:
     ev = json.load(gzip.open(path))["traceEvents"]
     step = next(e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep"))
     lo, hi = step["ts"], step["ts"] + step["dur"]
-    launch = {e["args"]["correlation"]: e["ts"] for e in ev
-              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-           and lo <= launch.get(e["args"].get("correlation"), -1.0) < hi]
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    gpu = [
+        e
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        and lo <= launch.get(e["args"].get("correlation"), -1.0) < hi
+    ]
     return ev, gpu
 
 
@@ -249,7 +382,11 @@ def source_gemm_shapes(ev: list[dict], gpu: list[dict]) -> set[tuple]:
     exts = {e["args"].get("External id") for e in gpu}
     out = set()
     for e in ev:
-        if e.get("cat") != "cpu_op" or e["name"] not in GEMM_SOURCE_OPS or e["args"].get("External id") not in exts:
+        if (
+            e.get("cat") != "cpu_op"
+            or e["name"] not in GEMM_SOURCE_OPS
+            or e["args"].get("External id") not in exts
+        ):
             continue
         d = e["args"]["Input Dims"]
         if e["name"] == "aten::mm":
@@ -293,7 +430,9 @@ def test_vendor_pair_categories_add_up_to_each_sides_totals(pairs, pair):
         _, gpu = source_scope(path)
         cats = c.categories
         assert int(cats[f"{prefix}_ns"].sum()) == side.window_ns  # exclusive busy per category + idle
-        assert int(cats[f"{prefix}_time_ns"].drop_nulls().sum()) == side.gpu_time_ns  # kernel time per category
+        assert (
+            int(cats[f"{prefix}_time_ns"].drop_nulls().sum()) == side.gpu_time_ns
+        )  # kernel time per category
         assert side.busy_ns + side.idle_ns == side.window_ns
         # against the JSON: the same GPU events (1 ns rounding per event at most)
         assert abs(side.gpu_time_ns - sum(e["dur"] for e in gpu) * 1000) <= len(gpu)
@@ -331,10 +470,19 @@ def test_vendor_pair_verdict_names_the_attention_kernels(pairs):
 
 def test_qwen_work_queued_before_the_capture_is_reported(pairs, traces_dir):
     _, c = pairs["qwen1.5_0.5b_chat"]
-    ev = json.load(gzip.open(traces_dir / "torch" / "tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz"))["traceEvents"]
+    ev = json.load(gzip.open(traces_dir / "torch" / "tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz"))[
+        "traceEvents"
+    ]
     launched = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
-    orphan = sum(e["dur"] for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                 and e["args"].get("correlation") not in launched) * 1000
+    orphan = (
+        sum(
+            e["dur"]
+            for e in ev
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+            and e["args"].get("correlation") not in launched
+        )
+        * 1000
+    )
     assert orphan > 0 and abs(c.base.outside_ns - orphan) <= 1000
 
 
@@ -350,8 +498,10 @@ def test_pinned_vs_pageable_reports_copy_time_saved_and_mem001_resolved(traces_d
     assert page["base_gbps"] == pytest.approx(truth["h2d_pageable"]["copy_gbps"], rel=0.15)
     assert pin["new_gbps"] == pytest.approx(truth["h2d_pinned"]["copy_gbps"], rel=0.15)
     # copy time saved, against the JSON
-    src = [sum(e["dur"] for e in json.load(gzip.open(p))["traceEvents"] if e.get("cat") == "gpu_memcpy") * 1000
-           for p in paths]
+    src = [
+        sum(e["dur"] for e in json.load(gzip.open(p))["traceEvents"] if e.get("cat") == "gpu_memcpy") * 1000
+        for p in paths
+    ]
     row = c.headline.filter(pl.col("metric") == "host/device copies per step").row(0, named=True)
     assert (row["base"] - row["new"]) * 8 == pytest.approx(src[0] - src[1], abs=100)
     assert row["verdict"] == "better" and row["reason"].startswith("copy time saved 29.")

@@ -33,12 +33,17 @@ def h200(traces_dir):
 def test_default_html_path_and_regression_exit(h200, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     pageable, pinned = h200
-    code, out, err = cli(["compare", pinned, pageable, "--fail-on-regression", "10%", "--no-findings"], capsys)
+    code, out, err = cli(
+        ["compare", pinned, pageable, "--fail-on-regression", "10%", "--no-findings"], capsys
+    )
     assert code == 1
     html = tmp_path / "reports" / "compare_h200_h2d_pinned_vs_h200_h2d_pageable.html"
     assert html.is_file() and f"HTML report: {html.relative_to(tmp_path)}" in err
     assert "slower per step than BASE" in err and "time per step" in out
-    code, _, _ = cli(["compare", pageable, pinned, "--fail-on-regression", "10", "--no-html", "-q", "--no-findings"], capsys)
+    code, _, _ = cli(
+        ["compare", pageable, pinned, "--fail-on-regression", "10", "--no-html", "-q", "--no-findings"],
+        capsys,
+    )
     assert code == 0
 
 
@@ -55,17 +60,30 @@ def test_json_to_stdout_and_markdown_file(h200, tmp_path, capsys):
 
 def test_regression_gate_not_applied_across_hardware(traces_dir, capsys):
     t = traces_dir / "torch"
-    code, _, err = cli(["compare", str(t / "tracelens_h100_bert_small_inference.json.gz"),
-                        str(t / "tracelens_mi300x_bert_small_inference.json.gz"), "--fail-on-regression", "0",
-                        "--no-html", "-q", "--no-findings"], capsys)
+    code, _, err = cli(
+        [
+            "compare",
+            str(t / "tracelens_h100_bert_small_inference.json.gz"),
+            str(t / "tracelens_mi300x_bert_small_inference.json.gz"),
+            "--fail-on-regression",
+            "0",
+            "--no-html",
+            "-q",
+            "--no-findings",
+        ],
+        capsys,
+    )
     assert code == 0 and "not applied" in err and "different hardware" in err
 
 
-@pytest.mark.parametrize("argv", [
-    ["compare", "/nonexistent/a.json", "/nonexistent/b.json", "--no-html"],
-    ["compare", "A", "B", "--fail-on-regression", "fast"],
-    ["compare", "only-one"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "/nonexistent/a.json", "/nonexistent/b.json", "--no-html"],
+        ["compare", "A", "B", "--fail-on-regression", "fast"],
+        ["compare", "only-one"],
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, h200, capsys):
     if "A" in argv:
         argv = ["compare", *h200, "--fail-on-regression", "fast"]
@@ -98,9 +116,13 @@ def test_html_is_self_contained_and_escapes_trace_strings():
     assert "<script>alert" not in html and "<img src=x" not in html
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=", html, flags=re.IGNORECASE)
     # one script block per figure payload: the escaped JSON can never close its block early
-    figures = re.search(r'<script type="application/json" id="ta-figures">(.*?)</script>', html, flags=re.S).group(1)
+    figures = re.search(
+        r'<script type="application/json" id="ta-figures">(.*?)</script>', html, flags=re.S
+    ).group(1)
     assert "<" not in figures and json.loads(figures)["timeline"]["data"]
-    assert "Plotly.newPlot" in html and "H100 SXM5 80GB vs H100 SXM5 80GB" not in html  # same hardware: trace names
+    assert (
+        "Plotly.newPlot" in html and "H100 SXM5 80GB vs H100 SXM5 80GB" not in html
+    )  # same hardware: trace names
     assert "base vs new" in html
 
 
@@ -120,8 +142,11 @@ def test_markdown_headline_for_a_vendor_pair(traces_dir):
     from traceadvisor.importers import load_trace
 
     t = traces_dir / "torch"
-    c = compare(load_trace(t / "tracelens_h100_falconsai_nsfw_inference.json.gz", cache=False),
-                load_trace(t / "tracelens_mi300x_falconsai_nsfw_inference.json.gz", cache=False), findings=False)
+    c = compare(
+        load_trace(t / "tracelens_h100_falconsai_nsfw_inference.json.gz", cache=False),
+        load_trace(t / "tracelens_mi300x_falconsai_nsfw_inference.json.gz", cache=False),
+        findings=False,
+    )
     md = render_markdown(c)
     assert md.startswith("## traceadvisor compare: H100 SXM5 80GB → MI300X")
     head = md.split("### Verdict", 1)[1].split("<details>", 1)[0]

@@ -51,7 +51,22 @@ def test_info_device_flag_and_bad_model():
 
 def test_compare_device_flags(tmp_path):
     out = tmp_path / "c.json"
-    r = CliRunner().invoke(cli, ["compare", str(LAPLACIAN), str(LAPLACIAN), "--base-device", "MI250X GCD",
-                                 "--new-device", "MI210", "--json", str(out), "--no-html", "-q", "--no-findings"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            str(LAPLACIAN),
+            str(LAPLACIAN),
+            "--base-device",
+            "MI250X GCD",
+            "--new-device",
+            "MI210",
+            "--json",
+            str(out),
+            "--no-html",
+            "-q",
+            "--no-findings",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "MI250X GCD" in out.read_text() and "MI210" in out.read_text()

@@ -52,12 +52,17 @@ def make_pack(tmp_path, rules):
     pack.mkdir(exist_ok=True)
     for code, name, pat, body in rules:
         (pack / f"{code.lower()}_{name.replace('-', '_')}.py").write_text(
-            textwrap.dedent(RULE_TEMPLATE.format(code=code, name=name, title=f"Test {code}", pat=pat, body=body)))
+            textwrap.dedent(
+                RULE_TEMPLATE.format(code=code, name=name, title=f"Test {code}", pat=pat, body=body)
+            )
+        )
     return pack
 
 
 def trace(vendor="nvidia"):
-    b = TraceBuilder(vendor=vendor, device_name="NVIDIA H200" if vendor == "nvidia" else "AMD Instinct MI300X")
+    b = TraceBuilder(
+        vendor=vendor, device_name="NVIDIA H200" if vendor == "nvidia" else "AMD Instinct MI300X"
+    )
     b.launch("slow_kernel", 0, 10, 100)
     b.launch("slow_kernel", 200, 210, 50)
     b.launch("fast_kernel", 300, 310, 5)
@@ -70,7 +75,11 @@ def test_user_pack_runs_and_finds(tmp_path):
     (f,) = res.findings
     assert f.rule == "ZZZ001" and f.count == 2 and f.impact_ns == 150_000
     assert f.summary.startswith("2 slow kernels")
-    assert f.advice["stack"] == "nvidia" and f.advice["primary"] == "use CUDA graphs" and f.advice["other"] == "use HIP graphs"
+    assert (
+        f.advice["stack"] == "nvidia"
+        and f.advice["primary"] == "use CUDA graphs"
+        and f.advice["other"] == "use HIP graphs"
+    )
     assert f.ranges == [(10_000, 110_000), (210_000, 260_000)]
 
 
@@ -81,8 +90,13 @@ def test_amd_trace_gets_amd_advice(tmp_path):
 
 
 def test_failing_rule_is_reported_and_does_not_sink_run(tmp_path):
-    pack = make_pack(tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass"),
-                                ("ZZZ002", "broken-rule", "slow", "raise RuntimeError('boom')")])
+    pack = make_pack(
+        tmp_path,
+        [
+            ("ZZZ001", "slow-kernel", "slow", "pass"),
+            ("ZZZ002", "broken-rule", "slow", "raise RuntimeError('boom')"),
+        ],
+    )
     res, _ = run_analysis([trace()], packs=[pack], select=["ZZZ"], use_config=False)
     assert [f.rule for f in res.findings] == ["ZZZ001"]
     assert res.errors[0]["rule"] == "ZZZ002" and "boom" in res.errors[0]["error"]
@@ -93,11 +107,15 @@ def test_missing_capability_is_skipped_with_reason(tmp_path):
     t = trace()
     t.meta.capabilities.discard("kernels")
     res, _ = run_analysis([t], packs=[pack], select=["ZZZ001"], use_config=False)
-    assert not res.findings and res.skipped[0]["rule"] == "ZZZ001" and "GPU kernel" in res.skipped[0]["reason"]
+    assert (
+        not res.findings and res.skipped[0]["rule"] == "ZZZ001" and "GPU kernel" in res.skipped[0]["reason"]
+    )
 
 
 def test_select_ignore_by_code_prefix_and_name(tmp_path):
-    pack = make_pack(tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass"), ("ZZY002", "other-kernel", "fast", "pass")])
+    pack = make_pack(
+        tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass"), ("ZZY002", "other-kernel", "fast", "pass")]
+    )
     rules = [r for r in load_rules([pack]) if r.code.startswith("ZZ")]
     assert [r.code for r in select_rules(rules, ["ZZ"], ["other-kernel"])] == ["ZZZ001"]
     assert [r.code for r in select_rules(rules, ["ZZY002"])] == ["ZZY002"]
@@ -121,7 +139,9 @@ def test_options_from_config_and_cli(tmp_path):
 def test_pyproject_tool_section(tmp_path):
     make_pack(tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass")])
     pp = tmp_path / "pyproject.toml"
-    pp.write_text('[tool.traceadvisor]\nselect = ["ZZZ001"]\nrules = ["pack"]\n[tool.traceadvisor.options.ZZZ001]\nmin_us = 60.0\n')
+    pp.write_text(
+        '[tool.traceadvisor]\nselect = ["ZZZ001"]\nrules = ["pack"]\n[tool.traceadvisor.options.ZZZ001]\nmin_us = 60.0\n'
+    )
     res, _ = run_analysis([trace()], config=pp)
     assert [f.count for f in res.findings] == [1]
 
@@ -154,8 +174,20 @@ def test_analyze_json_shape_on_example(tmp_path):
     assert set(t) >= {"path", "format", "vendor", "devices", "span_ns", "events"}
     assert t["devices"][0]["model"]
     for f in doc["findings"]:
-        assert set(f) >= {"rule", "name", "summary", "trace", "rank", "device", "count", "impact_ns", "share",
-                          "confidence", "evidence", "advice"}
+        assert set(f) >= {
+            "rule",
+            "name",
+            "summary",
+            "trace",
+            "rank",
+            "device",
+            "count",
+            "impact_ns",
+            "share",
+            "confidence",
+            "evidence",
+            "advice",
+        }
 
 
 def test_analyze_fail_on_sets_exit_code(tmp_path):
@@ -163,8 +195,12 @@ def test_analyze_fail_on_sets_exit_code(tmp_path):
     import sys
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--no-html",
-                               "-q", *args], capture_output=True, text=True, cwd=tmp_path)
+        return subprocess.run(
+            [sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--no-html", "-q", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
 
     hit = run("--fail-on", "high")
     assert hit.returncode == 1 and "reach --fail-on" in hit.stderr
@@ -178,8 +214,12 @@ def test_analyze_writes_default_html_report_and_markdown(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--md", "pr.md", "-q"],
-                       capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--md", "pr.md", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     html = tmp_path / "reports" / "example_h200_train_demo.html"
     assert html.is_file() and f"HTML report: {html.relative_to(tmp_path)}" in r.stderr

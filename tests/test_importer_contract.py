@@ -14,11 +14,19 @@ from traceadvisor.trace import CAPABILITIES
 
 
 def corpus_inputs() -> list[Path]:
-    files = [p for p in sorted(TRACES.rglob("*")) if p.is_file() and p.suffix not in (".md",)
-             and p.name != "h200_ground_truth.json"]
+    files = [
+        p
+        for p in sorted(TRACES.rglob("*"))
+        if p.is_file() and p.suffix not in (".md",) and p.name != "h200_ground_truth.json"
+    ]
     # rocprof / rocprofv3 output folders are inputs too
-    dirs = [p for p in sorted(TRACES.rglob("*")) if p.is_dir() and p.parent.name in ("rocprof_csv", "rocprofv3", "")
-            and p.name not in ("torch", "nsys", "rpd", "rocprof_csv", "rocprofv3")]
+    dirs = [
+        p
+        for p in sorted(TRACES.rglob("*"))
+        if p.is_dir()
+        and p.parent.name in ("rocprof_csv", "rocprofv3", "")
+        and p.name not in ("torch", "nsys", "rpd", "rocprof_csv", "rocprofv3")
+    ]
     return files + dirs
 
 

@@ -48,8 +48,19 @@ def test_import_to_missing_folder_is_a_one_line_error(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "traceadvisor.cli.main", "import", str(example_trace()), "-o",
-                        str(tmp_path / "nope" / "x.parquet")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceadvisor.cli.main",
+            "import",
+            str(example_trace()),
+            "-o",
+            str(tmp_path / "nope" / "x.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     assert r.stderr.startswith("Error: the folder of") and r.stderr.count("\n") == 1
 

@@ -17,8 +17,14 @@ from traceadvisor.cli.main import cli
 from traceadvisor.importers import detect, kineto, load_trace
 
 TORCH = sorted((TRACES / "torch").glob("*.json*"))
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
-            "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+GPU_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Kernel": "kernel",
+    "Memcpy": "memcpy",
+    "Memset": "memset",
+}
 
 
 def _source(path: Path) -> tuple[dict, list[dict]]:
@@ -64,7 +70,10 @@ def test_counts_equal_source(path: Path):
     assert {k: got.get(k, 0) for k in want} == want
     ev = tr.events
     copies = ev.filter(pl.col("kind") == "memcpy")
-    assert copies.filter((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")).height == pageable
+    assert (
+        copies.filter((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")).height
+        == pageable
+    )
     # every input event is imported or counted as skipped with a reason
     assert tr.meta.input_events == len(events)
     assert ev.height + sum(tr.meta.skipped.values()) == len(events)
@@ -73,8 +82,20 @@ def test_counts_equal_source(path: Path):
     assert len(tr.meta.extra["metadata_events"]) == sum(1 for e in events if e.get("ph") == "M")
     assert ev.get_column("start_ns").is_not_null().all()
     assert ev.get_column("start_ns").is_sorted()
-    assert set(ev.get_column("kind").unique()) <= {"kernel", "memcpy", "memset", "runtime", "cpu_op", "annotation",
-                                                   "sync", "step", "python", "memory", "overhead", "other"}
+    assert set(ev.get_column("kind").unique()) <= {
+        "kernel",
+        "memcpy",
+        "memset",
+        "runtime",
+        "cpu_op",
+        "annotation",
+        "sync",
+        "step",
+        "python",
+        "memory",
+        "overhead",
+        "other",
+    }
     gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     assert gpu.get_column("category").is_not_null().all()
     assert gpu.get_column("device").is_not_null().all()
@@ -86,7 +107,9 @@ def test_capabilities_are_honest(path: Path):
     caps = _trace(path).meta.capabilities
     names = [e.get("name", "") for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")]
     assert ("copy_memory_kind" in caps) == any("Pageable" in n or "Pinned" in n for n in names)
-    has_dims = any("Input Dims" in (e.get("args") or {}) or "Input dims" in (e.get("args") or {}) for e in events)
+    has_dims = any(
+        "Input Dims" in (e.get("args") or {}) or "Input dims" in (e.get("args") or {}) for e in events
+    )
     assert ("input_shapes" in caps) == has_dims
     assert ("device_properties" in caps) == bool(doc.get("deviceProperties"))
     assert ("kernels" in caps) == any(e.get("cat") in ("kernel", "Kernel") for e in events)
@@ -97,8 +120,13 @@ def test_steps_equal_profiler_steps():
     for name in ("hta_a100_train_rank3_of_8", "hta_a100_ddp_2rank", "kineto_tbplugin", "hta_mi250"):
         path = _by_name(name)
         _, events = _source(path)
-        want = sum(1 for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
-                   and e.get("cat") in ("user_annotation", "cpu_op", "Operator"))
+        want = sum(
+            1
+            for e in events
+            if e.get("ph") == "X"
+            and str(e.get("name", "")).startswith("ProfilerStep#")
+            and e.get("cat") in ("user_annotation", "cpu_op", "Operator")
+        )
         steps = _trace(path).events.filter(pl.col("kind") == "step")
         assert steps.height == want > 0, name
         assert steps.get_column("name").str.starts_with("ProfilerStep#").all()
@@ -110,7 +138,13 @@ def test_rank_world_size_and_devices():
     assert tr.events.get_column("rank").unique().to_list() == [3]
     assert tr.meta.vendor == "nvidia" and len(tr.meta.devices) == 8
     d = tr.meta.devices[3]
-    assert (d.index, d.name, d.model, d.arch, d.compute_units) == (3, "NVIDIA A100-PG509-200", "A100 SXM4 40GB", "sm_80", 108)
+    assert (d.index, d.name, d.model, d.arch, d.compute_units) == (
+        3,
+        "NVIDIA A100-PG509-200",
+        "A100 SXM4 40GB",
+        "sm_80",
+        108,
+    )
     assert tr.events.filter(pl.col("kind") == "kernel").get_column("device").unique().to_list() == [3]
     # ROCm 6.2 reports MI250 GCDs as "AMD Radeon Graphics", gfx 9/0 with 104 CUs
     mi250 = _trace(_by_name("hta_mi250"))
@@ -134,7 +168,9 @@ def test_times_are_ns_relative_to_base():
     tr = _trace(path)
     assert (tr.meta.clock_base, tr.meta.base_time_ns) == ("unix_ns", doc["baseTimeNanoseconds"])
     k = next(e for e in events if e.get("cat") == "kernel")
-    row = tr.events.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"]))
+    row = tr.events.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])
+    )
     assert row.get_column("start_ns").item() == round(k["ts"] * 1000)
     assert row.get_column("dur_ns").item() == round(k["dur"] * 1000)
 
@@ -145,7 +181,9 @@ def test_ns_display_unit_still_means_us():
     assert doc["displayTimeUnit"] == "ns"
     tr = _trace(path)
     k = next(e for e in events if e.get("cat") == "kernel")
-    row = tr.events.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"]))
+    row = tr.events.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])
+    )
     assert row.get_column("dur_ns").item() == round(k["dur"] * 1000)
     assert tr.meta.clock_base == "unix_ns" and tr.meta.extra["displayTimeUnit"] == "ns"
 
@@ -157,11 +195,19 @@ def test_absolute_fractional_times_are_exact():
     with gzip.open(path, "rb") as f:
         events = json.loads(f.read(), parse_float=Decimal)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
-    want = sorted((e["args"]["correlation"], int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000))
-                  for e in kernels)
-    assert all(Decimal(e["ts"]) * 1000 == int(Decimal(e["ts"]) * 1000) for e in kernels)  # whole ns in the file
-    assert sum(round(float(e["ts"]) * 1000) != int(Decimal(e["ts"]) * 1000) for e in kernels) > 4000  # float64 fails
-    got = _trace(path).events.filter(pl.col("kind") == "kernel").select("correlation_id", "start_ns", "dur_ns")
+    want = sorted(
+        (e["args"]["correlation"], int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000))
+        for e in kernels
+    )
+    assert all(
+        Decimal(e["ts"]) * 1000 == int(Decimal(e["ts"]) * 1000) for e in kernels
+    )  # whole ns in the file
+    assert (
+        sum(round(float(e["ts"]) * 1000) != int(Decimal(e["ts"]) * 1000) for e in kernels) > 4000
+    )  # float64 fails
+    got = (
+        _trace(path).events.filter(pl.col("kind") == "kernel").select("correlation_id", "start_ns", "dur_ns")
+    )
     assert sorted(got.rows()) == want
 
 
@@ -171,13 +217,20 @@ def test_legacy_list_layout():
     tr = _trace(path)
     ev = tr.events
     k = next(e for e in events if e.get("cat") == "Kernel" and e["args"]["external id"])
-    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    row = ev.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])
+    ).row(0, named=True)
     assert row["stream"] == k["args"]["stream"] and row["tid"] == 7 and row["device"] == 0
     assert row["external_id"] == k["args"]["external id"]
-    assert (row["grid_x"], row["block_x"], row["registers"]) == (k["args"]["grid"][0], k["args"]["block"][0],
-                                                                 k["args"]["registers per thread"])
+    assert (row["grid_x"], row["block_x"], row["registers"]) == (
+        k["args"]["grid"][0],
+        k["args"]["block"][0],
+        k["args"]["registers per thread"],
+    )
     op = next(e for e in events if e.get("cat") == "Operator" and e["args"].get("Input dims"))
-    r = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(0, named=True)
+    r = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(
+        0, named=True
+    )
     assert json.loads(r["input_dims"]) == op["args"]["Input dims"]
     assert json.loads(r["args"])["Input names"] == op["args"]["Input names"]
     assert tr.meta.vendor == "nvidia"
@@ -190,7 +243,9 @@ def test_copy_direction_and_memory_kinds():
     assert h2d.get_column("dst_memory").unique().to_list() == ["device"]
     assert h2d.get_column("memory_inferred").unique().to_list() == [False]
     assert h2d.get_column("bytes").min() > 0
-    pinned = _trace(_by_name("h200_h2d_pinned")).events.filter((pl.col("kind") == "memcpy") & (pl.col("copy_kind") == "h2d"))
+    pinned = _trace(_by_name("h200_h2d_pinned")).events.filter(
+        (pl.col("kind") == "memcpy") & (pl.col("copy_kind") == "h2d")
+    )
     assert pinned.get_column("src_memory").unique().to_list() == ["pinned"]
     # ROCm names say "Host": direction yes, memory kind unknown; ROCm 6.2 copies take the size from the host call
     tr = _trace(_by_name("hta_mi250"))
@@ -209,11 +264,17 @@ def test_kernel_fields_links_and_args():
     _, events = _source(path)
     ev = _trace(path).events
     k = next(e for e in events if e.get("cat") == "kernel")
-    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    row = ev.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])
+    ).row(0, named=True)
     a = k["args"]
     assert [row["grid_x"], row["grid_y"], row["grid_z"]] == a["grid"]
     assert [row["block_x"], row["block_y"], row["block_z"]] == a["block"]
-    assert (row["registers"], row["shared_mem_bytes"], row["stream"]) == (a["registers per thread"], a["shared memory"], a["stream"])
+    assert (row["registers"], row["shared_mem_bytes"], row["stream"]) == (
+        a["registers per thread"],
+        a["shared memory"],
+        a["stream"],
+    )
     assert json.loads(row["args"]) == a  # nothing read is lost
     # every kernel's correlation id has its launching runtime/driver call
     kernels = ev.filter(pl.col("kind") == "kernel").select("correlation_id")
@@ -228,11 +289,23 @@ def test_rocm_workitem_grids_become_blocks():
     _, events = _source(path)
     launch = {e["args"]["correlation"]: e["name"] for e in events if e.get("cat") == "cuda_runtime"}
     ev = _trace(path).events
-    k = next(e for e in events if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipExtModuleLaunchKernel")
-    row = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])).row(0, named=True)
+    k = next(
+        e
+        for e in events
+        if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipExtModuleLaunchKernel"
+    )
+    row = ev.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k["args"]["correlation"])
+    ).row(0, named=True)
     assert row["grid_x"] * k["args"]["block"][0] == k["args"]["grid"][0]
-    k2 = next(e for e in events if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipLaunchKernel")
-    row2 = ev.filter((pl.col("kind") == "kernel") & (pl.col("correlation_id") == k2["args"]["correlation"])).row(0, named=True)
+    k2 = next(
+        e
+        for e in events
+        if e.get("cat") == "kernel" and launch.get(e["args"]["correlation"]) == "hipLaunchKernel"
+    )
+    row2 = ev.filter(
+        (pl.col("kind") == "kernel") & (pl.col("correlation_id") == k2["args"]["correlation"])
+    ).row(0, named=True)
     assert row2["grid_x"] == k2["args"]["grid"][0]
 
 
@@ -249,7 +322,9 @@ def test_fwdbwd_flows_kept_on_their_ops():
 
 def test_metadata_events_and_synthetic_counters():
     tr = _trace(_by_name("hta_mi250"))
-    names = {(m["pid"], m["args"]["name"]) for m in tr.meta.extra["metadata_events"] if m["name"] == "process_name"}
+    names = {
+        (m["pid"], m["args"]["name"]) for m in tr.meta.extra["metadata_events"] if m["name"] == "process_name"
+    }
     assert ("597913", "python3") in names
     prof = _trace(_by_name("hta_a100_cupti_profiler_range"))
     (w,) = prof.meta.warnings
@@ -269,7 +344,9 @@ def test_memory_events_and_input_shapes():
     _, events = _source(path)
     op = next(e for e in events if e.get("cat") == "cpu_op" and any(e["args"].get("Input Dims") or []))
     ev = _trace(path).events
-    row = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(0, named=True)
+    row = ev.filter((pl.col("kind") == "cpu_op") & (pl.col("external_id") == op["args"]["External id"])).row(
+        0, named=True
+    )
     assert json.loads(row["input_dims"]) == op["args"]["Input Dims"]
     assert json.loads(row["input_types"]) == op["args"]["Input type"]
 
@@ -302,8 +379,11 @@ def test_import_command_writes_parquet_and_uses_cache(tmp_path, monkeypatch):
 
 def _same(a, b) -> None:
     assert a.events.equals(b.events)
-    assert (a.meta.skipped, a.meta.input_events, a.meta.capabilities) == (b.meta.skipped, b.meta.input_events,
-                                                                        b.meta.capabilities)
+    assert (a.meta.skipped, a.meta.input_events, a.meta.capabilities) == (
+        b.meta.skipped,
+        b.meta.input_events,
+        b.meta.capabilities,
+    )
 
 
 @pytest.mark.parametrize("layout", ["gzip", "plain", "plain-indented"])
@@ -325,14 +405,27 @@ def test_parallel_import_equals_serial(tmp_path, monkeypatch, layout):
     _same(parallel, _trace(src))
 
 
-@pytest.mark.parametrize("range_bytes,piece_bytes", [(4096, 1 << 20), (1 << 30, 4096)], ids=["ranges", "pieces"])
+@pytest.mark.parametrize(
+    "range_bytes,piece_bytes", [(4096, 1 << 20), (1 << 30, 4096)], ids=["ranges", "pieces"]
+)
 def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, range_bytes, piece_bytes):
     from traceadvisor.importers import _kineto_load
 
     # args holding an array of objects contain "}, {": the range cutter (or, within a range, the piece cutter)
     # can land inside an event
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
-               "args": {"External id": i + 1, "groups": [{"rank": 0}, {"rank": 1}]}} for i in range(3000)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": i,
+            "dur": 1,
+            "args": {"External id": i + 1, "groups": [{"rank": 0}, {"rank": 1}]},
+        }
+        for i in range(3000)
+    ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", range_bytes)
@@ -348,13 +441,27 @@ def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, ra
 def test_timestamp_forms_convert_exactly(tmp_path):
     """ts is parsed from its JSON text as a decimal: any number form, more decimals rounding half to even, a quoted
     number as a number, true/false as 1/0 (as a float cast reads them); no number means no timestamp."""
-    forms = {"1712195495519689.047": 1712195495519689047, "7": 7000, "2.5": 2500, "1e3": 1000000,
-             "1.0005": 1000, "1.0015": 1002, "-0.5": -500, '"12.5"': 12500, "true": 1000}
-    events = ",".join(f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {t}, "dur": 1, '
-                      f'"args": {{"correlation": {i + 1}}}}}' for i, t in enumerate(forms))
-    bad = ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": null, "dur": 1}' \
-          ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon", "dur": 1}' \
-          ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 1}'
+    forms = {
+        "1712195495519689.047": 1712195495519689047,
+        "7": 7000,
+        "2.5": 2500,
+        "1e3": 1000000,
+        "1.0005": 1000,
+        "1.0015": 1002,
+        "-0.5": -500,
+        '"12.5"': 12500,
+        "true": 1000,
+    }
+    events = ",".join(
+        f'{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {t}, "dur": 1, '
+        f'"args": {{"correlation": {i + 1}}}}}'
+        for i, t in enumerate(forms)
+    )
+    bad = (
+        ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": null, "dur": 1}'
+        ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon", "dur": 1}'
+        ',{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 1}'
+    )
     path = tmp_path / "t.json"
     path.write_text('{"schemaVersion": 1, "traceEvents": [' + events + bad + "]}")
     tr = kineto.read(path)
@@ -393,8 +500,22 @@ def test_range_of_a_dead_helper_is_built_here(tmp_path):
     from traceadvisor.trace import TraceMeta
 
     path = tmp_path / "t.json"
-    path.write_text(json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 2,
-                                "args": {"correlation": 3}}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "k",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": 5,
+                    "dur": 2,
+                    "args": {"correlation": 3},
+                }
+            ]
+        )
+    )
     text = path.read_bytes()
     (tmp_path / "claim-0").touch()  # taken by a helper that never wrote its result
     meta = TraceMeta(path=str(path), format="kineto")

@@ -46,11 +46,13 @@ def test_real_parquetdir_export_matches_the_sqlite_export(real_pqtdir):
     assert a.events.equals(b.events)
     ma, mb = a.meta.to_dict(), b.meta.to_dict()
     assert {k: v for k, v in ma.items() if k not in ("path", "format")} == {
-        k: v for k, v in mb.items() if k not in ("path", "format")}
+        k: v for k, v in mb.items() if k not in ("path", "format")
+    }
 
 
-@pytest.mark.parametrize("name", ["h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite",
-                                  "a100_cupy_tomo_recon_report3.sqlite"])
+@pytest.mark.parametrize(
+    "name", ["h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite", "a100_cupy_tomo_recon_report3.sqlite"]
+)
 def test_parquet_tables_of_other_versions(name, tmp_path):
     src = TRACES / "nsys" / name
     folder = from_sqlite(src, tmp_path / "rep_pqtdir")

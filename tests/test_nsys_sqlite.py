@@ -62,8 +62,15 @@ def kind_count(trace, kind: str) -> int:
 
 
 def test_corpus_has_every_nsys_generation():
-    versions = {sql(p, "SELECT value FROM " + ("META_DATA_EXPORT" if "META_DATA_EXPORT" in tables(p) else "EXPORT_META_DATA")
-                    + " WHERE name = 'EXPORT_PRODUCT_VERSION'")[0][0][:4] for p in EXPORTS}
+    versions = {
+        sql(
+            p,
+            "SELECT value FROM "
+            + ("META_DATA_EXPORT" if "META_DATA_EXPORT" in tables(p) else "EXPORT_META_DATA")
+            + " WHERE name = 'EXPORT_PRODUCT_VERSION'",
+        )[0][0][:4]
+        for p in EXPORTS
+    }
     assert {"2023", "2024", "2025"} <= versions
 
 
@@ -109,8 +116,10 @@ def pageable_sql(path: Path) -> int:
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.name)
 def test_pageable_copies_equal_sql(path, imported):
     ev = imported[path.name].events
-    pageable = ev.filter((pl.col("kind") == "memcpy")
-                         & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")))
+    pageable = ev.filter(
+        (pl.col("kind") == "memcpy")
+        & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    )
     assert pageable.height == pageable_sql(path)
     assert pageable.filter(~pl.col("name").str.contains("Pageable")).height == 0
     assert not pageable["memory_inferred"].any()
@@ -131,14 +140,25 @@ def test_pageable_numbers_from_provenance(imported):
 
 def test_copy_direction_and_memory_kinds(imported):
     ev = imported[MIX.name].events.filter(pl.col("kind") == "memcpy")
-    got = {(r["name"], r["copy_kind"], r["src_memory"], r["dst_memory"], r["len"])
-           for r in ev.group_by("name", "copy_kind", "src_memory", "dst_memory").len().iter_rows(named=True)}
+    got = {
+        (r["name"], r["copy_kind"], r["src_memory"], r["dst_memory"], r["len"])
+        for r in ev.group_by("name", "copy_kind", "src_memory", "dst_memory").len().iter_rows(named=True)
+    }
     want = set()
-    for ck, sk, dk, n in sql(MIX, "SELECT copyKind, srcKind, dstKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3"):
+    for ck, sk, dk, n in sql(
+        MIX, "SELECT copyKind, srcKind, dstKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3"
+    ):
         lab = dict(sql(MIX, "SELECT id, label FROM ENUM_CUDA_MEM_KIND"))
         abbr = {1: "HtoD", 2: "DtoH", 8: "DtoD"}[ck]
-        want.add((f"Memcpy {abbr} ({lab[sk]} -> {lab[dk]})", {1: "h2d", 2: "d2h", 8: "d2d"}[ck],
-                  lab[sk].lower(), lab[dk].lower(), n))
+        want.add(
+            (
+                f"Memcpy {abbr} ({lab[sk]} -> {lab[dk]})",
+                {1: "h2d", 2: "d2h", 8: "d2d"}[ck],
+                lab[sk].lower(),
+                lab[dk].lower(),
+                n,
+            )
+        )
     assert got == want
 
 
@@ -147,14 +167,21 @@ def test_multi_gpu_devices_kept_apart(imported):
     devs = tr.meta.devices
     assert [d.index for d in devs] == list(range(8))
     assert len({d.properties["bus_location"] for d in devs}) == 8
-    assert {d.name for d in devs} == {"NVIDIA H100 80GB HBM3"} and {d.model for d in devs} == {"H100 SXM5 80GB"}
+    assert {d.name for d in devs} == {"NVIDIA H100 80GB HBM3"} and {d.model for d in devs} == {
+        "H100 SXM5 80GB"
+    }
     assert all(d.compute_units == 132 and d.arch == "sm_90" for d in devs)
     assert devs[0].properties["memory_bandwidth_bytes_per_s"] == 3352320000000
     gpu = tr.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     per_device = dict(gpu.group_by("device").len().iter_rows())
-    want = dict(sql(H100_8GPU, "SELECT deviceId, count(*) FROM (SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
-                               "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
-                               "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMSET) GROUP BY deviceId"))
+    want = dict(
+        sql(
+            H100_8GPU,
+            "SELECT deviceId, count(*) FROM (SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+            "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+            "SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMSET) GROUP BY deviceId",
+        )
+    )
     assert per_device == want
     busy = views.gpu_busy(tr.lazy()).collect()
     assert set(busy["device"].to_list()) == set(want)
@@ -171,12 +198,25 @@ def test_device_ordinals_from_target_info_cuda_device(imported):
 
 def test_runtime_names_are_real_cuda_names(imported):
     names = set(imported[MIX.name].events.filter(pl.col("kind") == "runtime")["name"].to_list())
-    assert {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-            "cudaEventSynchronize", "cuLibraryLoadData", "cuLaunchKernelEx", "cudaLaunchKernelExC"} <= names
+    assert {
+        "cudaLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cuLibraryLoadData",
+        "cuLaunchKernelEx",
+        "cudaLaunchKernelExC",
+    } <= names
     assert "cuModuleLoad" in set(imported[COMPILE.name].events["name"].to_list())
     assert not any(n.endswith(("_v3020", "_v7000", "_v11060")) for n in names)
     assert "cuGetProcAddress_v2" in names  # a real driver symbol keeps its _v2
-    raw = {r[0] for r in sql(MIX, "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId")}
+    raw = {
+        r[0]
+        for r in sql(
+            MIX, "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
+        )
+    }
     ev = imported[MIX.name].events.filter(pl.col("name") == "cudaLaunchKernel")
     args = json.loads(ev["args"][0])
     assert args["domain"] == "cuda_runtime" and args["cupti_name"] in raw and args["return_value"] == 0
@@ -191,9 +231,12 @@ def test_correlation_links_runtime_calls_to_gpu_work(imported):
     assert kernels.height == count(MIX, "CUPTI_ACTIVITY_KIND_KERNEL")
     got = dict(kernels.group_by("api_name").len().iter_rows())
     want = {}
-    for name, n in sql(MIX, "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-                            "ON r.correlationId = k.correlationId AND ((r.globalTid >> 24) & 16777215) = "
-                            "((k.globalPid >> 24) & 16777215) JOIN StringIds s ON s.id = r.nameId GROUP BY 1"):
+    for name, n in sql(
+        MIX,
+        "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId AND ((r.globalTid >> 24) & 16777215) = "
+        "((k.globalPid >> 24) & 16777215) JOIN StringIds s ON s.id = r.nameId GROUP BY 1",
+    ):
         want[name.split("_v")[0] if name.startswith("cuda") else name] = n
     assert got == want
     copies = links.filter(pl.col("kind") == "memcpy")
@@ -207,26 +250,40 @@ def test_correlation_made_unique_across_processes(imported):
     rt = tr.events.filter(pl.col("kind") == "runtime")
     assert rt["correlation_id"].n_unique() == rt.height == count(NVFUSER_H200, "CUPTI_ACTIVITY_KIND_RUNTIME")
     raw = (rt["correlation_id"] % (1 << 32)).sort().to_list()
-    assert raw == sorted(r[0] for r in sql(NVFUSER_H200, "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    assert raw == sorted(
+        r[0] for r in sql(NVFUSER_H200, "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    )
     links = views.launches(tr.lazy()).collect().filter(pl.col("kind") == "kernel")
     assert links["api_name"].null_count() == 0
 
 
 def test_pid_tid_decoding_and_kernel_fields(imported):
     ev = imported[MIX.name].events
-    row = sql(MIX, "SELECT start, end, deviceId, streamId, (globalPid >> 24) & 16777215, gridX, gridY, gridZ, blockX, blockY, "
-                   "blockZ, registersPerThread, staticSharedMemory + dynamicSharedMemory, correlationId "
-                   "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1")[0]
+    row = sql(
+        MIX,
+        "SELECT start, end, deviceId, streamId, (globalPid >> 24) & 16777215, gridX, gridY, gridZ, blockX, blockY, "
+        "blockZ, registersPerThread, staticSharedMemory + dynamicSharedMemory, correlationId "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1",
+    )[0]
     k = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
     assert (k["start_ns"], k["start_ns"] + k["dur_ns"], k["device"], k["stream"], k["pid"]) == row[:5]
     assert (k["grid_x"], k["grid_y"], k["grid_z"], k["block_x"], k["block_y"], k["block_z"]) == row[5:11]
     assert (k["registers"], k["shared_mem_bytes"], k["correlation_id"]) == row[11:14]
     assert k["tid"] == k["stream"] and json.loads(k["args"])["launch_type"] == "Regular"
-    tids = set(sql(MIX, "SELECT DISTINCT ((globalTid >> 24) & 16777215) * 100000000 + (globalTid & 16777215) "
-                        "FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    tids = set(
+        sql(
+            MIX,
+            "SELECT DISTINCT ((globalTid >> 24) & 16777215) * 100000000 + (globalTid & 16777215) "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        )
+    )
     rt = ev.filter(pl.col("kind") == "runtime").select(pl.col("pid") * 100000000 + pl.col("tid")).unique()
     assert {(x,) for x in rt.to_series().to_list()} == tids
-    assert set(ev.filter(pl.col("kind") == "kernel")["category"].to_list()) >= {"gemm", "elementwise", "reduction"}
+    assert set(ev.filter(pl.col("kind") == "kernel")["category"].to_list()) >= {
+        "gemm",
+        "elementwise",
+        "reduction",
+    }
 
 
 def test_sync_events_and_sentinels(imported):
@@ -250,8 +307,10 @@ def test_time_base_and_capture_window(imported):
     start, stop = sql(MIX, "SELECT startTime, stopTime FROM ANALYSIS_DETAILS")[0]
     assert (tr.meta.extra["capture_start_ns"], tr.meta.extra["capture_end_ns"]) == (start, stop)
     assert tr.events["start_ns"].min() == min(
-        sql(MIX, f"SELECT min(start) FROM {t}")[0][0] for t in tables(MIX) if t.startswith(EVENT_TABLE_PREFIXES)
-        and t != "CUPTI_ACTIVITY_KIND_CUDA_EVENT")
+        sql(MIX, f"SELECT min(start) FROM {t}")[0][0]
+        for t in tables(MIX)
+        if t.startswith(EVENT_TABLE_PREFIXES) and t != "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+    )
     assert tr.meta.producer_version == "2025.3.2.0" and tr.meta.extra["export_schema_version"] == "3.20.3"
 
 
@@ -278,7 +337,9 @@ def test_step_named_nvtx_ranges_become_steps(tmp_path):
     p = _writable_copy(NVFUSER_H200, tmp_path)
     con = sqlite3.connect(p)
     ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS ORDER BY start LIMIT 4")]
-    for i, (rid, text) in enumerate(zip(ids, ["ProfilerStep#7", "iteration_1", "train_step_2", "stepper"], strict=True)):
+    for i, (rid, text) in enumerate(
+        zip(ids, ["ProfilerStep#7", "iteration_1", "train_step_2", "stepper"], strict=True)
+    ):
         con.execute("UPDATE NVTX_EVENTS SET text = ?, start = start + ? WHERE rowid = ?", (text, i, rid))
     con.commit()
     con.close()
@@ -293,11 +354,19 @@ def test_osrt_and_profiler_overhead(imported):
     tr = imported[COMPILE.name]
     osrt = tr.events.filter(pl.col("args").str.contains('"domain":"osrt"'))
     assert osrt.height == count(COMPILE, "OSRT_API") and set(osrt["kind"].to_list()) == {"other"}
-    assert osrt.filter(pl.col("name") == "pthread_cond_signal").height == sql(
-        COMPILE, "SELECT count(*) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId WHERE s.value = 'pthread_cond_signal'")[0][0]
+    assert (
+        osrt.filter(pl.col("name") == "pthread_cond_signal").height
+        == sql(
+            COMPILE,
+            "SELECT count(*) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId WHERE s.value = 'pthread_cond_signal'",
+        )[0][0]
+    )
     assert kind_count(tr, "overhead") == count(COMPILE, "PROFILER_OVERHEAD")
-    assert tr.meta.skipped == {"CUDA event records (cudaEventRecord) carry no timestamps":
-                               count(COMPILE, "CUPTI_ACTIVITY_KIND_CUDA_EVENT")}
+    assert tr.meta.skipped == {
+        "CUDA event records (cudaEventRecord) carry no timestamps": count(
+            COMPILE, "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+        )
+    }
     assert any("NVTX" in w for w in tr.meta.warnings)  # nsys's own "Not all NVTX events" diagnostic
 
 
@@ -311,8 +380,10 @@ def test_capabilities_follow_the_export(imported):
 def test_rank_from_the_profiled_process_environment(tmp_path):
     p = _writable_copy(MIX, tmp_path)
     con = sqlite3.connect(p)
-    con.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
-                    [("PROCESS_0:ENVIRONMENT_VARIABLE", 'RANK="3"'), ("PROCESS_0:ENVIRONMENT_VARIABLE", "WORLD_SIZE=8")])
+    con.executemany(
+        "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+        [("PROCESS_0:ENVIRONMENT_VARIABLE", 'RANK="3"'), ("PROCESS_0:ENVIRONMENT_VARIABLE", "WORLD_SIZE=8")],
+    )
     con.commit()
     con.close()
     tr = nsys_sqlite.read(p)
@@ -383,20 +454,33 @@ def test_graph_trace_and_driver_tables_when_present(tmp_path):
     """Tables the corpus lacks (graph-level tracing, a separate driver table), built with the documented columns."""
     p = _writable_copy(MIX, tmp_path)
     con = sqlite3.connect(p)
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER, end INTEGER, deviceId INTEGER, "
-                "contextId INTEGER, greenContextId INTEGER, streamId INTEGER, correlationId INTEGER, "
-                "globalPid INTEGER, graphId INTEGER, graphExecId INTEGER)")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE SELECT start, end, deviceId, contextId, NULL, streamId, "
-                "correlationId, globalPid, 5, 6 FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 3")
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE 0")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_DRIVER SELECT start, end, NULL, globalTid, correlationId + 1000000, "
-                "nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 1 LIMIT 4")
+    con.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER, end INTEGER, deviceId INTEGER, "
+        "contextId INTEGER, greenContextId INTEGER, streamId INTEGER, correlationId INTEGER, "
+        "globalPid INTEGER, graphId INTEGER, graphExecId INTEGER)"
+    )
+    con.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE SELECT start, end, deviceId, contextId, NULL, streamId, "
+        "correlationId, globalPid, 5, 6 FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 3"
+    )
+    con.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_DRIVER AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE 0"
+    )
+    con.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_DRIVER SELECT start, end, NULL, globalTid, correlationId + 1000000, "
+        "nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 1 LIMIT 4"
+    )
     con.commit()
     con.close()
     tr = nsys_sqlite.read(p)
     graphs = tr.events.filter(pl.col("name") == "CUDA Graph")
     assert graphs.height == 3 and set(graphs["kind"].to_list()) == {"other"}
-    assert json.loads(graphs["args"][0]) == {"domain": "cuda_graph", "graph_id": 5, "graph_exec_id": 6, "context_id": 1}
+    assert json.loads(graphs["args"][0]) == {
+        "domain": "cuda_graph",
+        "graph_id": 5,
+        "graph_exec_id": 6,
+        "context_id": 1,
+    }
     assert any("--cuda-graph-trace=node" in w for w in tr.meta.warnings)
     rt = tr.events.filter(pl.col("kind") == "runtime")
     assert rt.height == count(MIX, "CUPTI_ACTIVITY_KIND_RUNTIME") + 4

@@ -29,14 +29,19 @@ def cli(*args: str | Path, cwd: Path) -> tuple[int, str, str]:
     if not EXE.is_file():
         pytest.fail(f"console script not installed at {EXE}")
     env = {k: v for k, v in os.environ.items() if k != "TRACEADVISOR_DEBUG"}
-    r = subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    r = subprocess.run(
+        [str(EXE), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
     return r.returncode, r.stdout, r.stderr
 
 
 def commands(path: Path, tmp: Path, all_commands: bool) -> list[tuple[str, ...]]:
     cmds = [("info", str(path))]
     if all_commands:
-        cmds += [("analyze", str(path), "--no-html", "-q"), ("import", str(path), "-o", str(tmp / "o.parquet"))]
+        cmds += [
+            ("analyze", str(path), "--no-html", "-q"),
+            ("import", str(path), "-o", str(tmp / "o.parquet")),
+        ]
     return cmds
 
 
@@ -200,7 +205,9 @@ def test_truncated_kineto_imports_with_a_recovery_warning(packed: bool, tmp_path
         path = tmp_path / "cut.json.gz"
         path.write_bytes(b[: len(b) // 2])
         # everything a streaming decompressor can get out of the cut stream
-        text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(path.read_bytes()).decode("utf-8", "replace")
+        text = (
+            zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(path.read_bytes()).decode("utf-8", "replace")
+        )
     else:
         path = tmp_path / "cut.json"
         text = raw[: len(raw) // 2].decode()

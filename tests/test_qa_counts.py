@@ -30,7 +30,9 @@ TIMED_KINDS = ("kernel", "memcpy", "memset", "runtime")
 @dataclass
 class Source:
     counts: dict[str, int]  # expected imported events per kind (only the kinds counted here)
-    kernels: list[tuple[int, int]] = field(default_factory=list)  # (absolute start ns, duration ns), per formats.md 0.2
+    kernels: list[tuple[int, int]] = field(
+        default_factory=list
+    )  # (absolute start ns, duration ns), per formats.md 0.2
     total_dur_ns: int | None = None  # aggregate inputs: sum of TotalDurationNs
 
 
@@ -43,9 +45,17 @@ def us_to_ns(v) -> int:
 
 
 # ------------------------------------------------------------------------------------------- Kineto JSON (section 1)
-KINETO_KINDS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-                "gpu_memset": "memset", "Memset": "memset", "cuda_runtime": "runtime", "cuda_driver": "runtime",
-                "Runtime": "runtime"}
+KINETO_KINDS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "Runtime": "runtime",
+}
 
 
 def kineto(p: Path) -> Source:
@@ -74,12 +84,17 @@ def nsys(p: Path) -> Source:
     def rows(t: str) -> int:
         return con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] if t in tables else 0
 
-    counts = {"kernel": rows("CUPTI_ACTIVITY_KIND_KERNEL"), "memcpy": rows("CUPTI_ACTIVITY_KIND_MEMCPY"),
-              "memset": rows("CUPTI_ACTIVITY_KIND_MEMSET"),
-              "runtime": rows("CUPTI_ACTIVITY_KIND_RUNTIME") + rows("CUPTI_ACTIVITY_KIND_DRIVER"),
-              "sync": rows("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")}
+    counts = {
+        "kernel": rows("CUPTI_ACTIVITY_KIND_KERNEL"),
+        "memcpy": rows("CUPTI_ACTIVITY_KIND_MEMCPY"),
+        "memset": rows("CUPTI_ACTIVITY_KIND_MEMSET"),
+        "runtime": rows("CUPTI_ACTIVITY_KIND_RUNTIME") + rows("CUPTI_ACTIVITY_KIND_DRIVER"),
+        "sync": rows("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
+    }
     epoch = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
-    kernels = [(epoch + s, e - s) for s, e in con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')]
+    kernels = [
+        (epoch + s, e - s) for s, e in con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    ]
     con.close()
     return Source(counts, kernels)
 
@@ -87,9 +102,14 @@ def nsys(p: Path) -> Source:
 # ------------------------------------------------------------------------------------------- RPD (section 2)
 def rpd(p: Path) -> Source:
     con = ro(p)
-    ops = con.execute("SELECT t.string, d.string, o.start, o.end FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
-                      "JOIN rocpd_string d ON d.id = o.description_id").fetchall()
-    apis = [r[0] for r in con.execute("SELECT s.string FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id")]
+    ops = con.execute(
+        "SELECT t.string, d.string, o.start, o.end FROM rocpd_op o JOIN rocpd_string t ON t.id = o.opType_id "
+        "JOIN rocpd_string d ON d.id = o.description_id"
+    ).fetchall()
+    apis = [
+        r[0]
+        for r in con.execute("SELECT s.string FROM rocpd_api a JOIN rocpd_string s ON s.id = a.apiName_id")
+    ]
     con.close()
     counts: Counter = Counter()
     kernels = []
@@ -140,7 +160,9 @@ def stats(p: Path) -> Source:
 
 def v1_csv(p: Path) -> Source:
     rows = read_csv(p)
-    return Source({"kernel": len(rows)}, [(int(r["BeginNs"]), int(r["EndNs"]) - int(r["BeginNs"])) for r in rows])
+    return Source(
+        {"kernel": len(rows)}, [(int(r["BeginNs"]), int(r["EndNs"]) - int(r["BeginNs"])) for r in rows]
+    )
 
 
 def gpu_op_kind(name: str) -> str:
@@ -149,7 +171,11 @@ def gpu_op_kind(name: str) -> str:
 
 def v1_json(p: Path) -> Source:
     events = json.loads(p.read_text())["traceEvents"]
-    lanes = {int(e["pid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    lanes = {
+        int(e["pid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
     counts: Counter = Counter()
     kernels = []
     for e in events:
@@ -216,7 +242,9 @@ def v3_json(p: Path) -> Source:
         counts["kernel"] += len(br.get("kernel_dispatch", []))
         counts["memcpy"] += len(br.get("memory_copy", []))
         counts["runtime"] += len(br.get("hip_api", []))
-        kernels += [(k["start_timestamp"], k["end_timestamp"] - k["start_timestamp"]) for k in br["kernel_dispatch"]]
+        kernels += [
+            (k["start_timestamp"], k["end_timestamp"] - k["start_timestamp"]) for k in br["kernel_dispatch"]
+        ]
     return Source(dict(counts), kernels)
 
 
@@ -227,9 +255,15 @@ def rocpd(p: Path) -> Source:
     def physical(logical: str) -> list[str]:
         return [t for t in tables if re.fullmatch(logical + r"_[0-9a-f]{8}(_[0-9a-f]{4}){3}_[0-9a-f]{12}", t)]
 
-    kernels = [(s, e - s) for t in physical("rocpd_kernel_dispatch") for s, e in con.execute(f'SELECT start, "end" FROM "{t}"')]
+    kernels = [
+        (s, e - s)
+        for t in physical("rocpd_kernel_dispatch")
+        for s, e in con.execute(f'SELECT start, "end" FROM "{t}"')
+    ]
     regions = sum(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in physical("rocpd_region"))
-    copies = sum(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in physical("rocpd_memory_copy"))
+    copies = sum(
+        con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in physical("rocpd_memory_copy")
+    )
     con.close()
     return Source({"kernel": len(kernels), "runtime": regions, "memcpy": copies}, kernels)
 
@@ -285,8 +319,10 @@ DEVICES: list[tuple[str, str, str | None]] = [
     ("nsys/t4_", "nvidia", "Tesla T4"),
 ]
 # gfx target of the RPD files, inferred from kernel names (RPD records no device name)
-RPD_ARCH = {"rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd": "gfx90a",
-            "rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd": "gfx942"}
+RPD_ARCH = {
+    "rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd": "gfx90a",
+    "rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd": "gfx942",
+}
 
 
 def expected_device(rel: str) -> tuple[str, str | None]:
@@ -294,7 +330,9 @@ def expected_device(rel: str) -> tuple[str, str | None]:
 
 
 def corpus() -> list[Path]:
-    return sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name not in SKIP_NAMES and p.suffix != ".nsys-rep")
+    return sorted(
+        p for p in TRACES.rglob("*") if p.is_file() and p.name not in SKIP_NAMES and p.suffix != ".nsys-rep"
+    )
 
 
 @pytest.mark.parametrize("path", corpus(), ids=lambda p: p.relative_to(TRACES).as_posix())
@@ -315,7 +353,9 @@ def test_imported_events_match_the_source(path: Path) -> None:
     assert ev.filter(pl.col("dur_ns") < 0).height == 0
     assert ev.filter(pl.col("kind").is_in(TIMED_KINDS) & (pl.col("start_ns") == -1)).height == 0
 
-    if src.total_dur_ns is not None:  # aggregate statistics: no timeline, one row per name with its total time
+    if (
+        src.total_dur_ns is not None
+    ):  # aggregate statistics: no timeline, one row per name with its total time
         assert ev["start_ns"].null_count() == ev.height
         assert ev["dur_ns"].sum() == src.total_dur_ns
     else:  # every kernel's start and duration, converted per formats.md 0.2, equals the imported one
@@ -346,9 +386,16 @@ def test_counts_cover_every_format() -> None:
     assert set(fams) == {"torch", "nsys", "rpd", "rocprof_csv", "rocprofv3"}
 
 
-@pytest.mark.parametrize("rel", ["torch/h200_gemm_mix.pt.trace.json.gz", "rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd",
-                                 "nsys/a100_cupy_tomo_recon_report3.sqlite", "rocprofv3/mi300x_ck_bmm_rocm7.1_rocpd_results.db",
-                                 "rocprof_csv/mi300x_hip_bmm_naive/results.stats.csv"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "torch/h200_gemm_mix.pt.trace.json.gz",
+        "rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd",
+        "nsys/a100_cupy_tomo_recon_report3.sqlite",
+        "rocprofv3/mi300x_ck_bmm_rocm7.1_rocpd_results.db",
+        "rocprof_csv/mi300x_hip_bmm_naive/results.stats.csv",
+    ],
+)
 def test_parquet_round_trip_through_the_cli(rel: str, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -359,14 +406,18 @@ def test_parquet_round_trip_through_the_cli(rel: str, tmp_path: Path) -> None:
 
     out = tmp_path / "out.parquet"
     exe = Path(sys.executable).parent / "traceadvisor"
-    r = subprocess.run([str(exe), "import", str(TRACES / rel), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(exe), "import", str(TRACES / rel), "-o", str(out)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     schema = pq.read_schema(out)
     assert schema.names == [c.name for c in COLUMNS]
     for c in COLUMNS:
         md = schema.field(c.name).metadata
         assert md[b"unit"].decode() == c.unit and md[b"doc"].decode() == c.doc
-    assert str(schema.field("start_ns").type) == "int64" and schema.field("start_ns").metadata[b"unit"] == b"ns"
+    assert (
+        str(schema.field("start_ns").type) == "int64" and schema.field("start_ns").metadata[b"unit"] == b"ns"
+    )
     meta = json.loads(schema.metadata[b"traceadvisor.meta"])
     tr = load_trace(TRACES / rel, cache=False)
     assert pq.read_metadata(out).num_rows == tr.events.height

@@ -55,7 +55,9 @@ CASES = [(p, WRONG_NAMES[i % len(WRONG_NAMES)]) for i, p in enumerate(corpus())]
 def test_wrong_extension_same_importer_and_events(src: Path, wrong: str, tmp_path: Path) -> None:
     dst = place_copy(src, tmp_path / "renamed", wrong)
     ref = detect(src)
-    assert detect(dst) is ref, f"{src.name} renamed to {wrong} was sniffed as {detect(dst).NAME}, not {ref.NAME}"
+    assert detect(dst) is ref, (
+        f"{src.name} renamed to {wrong} was sniffed as {detect(dst).NAME}, not {ref.NAME}"
+    )
     if ref.NAME == "nsys-rep":  # reading it needs the nsys program; detection is the point here
         return
     if ref.NAME == "kineto" and src.stat().st_size > KINETO_REIMPORT_MAX_BYTES:
@@ -64,8 +66,11 @@ def test_wrong_extension_same_importer_and_events(src: Path, wrong: str, tmp_pat
     assert fingerprint(dst) == fingerprint(src, ref=True)
 
 
-@pytest.mark.parametrize("src", [p for p in corpus() if p.name.endswith(".sqlite") or p.suffix in (".rpd", ".db")],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "src",
+    [p for p in corpus() if p.name.endswith(".sqlite") or p.suffix in (".rpd", ".db")],
+    ids=lambda p: p.name,
+)
 def test_sqlite_inputs_without_extension(src: Path, tmp_path: Path) -> None:
     dst = place_copy(src, tmp_path, "profile")
     assert detect(dst) is detect(src)
@@ -76,8 +81,12 @@ def test_sqlite_inputs_without_extension(src: Path, tmp_path: Path) -> None:
 
 # every gzipped JSON in the corpus, the big Kineto ones excepted (see KINETO_REIMPORT_MAX_BYTES), plus the legacy
 # top-level-list trace, the only one of its layout
-GZ = [p for p in corpus() if p.name.endswith(".json.gz")
-      and (p.stat().st_size <= KINETO_REIMPORT_MAX_BYTES or "legacy" in p.name or p.parent.name == "rocprofv3")]
+GZ = [
+    p
+    for p in corpus()
+    if p.name.endswith(".json.gz")
+    and (p.stat().st_size <= KINETO_REIMPORT_MAX_BYTES or "legacy" in p.name or p.parent.name == "rocprofv3")
+]
 
 
 @pytest.mark.parametrize("src", GZ, ids=lambda p: p.name)
@@ -94,7 +103,9 @@ def test_gunzipped_copy_imports_the_same(src: Path, tmp_path: Path) -> None:
 
 def test_json_trace_named_like_sqlite_and_sqlite_named_like_json(tmp_path: Path) -> None:
     js = place_copy(TRACES / "torch" / "h200_gemm_mix.pt.trace.json.gz", tmp_path / "a", "trace.sqlite")
-    db = place_copy(TRACES / "nsys" / "a100_cupy_tomo_recon_report3.sqlite", tmp_path / "b", "trace.pt.trace.json.gz")
+    db = place_copy(
+        TRACES / "nsys" / "a100_cupy_tomo_recon_report3.sqlite", tmp_path / "b", "trace.pt.trace.json.gz"
+    )
     assert detect(js).NAME == "kineto"
     assert detect(db).NAME == "nsys-sqlite"
     assert load_trace(db, cache=False).counts_by_kind()["kernel"] == 5

@@ -22,16 +22,29 @@ from traceadvisor.report.html import write_html
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium on this machine: install Debian's `chromium` package "
-    "(`apt-get install -y chromium`, as .ci/run does) to run the browser test")
+    CHROMIUM is None,
+    reason="no Chromium on this machine: install Debian's `chromium` package "
+    "(`apt-get install -y chromium`, as .ci/run does) to run the browser test",
+)
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         "--virtual-time-budget=30000")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--virtual-time-budget=30000",
+)
 
 # Test-only hooks, injected into a copy of the report: any alert/confirm/prompt marks the page.
-HOOK = ("<script>(function(){var f=function(){document.documentElement.setAttribute('data-alerted','1');};"
-        "window.alert=f;window.confirm=f;window.prompt=f;})();</script>")
+HOOK = (
+    "<script>(function(){var f=function(){document.documentElement.setAttribute('data-alerted','1');};"
+    "window.alert=f;window.confirm=f;window.prompt=f;})();</script>"
+)
 PROBE = """<pre id="ta-probe"></pre><script>
 (function () {
   function ready(cb) {
@@ -109,9 +122,13 @@ def page(tmp_path_factory):
     report = write_html(hostile_result(), tmp / "report.html")
     html = report.read_text(encoding="utf-8")
     probe = tmp / "probe.html"
-    probe.write_text(html.replace("<style>", HOOK + "<style>", 1).replace("</body>", PROBE + "</body>", 1),
-                     encoding="utf-8")
-    run = chromium(probe.as_uri(), tmp, "--dump-dom", "--enable-logging=stderr", "--v=0", "--window-size=1400,1000")
+    probe.write_text(
+        html.replace("<style>", HOOK + "<style>", 1).replace("</body>", PROBE + "</body>", 1),
+        encoding="utf-8",
+    )
+    run = chromium(
+        probe.as_uri(), tmp, "--dump-dom", "--enable-logging=stderr", "--v=0", "--window-size=1400,1000"
+    )
     dom = Dom()
     dom.feed(run.stdout)
     shot = Path(os.environ.get("TRACEADVISOR_SCREENSHOT_DIR", tmp)) / "report.png"
@@ -156,8 +173,10 @@ def test_clicking_a_finding_zooms_the_timeline(page):
 def test_csp_blocks_remote_loads(page):
     tmp = page["tmp"]
     bad = tmp / "remote.html"
-    bad.write_text(page["html"].replace("</body>", '<img src="https://example.invalid/x.png"></body>', 1),
-                   encoding="utf-8")
+    bad.write_text(
+        page["html"].replace("</body>", '<img src="https://example.invalid/x.png"></body>', 1),
+        encoding="utf-8",
+    )
     dom = Dom()
     dom.feed(chromium(bad.as_uri(), tmp, "--dump-dom").stdout)
     assert dom.attrs["ta-status"]["data-state"] == "error"
@@ -171,5 +190,6 @@ def test_screenshot_saved(page):
 
 def _island(html: str) -> str:
     start = html.index('<script type="application/json" id="ta-figures">') + len(
-        '<script type="application/json" id="ta-figures">')
-    return html[start:html.index("</script>", start)]
+        '<script type="application/json" id="ta-figures">'
+    )
+    return html[start : html.index("</script>", start)]

@@ -63,8 +63,14 @@ def doc_rule(code: str = "MEM001", name: str = "pageable-host-copy", doc: str = 
 def small_trace(vendor: str = "nvidia", device: str = "NVIDIA H200", name: str = "small") -> Trace:
     """4 steps of 1 ms: a pageable copy, 30 kernels of several categories, a sync, host ops and launches."""
     b = TraceBuilder(vendor=vendor, device_name=device, name=name)
-    kernels = ("ampere_bf16_s16816gemm_relu_128x64", "vectorized_elementwise_kernel", "ncclDevKernel_AllReduce",
-               "flash_fwd_kernel", "layer_norm_kernel", "reduce_kernel")
+    kernels = (
+        "ampere_bf16_s16816gemm_relu_128x64",
+        "vectorized_elementwise_kernel",
+        "ncclDevKernel_AllReduce",
+        "flash_fwd_kernel",
+        "layer_norm_kernel",
+        "reduce_kernel",
+    )
     for s in range(4):
         t = s * 1000.0
         b.step(s, t, 950)
@@ -76,21 +82,53 @@ def small_trace(vendor: str = "nvidia", device: str = "NVIDIA H200", name: str =
     return b.build()
 
 
-def finding(trace: Trace, rule: str = "MEM001", impact_ns: int = 480_000, n: int = 4, summary: str = "4 copies",
-            stack: str = "nvidia", evidence: dict | None = None) -> Finding:
+def finding(
+    trace: Trace,
+    rule: str = "MEM001",
+    impact_ns: int = 480_000,
+    n: int = 4,
+    summary: str = "4 copies",
+    stack: str = "nvidia",
+    evidence: dict | None = None,
+) -> Finding:
     t0 = int(trace.events["start_ns"].min())
-    items = [{"name": f"Memcpy HtoD (Pageable -> Device) #{i}", "start_ns": t0 + 5_000 + i * 1_000_000,
-              "end_ns": t0 + 155_000 + i * 1_000_000, "impact_ns": 120_000, "bytes": 32 << 20, "gbps": 8.1,
-              "rank": 0, "device": 0} for i in range(n)]
+    items = [
+        {
+            "name": f"Memcpy HtoD (Pageable -> Device) #{i}",
+            "start_ns": t0 + 5_000 + i * 1_000_000,
+            "end_ns": t0 + 155_000 + i * 1_000_000,
+            "impact_ns": 120_000,
+            "bytes": 32 << 20,
+            "gbps": 8.1,
+            "rank": 0,
+            "device": 0,
+        }
+        for i in range(n)
+    ]
     other = "amd" if stack == "nvidia" else "nvidia"
     return Finding(
-        rule=rule, name="pageable-host-copy", title="Host copies from pageable memory", summary=summary,
-        trace=trace.name, rank=0, device=0, count=n, impact_ns=impact_ns, share=impact_ns / trace.span_ns(),
-        confidence="high", evidence=evidence if evidence is not None else {"items": items, "items_total": n,
-                                                                           "median_gbps": 8.1},
-        advice={"stack": stack, "primary": f"advice for {stack}: use `pinned` memory", "other_stack": other,
-                "other": f"advice for {other}", "common": "pin host buffers", "torch": "`pin_memory=True`"},
-        ranges=[(r["start_ns"], r["end_ns"]) for r in items])
+        rule=rule,
+        name="pageable-host-copy",
+        title="Host copies from pageable memory",
+        summary=summary,
+        trace=trace.name,
+        rank=0,
+        device=0,
+        count=n,
+        impact_ns=impact_ns,
+        share=impact_ns / trace.span_ns(),
+        confidence="high",
+        evidence=evidence if evidence is not None else {"items": items, "items_total": n, "median_gbps": 8.1},
+        advice={
+            "stack": stack,
+            "primary": f"advice for {stack}: use `pinned` memory",
+            "other_stack": other,
+            "other": f"advice for {other}",
+            "common": "pin host buffers",
+            "torch": "`pin_memory=True`",
+        },
+        ranges=[(r["start_ns"], r["end_ns"]) for r in items],
+    )
 
 
 def hostile_trace() -> Trace:
@@ -112,15 +150,50 @@ def hostile_result() -> AnalysisResult:
     trace = hostile_trace()
     res = analyze([trace], load_rules())
     t0 = int(trace.events["start_ns"].min())
-    ev = {"items": [{"name": p, p: p, "start_ns": t0 + 100_000, "end_ns": t0 + 200_000, "impact_ns": 1000}
-                    for p in PAYLOADS], "items_total": len(PAYLOADS), "note": PAYLOADS[2], PAYLOADS[3]: 1,
-          "shapes": [{"m": 16, "n": 8192, "k": 8192, "batch": None, "dtype": PAYLOADS[4], "calls": 3,
-                      "tflops": 40.0, "utilization": 0.04}]}
-    f = Finding(rule="XSS001", name="x" + PAYLOADS[5], title=PAYLOADS[0], summary=" ".join(PAYLOADS),
-                trace=trace.name, rank=0, device=0, count=1, impact_ns=10**9, share=0.5, confidence="high",
-                evidence=ev, advice={"stack": "nvidia", "primary": PAYLOADS[1], "other_stack": "amd",
-                                     "other": PAYLOADS[0], "common": PAYLOADS[2], "torch": "`" + PAYLOADS[0] + "`"},
-                ranges=[(t0 + 100_000, t0 + 200_000)])
+    ev = {
+        "items": [
+            {"name": p, p: p, "start_ns": t0 + 100_000, "end_ns": t0 + 200_000, "impact_ns": 1000}
+            for p in PAYLOADS
+        ],
+        "items_total": len(PAYLOADS),
+        "note": PAYLOADS[2],
+        PAYLOADS[3]: 1,
+        "shapes": [
+            {
+                "m": 16,
+                "n": 8192,
+                "k": 8192,
+                "batch": None,
+                "dtype": PAYLOADS[4],
+                "calls": 3,
+                "tflops": 40.0,
+                "utilization": 0.04,
+            }
+        ],
+    }
+    f = Finding(
+        rule="XSS001",
+        name="x" + PAYLOADS[5],
+        title=PAYLOADS[0],
+        summary=" ".join(PAYLOADS),
+        trace=trace.name,
+        rank=0,
+        device=0,
+        count=1,
+        impact_ns=10**9,
+        share=0.5,
+        confidence="high",
+        evidence=ev,
+        advice={
+            "stack": "nvidia",
+            "primary": PAYLOADS[1],
+            "other_stack": "amd",
+            "other": PAYLOADS[0],
+            "common": PAYLOADS[2],
+            "torch": "`" + PAYLOADS[0] + "`",
+        },
+        ranges=[(t0 + 100_000, t0 + 200_000)],
+    )
     res.findings.insert(0, f)
     res.rules.append(doc_rule("XSS001", "xss", RULE_DOC.replace("Copies from pageable memory.", PAYLOADS[0])))
     res.skipped.append({"rule": "ZZZ001", "name": PAYLOADS[1], "trace": trace.name, "reason": PAYLOADS[0]})
@@ -170,10 +243,14 @@ def island(html: str, id_: str):
 @pytest.fixture(scope="module")
 def small_html(tmp_path_factory) -> str:
     tr = small_trace()
-    res = AnalysisResult(traces=[tr], findings=[finding(tr, impact_ns=480_000),
-                                                finding(tr, rule="MEM009", impact_ns=900_000, n=2)],
-                         skipped=[{"rule": "COM001", "name": "exposed-collective", "trace": tr.name,
-                                   "reason": "needs collectives"}], rules=[doc_rule()])
+    res = AnalysisResult(
+        traces=[tr],
+        findings=[finding(tr, impact_ns=480_000), finding(tr, rule="MEM009", impact_ns=900_000, n=2)],
+        skipped=[
+            {"rule": "COM001", "name": "exposed-collective", "trace": tr.name, "reason": "needs collectives"}
+        ],
+        rules=[doc_rule()],
+    )
     res.findings.sort(key=lambda f: -f.impact_ns)
     out = tmp_path_factory.mktemp("rep") / "small.html"
     assert write_html(res, out) == out
@@ -200,7 +277,7 @@ def test_header_findings_and_sections(small_html):
     assert "rules skipped" in small_html.lower() and "needs collectives" in small_html
     # findings in impact order, each with its own section and a timeline button
     assert small_html.index('id="finding-f1"') < small_html.index('id="finding-f2"')
-    f1 = small_html[small_html.index('id="finding-f1"'):small_html.index('id="finding-f2"')]
+    f1 = small_html[small_html.index('id="finding-f1"') : small_html.index('id="finding-f2"')]
     assert "MEM009" in f1 and "900 µs" in f1
     assert 'data-finding="f1"' in small_html and 'data-finding="f2"' in small_html
     # why it matters from the rule's own docstring, rendered (code, bold, list), other docs folded away
@@ -251,7 +328,9 @@ def test_hostile_strings_are_text_everywhere(tmp_path):
     for body in p.scripts[1:3]:  # the JSON islands: no way out of the script element
         assert "</" not in body and "<!--" not in body and "<" not in body
     figs = island(html, "ta-figures")
-    texts = [s for fig in figs.values() for tr in fig["data"] for s in (tr.get("text") or []) if isinstance(s, str)]
+    texts = [
+        s for fig in figs.values() for tr in fig["data"] for s in (tr.get("text") or []) if isinstance(s, str)
+    ]
     texts += [a["text"] for fig in figs.values() for a in fig["layout"].get("annotations", [])]
     texts += [t for fig in figs.values() for t in fig["layout"].get("yaxis", {}).get("ticktext", []) or []]
     joined = "\n".join(texts)
@@ -266,25 +345,59 @@ def test_script_json_and_doc_html_escape():
     assert "<" not in s and ">" not in s and "&" not in s and "\u2028" not in s
     assert json.loads(str(s)) == {"a": "</script><!-- \u2028 & <b>"}
     h = doc_html("Use `x<y>` and **<b>bold</b>**\n\n- one <script>\n- two")
-    assert str(h) == ("<p>Use <code>x&lt;y&gt;</code> and <strong>&lt;b&gt;bold&lt;/b&gt;</strong></p>"
-                      "<ul><li>one &lt;script&gt;</li><li>two</li></ul>")
-    assert F.esc("<a href=\"x\">'&") == "&lt;a href=&#34;x&#34;&gt;&#39;&amp;"
+    assert str(h) == (
+        "<p>Use <code>x&lt;y&gt;</code> and <strong>&lt;b&gt;bold&lt;/b&gt;</strong></p>"
+        "<ul><li>one &lt;script&gt;</li><li>two</li></ul>"
+    )
+    assert F.esc('<a href="x">\'&') == "&lt;a href=&#34;x&#34;&gt;&#39;&amp;"
 
 
 def big_trace(kernels: int = 30_000, host: int = 50_000) -> Trace:
     """One busy stream and one busy host thread, built as frames (fast at this size)."""
-    k = pl.DataFrame({"kind": "kernel", "name": [f"k{i % 7}_gemm" if i % 3 else f"k{i % 5}_relu" for i in range(kernels)],
-                      "start_ns": pl.int_range(0, kernels, eager=True) * 10_000,
-                      "dur_ns": pl.int_range(0, kernels, eager=True) % 13 * 500 + 1000,
-                      "device": 0, "stream": 7, "pid": 0, "tid": 7, "rank": 0})
-    h = pl.DataFrame({"kind": "cpu_op", "name": "aten::add", "start_ns": pl.int_range(0, host, eager=True) * 6_000,
-                      "dur_ns": 4_000, "pid": 10, "tid": 11, "rank": 0})
-    quiet = pl.DataFrame({"kind": "cpu_op", "name": "idle thread op", "start_ns": [0], "dur_ns": [10], "pid": 10,
-                          "tid": 12, "rank": 0})
+    k = pl.DataFrame(
+        {
+            "kind": "kernel",
+            "name": [f"k{i % 7}_gemm" if i % 3 else f"k{i % 5}_relu" for i in range(kernels)],
+            "start_ns": pl.int_range(0, kernels, eager=True) * 10_000,
+            "dur_ns": pl.int_range(0, kernels, eager=True) % 13 * 500 + 1000,
+            "device": 0,
+            "stream": 7,
+            "pid": 0,
+            "tid": 7,
+            "rank": 0,
+        }
+    )
+    h = pl.DataFrame(
+        {
+            "kind": "cpu_op",
+            "name": "aten::add",
+            "start_ns": pl.int_range(0, host, eager=True) * 6_000,
+            "dur_ns": 4_000,
+            "pid": 10,
+            "tid": 11,
+            "rank": 0,
+        }
+    )
+    quiet = pl.DataFrame(
+        {
+            "kind": "cpu_op",
+            "name": "idle thread op",
+            "start_ns": [0],
+            "dur_ns": [10],
+            "pid": 10,
+            "tid": 12,
+            "rank": 0,
+        }
+    )
     df = conform(pl.concat([k, h, quiet], how="diagonal_relaxed"))
     df = classify_frame(df).select(df.columns)
-    meta = TraceMeta(path="big.json", format="synthetic", vendor="nvidia", devices=[Device(0, "NVIDIA H200")],
-                     capabilities={"timeline", "kernels", "cpu_ops"})
+    meta = TraceMeta(
+        path="big.json",
+        format="synthetic",
+        vendor="nvidia",
+        devices=[Device(0, "NVIDIA H200")],
+        capabilities={"timeline", "kernels", "cpu_ops"},
+    )
     return Trace(df, meta)
 
 
@@ -292,7 +405,10 @@ def test_timeline_aggregates_what_cannot_be_drawn():
     tr = big_trace()
     td = F.timeline_data(tr, [("f1", "#1 X", [(0, 1000)])], max_segments=3000, buckets=500)
     lanes = td.lanes.filter(pl.col("group") != "finding")
-    assert lanes["label"].to_list() == ["GPU 0 · stream 7", "CPU thread 11"]  # the near-idle thread is left out
+    assert lanes["label"].to_list() == [
+        "GPU 0 · stream 7",
+        "CPU thread 11",
+    ]  # the near-idle thread is left out
     assert td.segments.height == 3000 and int(lanes["drawn"].sum()) == 3000
     assert (lanes["drawn"] + lanes["merged"]).to_list() == lanes["events"].to_list() == [30_000, 50_000]
     assert int(td.blocks["n"].sum()) == int(lanes["merged"].sum())  # every merged event is in a block
@@ -315,11 +431,21 @@ def test_lane_caps_share_the_budget():
 
 
 def test_merge_blocks_runs():
-    ev = pl.DataFrame({"lane": [0, 0, 0, 0, 1], "key": ["gemm", "gemm", "gemm", "copy", "gemm"],
-                       "start_ns": [0, 10, 25, 40, 0], "end_ns": [5, 15, 28, 45, 3], "dur_ns": [5, 5, 3, 5, 3]})
+    ev = pl.DataFrame(
+        {
+            "lane": [0, 0, 0, 0, 1],
+            "key": ["gemm", "gemm", "gemm", "copy", "gemm"],
+            "start_ns": [0, 10, 25, 40, 0],
+            "end_ns": [5, 15, 28, 45, 3],
+            "dur_ns": [5, 5, 3, 5, 3],
+        }
+    )
     b = F.merge_blocks(ev, 0, 10)
     assert b.select("lane", "key", "start_ns", "end_ns", "n", "busy_ns").rows() == [
-        (0, "gemm", 0, 28, 3, 13), (0, "copy", 40, 45, 1, 5), (1, "gemm", 0, 3, 1, 3)]
+        (0, "gemm", 0, 28, 3, 13),
+        (0, "copy", 40, 45, 1, 5),
+        (1, "gemm", 0, 3, 1, 3),
+    ]
 
 
 def test_breakdown_frames_are_exact():
@@ -332,11 +458,17 @@ def test_breakdown_frames_are_exact():
     b.copy(2000, 10, bytes=1 << 20)
     t = b.build()
     cat = F.gpu_category_frame(t)
-    assert dict(cat.select("category", "time_ns").iter_rows()) == {"gemm": 250_000, "elementwise": 120_000,
-                                                                    "copy": 10_000}
+    assert dict(cat.select("category", "time_ns").iter_rows()) == {
+        "gemm": 250_000,
+        "elementwise": 120_000,
+        "copy": 10_000,
+    }
     st = F.step_frame(t)
-    assert dict(st.select("category", "time_ns").iter_rows()) == {"gemm": 250_000, "elementwise": 110_000,
-                                                                   "idle": 690_000}
+    assert dict(st.select("category", "time_ns").iter_rows()) == {
+        "gemm": 250_000,
+        "elementwise": 110_000,
+        "idle": 690_000,
+    }
     bi = F.busy_idle_frame(t)
     assert bi.select("busy_ns", "idle_ns").row(0) == (330_000, t.span_ns() - 330_000)
 
@@ -344,10 +476,31 @@ def test_breakdown_frames_are_exact():
 def test_gemm_roofline_from_shapes():
     from traceadvisor.devices import BY_KEY
 
-    g = F.gemm_frame([{"m": 8192, "n": 8192, "k": 8192, "batch": None, "dtype": "torch.bfloat16", "calls": 5,
-                       "tflops": 783.4, "utilization": 0.79},
-                      {"m": 64, "n": 64, "k": 64, "batch": 512, "dtype": "c10::Half", "calls": 5, "tflops": 5.6,
-                       "utilization": 0.006}], BY_KEY["H200 SXM 141GB"])
+    g = F.gemm_frame(
+        [
+            {
+                "m": 8192,
+                "n": 8192,
+                "k": 8192,
+                "batch": None,
+                "dtype": "torch.bfloat16",
+                "calls": 5,
+                "tflops": 783.4,
+                "utilization": 0.79,
+            },
+            {
+                "m": 64,
+                "n": 64,
+                "k": 64,
+                "batch": 512,
+                "dtype": "c10::Half",
+                "calls": 5,
+                "tflops": 5.6,
+                "utilization": 0.006,
+            },
+        ],
+        BY_KEY["H200 SXM 141GB"],
+    )
     assert g["intensity"].to_list() == pytest.approx([8192 / 3, 64 / 3])
     assert g["peak"].to_list() == [989.5, 989.5] and g["dtype"].to_list() == ["bf16", "fp16"]
     fig = F.gemm_figure(g, 4.8, "H200")
@@ -375,8 +528,9 @@ def test_real_trace_report(traces_dir, tmp_path):
 
 def test_several_traces_get_their_own_timelines():
     a, b = small_trace(name="rank0"), small_trace(vendor="amd", device="AMD Instinct MI300X", name="rank1")
-    res = AnalysisResult(traces=[a, b], findings=[finding(b, impact_ns=900_000, stack="amd"), finding(a)],
-                         rules=[doc_rule()])
+    res = AnalysisResult(
+        traces=[a, b], findings=[finding(b, impact_ns=900_000, stack="amd"), finding(a)], rules=[doc_rule()]
+    )
     html = render_html(res)
     figs = island(html, "ta-figures")
     assert {"timeline-0", "timeline-1", "cat-1", "steps-1"} <= set(figs)
@@ -393,10 +547,10 @@ def test_trace_health_is_shown():
     tr.meta.warn("clock went backwards twice")
     tr.meta.skip("unknown phase", 7)
     html = render_html(AnalysisResult(traces=[tr]))
-    health = html[html.index('class="health"'):html.index("</ul>", html.index('class="health"'))]
+    health = html[html.index('class="health"') : html.index("</ul>", html.index('class="health"'))]
     assert "The input is truncated" in health and "clock went backwards twice" in health
     tr.meta.skip("flow event (stored in args.flows of its slice)", 50)  # folded: not a health matter
     html = render_html(AnalysisResult(traces=[tr]))
-    health = html[html.index('class="health"'):html.index("</ul>", html.index('class="health"'))]
+    health = html[html.index('class="health"') : html.index("</ul>", html.index('class="health"'))]
     assert "7 input events of 1,000 read were not imported (unknown phase: 7)" in health
     assert "args.flows" not in health

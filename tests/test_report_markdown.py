@@ -20,10 +20,13 @@ def unescaped_pipes(line: str) -> int:
 
 def test_summary_table_top_findings_and_advice():
     tr = small_trace()
-    res = AnalysisResult(traces=[tr], findings=[finding(tr, rule="MEM009", impact_ns=900_000, n=2),
-                                                finding(tr, impact_ns=480_000)],
-                         skipped=[{"rule": "COM001", "name": "exposed-collective", "trace": tr.name,
-                                   "reason": "needs collectives"}])
+    res = AnalysisResult(
+        traces=[tr],
+        findings=[finding(tr, rule="MEM009", impact_ns=900_000, n=2), finding(tr, impact_ns=480_000)],
+        skipped=[
+            {"rule": "COM001", "name": "exposed-collective", "trace": tr.name, "reason": "needs collectives"}
+        ],
+    )
     md = render_markdown(res)
     assert md.startswith("## traceadvisor report\n")
     assert "**small** · synthetic · nvidia · H200 SXM 141GB · span 3.95 ms · 4 steps · 256 events" in md
@@ -43,7 +46,9 @@ def test_summary_table_top_findings_and_advice():
 def test_amd_trace_gets_rocm_first():
     tr = small_trace(vendor="amd", device="AMD Instinct MI300X", name="amd")
     md = render_markdown(AnalysisResult(traces=[tr], findings=[finding(tr, stack="amd")]))
-    assert md.index("**Fix on ROCm (AMD):** advice for amd") < md.index("**CUDA (NVIDIA) equivalent:** advice for nvidia")
+    assert md.index("**Fix on ROCm (AMD):** advice for amd") < md.index(
+        "**CUDA (NVIDIA) equivalent:** advice for nvidia"
+    )
 
 
 def test_no_findings():
@@ -62,7 +67,9 @@ def test_hostile_strings_are_escaped():
     assert len(tables) >= 3
     for tab in tables:  # a pipe in a name cannot add a table cell
         assert len({unescaped_pipes(row) for row in tab.splitlines()}) == 1, tab
-    assert md_text("a|b\nc @team [x](javascript:alert(1))") == "a\\|b c @\u200bteam \\[x\\](javascript:alert(1))"
+    assert (
+        md_text("a|b\nc @team [x](javascript:alert(1))") == "a\\|b c @\u200bteam \\[x\\](javascript:alert(1))"
+    )
     assert md_advice("set ``FOO=1`` or `x|y` then <b>") == "set `FOO=1` or `x|y` then &lt;b&gt;"
 
 

@@ -16,7 +16,18 @@ IDS = [r.code for r in RULES]
 
 
 def test_pack_has_the_required_rules():
-    required = {"TRC001", "MEM001", "MEM002", "WRM001", "GEM001", "GEM002", "IDL001", "LNC001", "SYN001", "COM001"}
+    required = {
+        "TRC001",
+        "MEM001",
+        "MEM002",
+        "WRM001",
+        "GEM001",
+        "GEM002",
+        "IDL001",
+        "LNC001",
+        "SYN001",
+        "COM001",
+    }
     assert required <= set(IDS)
 
 

@@ -12,9 +12,16 @@ from traceadvisor.engine.runner import AnalysisResult, analyze
 from traceadvisor.trace import Trace
 
 
-def run_analysis(traces: list[Trace], *, select: Iterable[str] = (), ignore: Iterable[str] = (),
-                 packs: Iterable[str] = (), cli_options: Iterable[str] = (), config: Path | None = None,
-                 use_config: bool = True) -> tuple[AnalysisResult, dict[str, Any]]:
+def run_analysis(
+    traces: list[Trace],
+    *,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    packs: Iterable[str] = (),
+    cli_options: Iterable[str] = (),
+    config: Path | None = None,
+    use_config: bool = True,
+) -> tuple[AnalysisResult, dict[str, Any]]:
     cfg = load_config(config or (find_config() if use_config else None))
     packs = [*cfg.get("rules", []), *packs]
     rules = load_rules(packs)

@@ -26,8 +26,15 @@ def cache_dir() -> Path:
 def code_fingerprint() -> str:
     """Size and mtime of the importer, schema and I/O sources: a changed importer never serves a stale entry."""
     pkg = Path(__file__).resolve().parent
-    files = sorted([*pkg.glob("importers/*.py"), *pkg.glob("schema/*.py"), pkg / "io.py", pkg / "devices.py",
-                    pkg / "trace.py"])
+    files = sorted(
+        [
+            *pkg.glob("importers/*.py"),
+            *pkg.glob("schema/*.py"),
+            pkg / "io.py",
+            pkg / "devices.py",
+            pkg / "trace.py",
+        ]
+    )
     sig = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
     return hashlib.sha256(sig.encode()).hexdigest()[:16]
 
@@ -38,7 +45,9 @@ def _key(path: Path, importer: str) -> str:
 
     p = path.resolve()
     if p.is_dir():
-        parts = [f"{c.name}:{c.stat().st_size}:{c.stat().st_mtime_ns}" for c in sorted(p.iterdir()) if c.is_file()]
+        parts = [
+            f"{c.name}:{c.stat().st_size}:{c.stat().st_mtime_ns}" for c in sorted(p.iterdir()) if c.is_file()
+        ]
         sig = "|".join(parts)
     else:
         st = p.stat()

@@ -119,11 +119,15 @@ def resolve_activities(torch: Any, spec: str | Iterable[str] = "auto") -> list[s
         return out
     unknown = [n for n in names if n not in ACTIVITIES]
     if unknown:
-        raise UsageError(f"unknown activity {', '.join(unknown)}",
-                         f"Use auto or a comma-separated list of {', '.join(ACTIVITIES)} (cuda also means ROCm)")
+        raise UsageError(
+            f"unknown activity {', '.join(unknown)}",
+            f"Use auto or a comma-separated list of {', '.join(ACTIVITIES)} (cuda also means ROCm)",
+        )
     if "cuda" in names and not torch.cuda.is_available():
-        raise UsageError("activity cuda was asked for but torch sees no CUDA or ROCm GPU",
-                         "Use --activities cpu, or run on a machine with a GPU and a GPU build of torch")
+        raise UsageError(
+            "activity cuda was asked for but torch sees no CUDA or ROCm GPU",
+            "Use --activities cpu, or run on a machine with a GPU and a GPU build of torch",
+        )
     if "xpu" in names and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
         raise UsageError("activity xpu was asked for but torch sees no XPU", "Use --activities cpu or auto")
     return list(dict.fromkeys(names))
@@ -168,16 +172,30 @@ def _say(msg: str) -> None:
 class Capture:
     """A running capture. Use :func:`capture` to make one; ``step()`` once per iteration."""
 
-    def __init__(self, out_dir: str | Path = "traces", *, name: str | None = None,
-                 schedule: Schedule | None = None, activities: str | Iterable[str] = "auto",
-                 record_shapes: bool = True, profile_memory: bool = False, with_stack: bool = False,
-                 with_flops: bool = False, fallback: bool = True, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        out_dir: str | Path = "traces",
+        *,
+        name: str | None = None,
+        schedule: Schedule | None = None,
+        activities: str | Iterable[str] = "auto",
+        record_shapes: bool = True,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        fallback: bool = True,
+        quiet: bool = False,
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.name = name or "capture"
         self.schedule = schedule or Schedule()
         self.activity_spec = activities
-        self.options = dict(record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
-                            with_flops=with_flops)
+        self.options = dict(
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_flops=with_flops,
+        )
         self.fallback = fallback
         self.quiet = quiet
         self.paths: list[Path] = []  # traces written, in order
@@ -209,8 +227,13 @@ class Capture:
         f = self.fallback_steps
         if step < f:
             return act.RECORD_AND_SAVE if step == f - 1 else act.RECORD
-        return {"wait": act.NONE, "warmup": act.WARMUP, "record": act.RECORD, "save": act.RECORD_AND_SAVE,
-                "done": act.NONE}[self.schedule.phase(step)]
+        return {
+            "wait": act.NONE,
+            "warmup": act.WARMUP,
+            "record": act.RECORD,
+            "save": act.RECORD_AND_SAVE,
+            "done": act.NONE,
+        }[self.schedule.phase(step)]
 
     def _in_fallback(self, step: int) -> bool:
         return 0 <= step < self.fallback_steps
@@ -221,7 +244,9 @@ class Capture:
         if _ACTIVE is not None:  # e.g. the script under `traceadvisor profile` opens its own capture
             self._outer = _ACTIVE
             if not self.quiet:
-                _say("a capture is already running in this process; this one joins it (its step() marks steps)")
+                _say(
+                    "a capture is already running in this process; this one joins it (its step() marks steps)"
+                )
             return self
         torch = self._torch = _torch()
         self.activities = resolve_activities(torch, self.activity_spec)
@@ -229,7 +254,8 @@ class Capture:
         pa = torch.profiler.ProfilerActivity
         acts = [getattr(pa, a.upper()) for a in self.activities]
         self._prof = _profiler_class(torch, self.activities)(
-            activities=acts, schedule=self._action, on_trace_ready=self._on_trace_ready, **self.options)
+            activities=acts, schedule=self._action, on_trace_ready=self._on_trace_ready, **self.options
+        )
         self._set_metadata(window="from-start" if self._in_fallback(0) else "scheduled")
         self._t0 = time.perf_counter()
         with _quiet_torch_warnings():
@@ -237,8 +263,9 @@ class Capture:
         _ACTIVE = self
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         global _ACTIVE
         if self._outer is not None:
             return
@@ -258,7 +285,9 @@ class Capture:
             for p in self.paths:
                 _say(f"wrote {p}")
             if self.paths:
-                _say("next: " + " ".join(["traceadvisor", "analyze", *map(shlex.quote, map(str, self.paths))]))
+                _say(
+                    "next: " + " ".join(["traceadvisor", "analyze", *map(shlex.quote, map(str, self.paths))])
+                )
 
     def step(self) -> None:
         """Mark the end of one iteration (call it once per training or inference step).
@@ -294,9 +323,15 @@ class Capture:
     # -- output ---------------------------------------------------------------------------------------------
     def _set_metadata(self, window: str) -> None:
         rw = rank_world(self._torch)
-        meta = {"window": window, "schedule": asdict(self.schedule), "activities": self.activities,
-                "rank": rw[0] if rw else None, "world_size": rw[1] if rw else None,
-                "torch": str(self._torch.__version__), **self.options}
+        meta = {
+            "window": window,
+            "schedule": asdict(self.schedule),
+            "activities": self.activities,
+            "rank": rw[0] if rw else None,
+            "world_size": rw[1] if rw else None,
+            "torch": str(self._torch.__version__),
+            **self.options,
+        }
         self._prof.preset_metadata_json(METADATA_KEY, json.dumps(meta))
 
     def _on_trace_ready(self, prof: Any) -> None:
@@ -307,8 +342,10 @@ class Capture:
         if self._stopping and (self.steps_taken == 0 or self._in_fallback(s)):
             self._warn(self._fallback_reason(whole=True))
         elif self._stopping:
-            self._warn(f"the program ended inside the window, after {s - self._window_start()} of "
-                       f"{self.schedule.active} active step(s)")
+            self._warn(
+                f"the program ended inside the window, after {s - self._window_start()} of "
+                f"{self.schedule.active} active step(s)"
+            )
         self._held = None
         self._export(prof)
 
@@ -333,16 +370,25 @@ class Capture:
         if self.steps_taken == 0:
             why = "no step markers: step() was never called"
         else:
-            why = (f"the program ended after {self.steps_taken} step(s), before the window "
-                   f"(wait {self.schedule.wait} + warmup {self.schedule.warmup})")
-        what = (f"the whole run ({secs:.1f} s)" if whole
-                else f"the recording of its first {self.fallback_steps} step(s)")
-        return (f"{why}; wrote {what} instead. Call step() once per iteration, or lower wait/warmup, "
-                "for a steady-state window")
+            why = (
+                f"the program ended after {self.steps_taken} step(s), before the window "
+                f"(wait {self.schedule.wait} + warmup {self.schedule.warmup})"
+            )
+        what = (
+            f"the whole run ({secs:.1f} s)"
+            if whole
+            else f"the recording of its first {self.fallback_steps} step(s)"
+        )
+        return (
+            f"{why}; wrote {what} instead. Call step() once per iteration, or lower wait/warmup, "
+            "for a steady-state window"
+        )
 
     def _nothing_written_reason(self) -> str:
-        return (f"no trace written: {self.steps_taken} step(s) ran, but the window starts after "
-                f"{self.schedule.lead_in} (wait + warmup) and fallback is off. Lower wait/warmup or enable fallback")
+        return (
+            f"no trace written: {self.steps_taken} step(s) ran, but the window starts after "
+            f"{self.schedule.lead_in} (wait + warmup) and fallback is off. Lower wait/warmup or enable fallback"
+        )
 
     def _next_path(self) -> Path:
         stem = self.name
@@ -373,19 +419,40 @@ class _quiet_torch_warnings(warnings.catch_warnings):
         return out
 
 
-def capture(out_dir: str | Path = "traces", *, name: str | None = None, wait: int = 2, warmup: int = 1,
-            active: int = 3, repeat: int = 1, activities: str | Iterable[str] = "auto", record_shapes: bool = True,
-            profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
-            fallback: bool = True, quiet: bool = False) -> Capture:
+def capture(
+    out_dir: str | Path = "traces",
+    *,
+    name: str | None = None,
+    wait: int = 2,
+    warmup: int = 1,
+    active: int = 3,
+    repeat: int = 1,
+    activities: str | Iterable[str] = "auto",
+    record_shapes: bool = True,
+    profile_memory: bool = False,
+    with_stack: bool = False,
+    with_flops: bool = False,
+    fallback: bool = True,
+    quiet: bool = False,
+) -> Capture:
     """A context manager that profiles the iterations marked by ``step()`` and writes
     ``OUT_DIR/NAME[.rankR][.cycleC].pt.trace.json.gz`` (never overwriting: ``-2``, ``-3`` ... are appended).
 
     ``activities``: ``auto`` (CPU + the GPU torch sees), or a list/comma string of ``cpu``, ``cuda``, ``xpu``.
     See the module docstring for the schedule and the fallback.
     """
-    return Capture(out_dir, name=name, schedule=Schedule(wait, warmup, active, repeat), activities=activities,
-                   record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
-                   with_flops=with_flops, fallback=fallback, quiet=quiet)
+    return Capture(
+        out_dir,
+        name=name,
+        schedule=Schedule(wait, warmup, active, repeat),
+        activities=activities,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+        with_flops=with_flops,
+        fallback=fallback,
+        quiet=quiet,
+    )
 
 
 def active() -> Capture | None:
@@ -483,7 +550,9 @@ def _monitor_starts(match: Callable[[CodeType], bool], hit: Callable[[], None]) 
     mon = sys.monitoring  # type: ignore[attr-defined]
     tool = next((t for t in (mon.PROFILER_ID, 3, 4) if mon.get_tool(t) is None), None)
     if tool is None:
-        raise UsageError("no free sys.monitoring tool id for --step-on", "Mark steps with traceadvisor.capture.step()")
+        raise UsageError(
+            "no free sys.monitoring tool id for --step-on", "Mark steps with traceadvisor.capture.step()"
+        )
     mon.use_tool_id(tool, "traceadvisor")
 
     def on_start(code: CodeType, _offset: int) -> Any:

@@ -47,14 +47,20 @@ STEP_ANNOTATION = r"(?i)^(.*?(?:step|iteration|iter|batch|epoch))[ _#:\-]*(\d+)$
 
 # aten operator names that differ only by vendor library -> one key (regex, replacement)
 OP_ALIASES: tuple[tuple[str, str], ...] = (
-    (r"^aten::(_?)(?:cudnn|miopen)_", r"aten::\1dnn_"),  # cudnn_convolution / miopen_convolution, batch_norm, rnn
+    (
+        r"^aten::(_?)(?:cudnn|miopen)_",
+        r"aten::\1dnn_",
+    ),  # cudnn_convolution / miopen_convolution, batch_norm, rnn
     (r"^aten::_(?:cudnn|miopen)_", r"aten::_dnn_"),
 )
 
 # (category or "*", regex, family): first match wins; {0}, {1} are regex groups (snake-cased)
 KERNEL_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("collective", r"(?:nccl|rccl)\w*?_(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Reduce|Send|Recv)",
-     "nccl {0}"),
+    (
+        "collective",
+        r"(?:nccl|rccl)\w*?_(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Reduce|Send|Recv)",
+        "nccl {0}",
+    ),
     ("collective", r"nccl|rccl|msccl", "collective"),
     ("collective", r"all_?reduce", "nccl all_reduce"),
     ("collective", r"all_?gather", "nccl all_gather"),
@@ -83,11 +89,25 @@ NATIVE_ALIASES: tuple[tuple[str, str], ...] = (
 )
 
 # ATen TensorIterator wrappers: the family is the functor inside, not the wrapper
-_NATIVE_WRAPPER = re.compile(r"^(?:vectorized_|unrolled_|vectorized_templated_)?elementwise_kernel\w*$|^reduce_kernel$"
-                             r"|^multi_tensor_apply_kernel$|^index_elementwise_kernel$")
-_GENERIC_FUNCTORS = {"AUnaryFunctor", "BUnaryFunctor", "BinaryFunctor", "UnaryFunctor", "gpu_kernel_impl",
-                     "gpu_kernel_impl_nocast", "ReduceOp", "func_wrapper_t", "OpaqueType", "TensorListMetadata",
-                     "FunctorWrapper", "binary_internal", "detail"}
+_NATIVE_WRAPPER = re.compile(
+    r"^(?:vectorized_|unrolled_|vectorized_templated_)?elementwise_kernel\w*$|^reduce_kernel$"
+    r"|^multi_tensor_apply_kernel$|^index_elementwise_kernel$"
+)
+_GENERIC_FUNCTORS = {
+    "AUnaryFunctor",
+    "BUnaryFunctor",
+    "BinaryFunctor",
+    "UnaryFunctor",
+    "gpu_kernel_impl",
+    "gpu_kernel_impl_nocast",
+    "ReduceOp",
+    "func_wrapper_t",
+    "OpaqueType",
+    "TensorListMetadata",
+    "FunctorWrapper",
+    "binary_internal",
+    "detail",
+}
 _DROP_TOKENS = {"cuda", "kernel", "impl", "functor", "ops", "vectorized", "templated", ""}
 
 # regex on the kernel name -> library label ({ccl} = NCCL or RCCL by vendor); first match wins
@@ -122,8 +142,10 @@ GEMM_OPS: dict[str, str] = {
 }
 
 COMPILE_SPANS = r"\(dynamo_timed\)$|^inductor_compile$|^_compile\.compile_inner"
-MODULE_LOADS = (r"cuModuleLoad|cuLibraryLoad|hipModuleLoad|__hipRegisterFatBinary|Lazy Function Loading"
-                r"|Module Loading|Driver Compiler")
+MODULE_LOADS = (
+    r"cuModuleLoad|cuLibraryLoad|hipModuleLoad|__hipRegisterFatBinary|Lazy Function Loading"
+    r"|Module Loading|Driver Compiler"
+)
 
 SAME = 0.03  # |ratio - 1| below this is "same"
 
@@ -154,14 +176,15 @@ def _core_name(name: str) -> str:
     qual = re.split(r"[<(\s]", s, maxsplit=1)[0]
     outer = qual.split("::")[-1] or qual
     if _NATIVE_WRAPPER.match(outer):
-        for cand in re.findall(r"at::native::(?:\w+::)*(\w+)", s[len(qual):]):
+        for cand in re.findall(r"at::native::(?:\w+::)*(\w+)", s[len(qual) :]):
             if cand not in _GENERIC_FUNCTORS:
                 return cand
     return re.sub(r"_\d+$", "", outer)
 
 
-def kernel_family(name: str | None, kind: str = "kernel", category: str | None = None,
-                  copy_kind: str | None = None) -> str:
+def kernel_family(
+    name: str | None, kind: str = "kernel", category: str | None = None, copy_kind: str | None = None
+) -> str:
     """Vendor-neutral family of a GPU activity, used to match kernels within a category across runs.
 
     cuBLAS / CUTLASS / nvjet and hipBLASLt ``Cijk_`` / CK kernels are all ``gemm``; flash / fmha / CK / Triton
@@ -204,7 +227,7 @@ def short_kernel(name: str | None, width: int = 48) -> str:
     s = (name or "").replace("(anonymous namespace)::", "")
     s = re.sub(r"^void\s+", "", s)
     if s.startswith("cutlass::Kernel2<"):
-        s = s[len("cutlass::Kernel2<"):]
+        s = s[len("cutlass::Kernel2<") :]
     core = re.split(r"[<(]", s, maxsplit=1)[0].split("::")[-1]
     if _NATIVE_WRAPPER.match(core):
         core = f"{core}<{_core_name(name or '')}>"
@@ -252,7 +275,9 @@ class Comparison:
     same_hardware: bool
     headline: pl.DataFrame  # metric, unit, base, new, delta, ratio, verdict, reason
     steps: pl.DataFrame  # step, base_name, new_name, base_ns, new_ns, ratio, base_gpu_ns, new_gpu_ns
-    categories: pl.DataFrame  # category, base_ns, new_ns (exclusive busy; idle row), base_time_ns, new_time_ns ...
+    categories: (
+        pl.DataFrame
+    )  # category, base_ns, new_ns (exclusive busy; idle row), base_time_ns, new_time_ns ...
     ops: pl.DataFrame  # op, base_op, new_op, counts, GPU time, matched
     kernels: pl.DataFrame  # category, family, counts, time, library and top kernel per side
     gemms: pl.DataFrame  # op, batch, m, n, k, dtype, calls, time, TFLOP/s and % of peak per side, found_in
@@ -277,11 +302,27 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        frames = ("headline", "steps", "categories", "ops", "kernels", "gemms", "copies", "memory", "cold_start",
-                  "findings")
-        d: dict[str, Any] = {"version": 1, "base": asdict(self.base), "new": asdict(self.new),
-                             "aligned_steps": self.aligned_steps, "same_hardware": self.same_hardware,
-                             "regression_pct": _clean(self.regression_pct()), "notes": list(self.notes)}
+        frames = (
+            "headline",
+            "steps",
+            "categories",
+            "ops",
+            "kernels",
+            "gemms",
+            "copies",
+            "memory",
+            "cold_start",
+            "findings",
+        )
+        d: dict[str, Any] = {
+            "version": 1,
+            "base": asdict(self.base),
+            "new": asdict(self.new),
+            "aligned_steps": self.aligned_steps,
+            "same_hardware": self.same_hardware,
+            "regression_pct": _clean(self.regression_pct()),
+            "notes": list(self.notes),
+        }
         for f in frames:
             d[f] = [{k: _clean(v) for k, v in r.items()} for r in getattr(self, f).to_dicts()]
         return d
@@ -318,41 +359,86 @@ def find_steps(trace: Trace) -> tuple[pl.DataFrame, str]:
     st = ev.filter((pl.col("kind") == "step") & host)
     source = "ProfilerStep"
     if st.height == 0:
-        ann = ev.filter((pl.col("kind") == "annotation") & host & pl.col("name").str.contains(STEP_ANNOTATION))
+        ann = ev.filter(
+            (pl.col("kind") == "annotation") & host & pl.col("name").str.contains(STEP_ANNOTATION)
+        )
         if ann.height:
             ann = ann.with_columns(prefix=pl.col("name").str.extract(STEP_ANNOTATION, 1))
-            best = (ann.group_by("prefix").agg(n=pl.len(), t=pl.col("dur_ns").sum())
-                    .sort(["n", "t", "prefix"], descending=[True, True, False]).row(0))[0]
+            best = (
+                ann.group_by("prefix")
+                .agg(n=pl.len(), t=pl.col("dur_ns").sum())
+                .sort(["n", "t", "prefix"], descending=[True, True, False])
+                .row(0)
+            )[0]
             st = ann.filter(pl.col("prefix") == best)
             source = f"annotation {best}N"
     if st.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
-                                    "end_ns": pl.Int64, "next_ns": pl.Int64}), "whole trace"
-    st = (st.select(pl.col("rank").fill_null(0), "name", "start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns"))
-          .unique(subset=["rank", "start_ns", "name"]).sort(["rank", "start_ns"]))
-    st = st.with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64).over("rank"),
-                         next_ns=pl.col("start_ns").shift(-1).over("rank"))
+        return pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "step": pl.Int64,
+                "name": pl.String,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+                "next_ns": pl.Int64,
+            }
+        ), "whole trace"
+    st = (
+        st.select(
+            pl.col("rank").fill_null(0), "name", "start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns")
+        )
+        .unique(subset=["rank", "start_ns", "name"])
+        .sort(["rank", "start_ns"])
+    )
+    st = st.with_columns(
+        step=pl.int_range(pl.len(), dtype=pl.Int64).over("rank"),
+        next_ns=pl.col("start_ns").shift(-1).over("rank"),
+    )
     st = st.with_columns(next_ns=pl.max_horizontal("end_ns", pl.col("next_ns").fill_null(pl.col("end_ns"))))
     return st.select("rank", "step", "name", "start_ns", "end_ns", "next_ns"), source
 
 
 def _whole_trace_steps(trace: Trace) -> pl.DataFrame:
     g = views.gpu_work(trace.lazy()).filter(pl.col("device").is_not_null()).collect()
-    src = g if g.height else trace.events.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns").fill_null(0))
+    src = (
+        g
+        if g.height
+        else trace.events.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns").fill_null(0))
+    )
     r = src.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
     a, b = (r[0] or 0), (r[1] or 0)
-    return pl.DataFrame({"rank": [0], "step": [0], "name": ["whole trace"], "start_ns": [a], "end_ns": [b],
-                         "next_ns": [b]}, schema={"rank": pl.Int32, "step": pl.Int64, "name": pl.String,
-                                                  "start_ns": pl.Int64, "end_ns": pl.Int64, "next_ns": pl.Int64})
+    return pl.DataFrame(
+        {"rank": [0], "step": [0], "name": ["whole trace"], "start_ns": [a], "end_ns": [b], "next_ns": [b]},
+        schema={
+            "rank": pl.Int32,
+            "step": pl.Int64,
+            "name": pl.String,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "next_ns": pl.Int64,
+        },
+    )
 
 
 def _families(gpu: pl.DataFrame, vendor: str) -> pl.DataFrame:
     keys = gpu.select("kind", "name", "category", "copy_kind").unique()
-    rows = [(k, n, c, ck, kernel_family(n, k, c, ck), kernel_library(n, k, vendor), short_kernel(n))
-            for k, n, c, ck in keys.iter_rows()]
-    fam = pl.DataFrame(rows, schema={"kind": pl.String, "name": pl.String, "category": pl.String,
-                                     "copy_kind": pl.String, "family": pl.String, "library": pl.String,
-                                     "short": pl.String}, orient="row")
+    rows = [
+        (k, n, c, ck, kernel_family(n, k, c, ck), kernel_library(n, k, vendor), short_kernel(n))
+        for k, n, c, ck in keys.iter_rows()
+    ]
+    fam = pl.DataFrame(
+        rows,
+        schema={
+            "kind": pl.String,
+            "name": pl.String,
+            "category": pl.String,
+            "copy_kind": pl.String,
+            "family": pl.String,
+            "library": pl.String,
+            "short": pl.String,
+        },
+        orient="row",
+    )
     return gpu.join(fam, on=["kind", "name", "category", "copy_kind"], how="left", nulls_equal=True)
 
 
@@ -362,41 +448,83 @@ def _gpu_with_launch(tr: Trace) -> pl.LazyFrame:
     from a trace that records launches (queued before the capture began)."""
     lf = tr.lazy().with_columns(pl.col("rank").fill_null(0))
     g = views.gpu_work(lf).filter(pl.col("device").is_not_null() & pl.col("start_ns").is_not_null())
-    rt = lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).select(
-        "rank", "correlation_id", launch_ns=pl.col("start_ns"), rt_ext=pl.col("external_id"),
-    ).unique(subset=["rank", "correlation_id"], keep="first")
-    has_rt = tr.events.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).height > 0
-    return g.join(rt, on=["rank", "correlation_id"], how="left").with_columns(
-        ext=pl.coalesce("external_id", "rt_ext"),
-        linked=pl.col("launch_ns").is_not_null(),
-        key_ns=pl.when(pl.col("launch_ns").is_not_null()).then(pl.col("launch_ns"))
-        .when(pl.col("correlation_id").is_not_null() & pl.lit(has_rt)).then(None)
-        .otherwise(pl.col("start_ns")),
-        category=pl.col("category").fill_null("other"),
-        dur_ns=pl.col("dur_ns").fill_null(0),
-    ).with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    rt = (
+        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select(
+            "rank",
+            "correlation_id",
+            launch_ns=pl.col("start_ns"),
+            rt_ext=pl.col("external_id"),
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    has_rt = (
+        tr.events.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).height > 0
+    )
+    return (
+        g.join(rt, on=["rank", "correlation_id"], how="left")
+        .with_columns(
+            ext=pl.coalesce("external_id", "rt_ext"),
+            linked=pl.col("launch_ns").is_not_null(),
+            key_ns=pl.when(pl.col("launch_ns").is_not_null())
+            .then(pl.col("launch_ns"))
+            .when(pl.col("correlation_id").is_not_null() & pl.lit(has_rt))
+            .then(None)
+            .otherwise(pl.col("start_ns")),
+            category=pl.col("category").fill_null("other"),
+            dur_ns=pl.col("dur_ns").fill_null(0),
+        )
+        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    )
 
 
 def _assign_steps(g: pl.LazyFrame, steps: pl.DataFrame, whole: bool) -> pl.LazyFrame:
     """``step`` of each GPU activity: the host step its launch falls in (null = outside the compared steps)."""
     if whole:
         return g.with_columns(step=pl.lit(0, dtype=pl.Int64))
-    keyed = g.filter(pl.col("key_ns").is_not_null()).sort("key_ns").join_asof(
-        steps.lazy().select("rank", "step", s_start="start_ns", s_end="end_ns", s_next="next_ns").sort("s_start"),
-        left_on="key_ns", right_on="s_start", by="rank", strategy="backward", check_sortedness=False,
+    keyed = (
+        g.filter(pl.col("key_ns").is_not_null())
+        .sort("key_ns")
+        .join_asof(
+            steps.lazy()
+            .select("rank", "step", s_start="start_ns", s_end="end_ns", s_next="next_ns")
+            .sort("s_start"),
+            left_on="key_ns",
+            right_on="s_start",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
     )
-    ok = pl.when(pl.col("linked")).then(pl.col("key_ns") < pl.col("s_end")).otherwise(pl.col("key_ns") < pl.col("s_next"))
-    keyed = keyed.with_columns(step=pl.when(ok).then(pl.col("step")).otherwise(None)).drop("s_start", "s_end", "s_next")
-    return pl.concat([keyed, g.filter(pl.col("key_ns").is_null()).with_columns(step=pl.lit(None, dtype=pl.Int64))],
-                     how="diagonal_relaxed")
+    ok = (
+        pl.when(pl.col("linked"))
+        .then(pl.col("key_ns") < pl.col("s_end"))
+        .otherwise(pl.col("key_ns") < pl.col("s_next"))
+    )
+    keyed = keyed.with_columns(step=pl.when(ok).then(pl.col("step")).otherwise(None)).drop(
+        "s_start", "s_end", "s_next"
+    )
+    return pl.concat(
+        [keyed, g.filter(pl.col("key_ns").is_null()).with_columns(step=pl.lit(None, dtype=pl.Int64))],
+        how="diagonal_relaxed",
+    )
 
 
 def _with_ops(g: pl.DataFrame, tr: Trace) -> pl.DataFrame:
     """Join the launching framework op: the innermost cpu_op with the GPU activity's external id."""
-    ops = (tr.lazy().with_columns(pl.col("rank").fill_null(0))
-           .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).sort("start_ns")
-           .group_by(["rank", "external_id"]).agg(op=pl.col("name").last(), op_dims=pl.col("input_dims").last(),
-                                                   op_types=pl.col("input_types").last()).collect())
+    ops = (
+        tr.lazy()
+        .with_columns(pl.col("rank").fill_null(0))
+        .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .sort("start_ns")
+        .group_by(["rank", "external_id"])
+        .agg(
+            op=pl.col("name").last(),
+            op_dims=pl.col("input_dims").last(),
+            op_types=pl.col("input_types").last(),
+        )
+        .collect()
+    )
     return g.join(ops.rename({"external_id": "ext"}), on=["rank", "ext"], how="left")
 
 
@@ -404,9 +532,13 @@ def _exclusive(g: pl.DataFrame) -> pl.DataFrame:
     """``excl_ns``: the part of each interval not already covered by earlier-started work on the same device,
     so the exclusive times of a device add up to its busy time (the union of its intervals)."""
     g = g.sort(["rank", "device", "start_ns", "end_ns"]).with_columns(
-        prev_end=pl.col("end_ns").cum_max().shift(1).over(["rank", "device"]))
-    return g.with_columns(excl_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", pl.col("prev_end").fill_null(0)))
-                          .clip(lower_bound=0))
+        prev_end=pl.col("end_ns").cum_max().shift(1).over(["rank", "device"])
+    )
+    return g.with_columns(
+        excl_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", pl.col("prev_end").fill_null(0))).clip(
+            lower_bound=0
+        )
+    )
 
 
 def _windows(g: pl.DataFrame, steps: pl.DataFrame, whole: bool) -> pl.DataFrame:
@@ -416,7 +548,8 @@ def _windows(g: pl.DataFrame, steps: pl.DataFrame, whole: bool) -> pl.DataFrame:
         return gw.select("rank", "device", w0="g0", w1="g1")
     sw = steps.group_by("rank").agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
     return gw.join(sw, on="rank", how="left").select(
-        "rank", "device", w0=pl.min_horizontal("g0", "s0"), w1=pl.max_horizontal("g1", "s1"))
+        "rank", "device", w0=pl.min_horizontal("g0", "s0"), w1=pl.max_horizontal("g1", "s1")
+    )
 
 
 def _scope_gpu(side: _Side, n_steps: int, whole: bool) -> None:
@@ -449,22 +582,41 @@ def _category_table(sides: tuple[_Side, _Side]) -> tuple[pl.DataFrame, list[dict
     per, totals = [], []
     for s in sides:
         g = s.gpu
-        window = int(s.windows.select((pl.col("w1") - pl.col("w0")).sum()).item() or 0) if s.windows.height else 0
+        window = (
+            int(s.windows.select((pl.col("w1") - pl.col("w0")).sum()).item() or 0) if s.windows.height else 0
+        )
         busy = int(g["excl_ns"].sum() or 0)
         gpu_time = int(g["dur_ns"].sum() or 0)
-        cat = g.group_by("category").agg(ns=pl.col("excl_ns").sum(), time_ns=pl.col("dur_ns").sum(), count=pl.len())
-        idle = pl.DataFrame({"category": ["idle"], "ns": [window - busy], "time_ns": [None], "count": [None]},
-                            schema=cat.schema)
+        cat = g.group_by("category").agg(
+            ns=pl.col("excl_ns").sum(), time_ns=pl.col("dur_ns").sum(), count=pl.len()
+        )
+        idle = pl.DataFrame(
+            {"category": ["idle"], "ns": [window - busy], "time_ns": [None], "count": [None]},
+            schema=cat.schema,
+        )
         per.append(pl.concat([cat, idle]))
-        totals.append({"window_ns": window, "busy_ns": busy, "idle_ns": window - busy, "gpu_time_ns": gpu_time,
-                       "overlap_ns": gpu_time - busy})
-    t = _outer(per[0], per[1], ["category"]).with_columns(pl.col("^(base|new)_(ns|time_ns|count)$").fill_null(0))
+        totals.append(
+            {
+                "window_ns": window,
+                "busy_ns": busy,
+                "idle_ns": window - busy,
+                "gpu_time_ns": gpu_time,
+                "overlap_ns": gpu_time - busy,
+            }
+        )
+    t = _outer(per[0], per[1], ["category"]).with_columns(
+        pl.col("^(base|new)_(ns|time_ns|count)$").fill_null(0)
+    )
     t = t.with_columns(
         pl.when(pl.col("category") == "idle").then(None).otherwise(pl.col(c)).alias(c)
-        for c in ("base_time_ns", "new_time_ns", "base_count", "new_count"))
-    t = t.with_columns(delta_ns=pl.col("new_ns") - pl.col("base_ns"), ratio=_ratio(pl.col("base_ns"), pl.col("new_ns")),
-                       base_share=pl.col("base_ns") / max(totals[0]["window_ns"], 1),
-                       new_share=pl.col("new_ns") / max(totals[1]["window_ns"], 1))
+        for c in ("base_time_ns", "new_time_ns", "base_count", "new_count")
+    )
+    t = t.with_columns(
+        delta_ns=pl.col("new_ns") - pl.col("base_ns"),
+        ratio=_ratio(pl.col("base_ns"), pl.col("new_ns")),
+        base_share=pl.col("base_ns") / max(totals[0]["window_ns"], 1),
+        new_share=pl.col("new_ns") / max(totals[1]["window_ns"], 1),
+    )
     order = pl.when(pl.col("category") == "idle").then(1).otherwise(0)
     return t.sort([order, pl.max_horizontal("base_ns", "new_ns")], descending=[False, True]), totals
 
@@ -476,14 +628,24 @@ def _ops_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
         keys = g.select("op").unique()
         keys = keys.with_columns(key=pl.col("op").map_elements(op_key, return_dtype=pl.String))
         g = g.join(keys, on="op", how="left")
-        per.append(g.group_by("key").agg(op=pl.col("op").unique().sort().str.join(" | "),
-                                         launches=pl.col("ext").n_unique(), gpu_ns=pl.col("dur_ns").sum(),
-                                         kernels=pl.len()))
-    t = _outer(per[0], per[1], ["key"]).with_columns(pl.col("^(base|new)_(gpu_ns|kernels|launches)$").fill_null(0))
-    t = t.with_columns(matched=pl.col("base_op").is_not_null() & pl.col("new_op").is_not_null()
-                       & (pl.col("key") != "(no cpu op)"),
-                       delta_ns=pl.col("new_gpu_ns") - pl.col("base_gpu_ns"),
-                       ratio=_ratio(pl.col("base_gpu_ns"), pl.col("new_gpu_ns")))
+        per.append(
+            g.group_by("key").agg(
+                op=pl.col("op").unique().sort().str.join(" | "),
+                launches=pl.col("ext").n_unique(),
+                gpu_ns=pl.col("dur_ns").sum(),
+                kernels=pl.len(),
+            )
+        )
+    t = _outer(per[0], per[1], ["key"]).with_columns(
+        pl.col("^(base|new)_(gpu_ns|kernels|launches)$").fill_null(0)
+    )
+    t = t.with_columns(
+        matched=pl.col("base_op").is_not_null()
+        & pl.col("new_op").is_not_null()
+        & (pl.col("key") != "(no cpu op)"),
+        delta_ns=pl.col("new_gpu_ns") - pl.col("base_gpu_ns"),
+        ratio=_ratio(pl.col("base_gpu_ns"), pl.col("new_gpu_ns")),
+    )
     return t.rename({"key": "op"}).sort(pl.max_horizontal("base_gpu_ns", "new_gpu_ns"), descending=True)
 
 
@@ -491,22 +653,44 @@ def _kernels_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
     per = []
     for s in sides:
         g = s.gpu
-        top = (g.group_by(["category", "family", "library", "name", "short"]).agg(t=pl.col("dur_ns").sum())
-               .sort("t", descending=True))
-        libs = top.group_by(["category", "family", "library"]).agg(t=pl.col("t").sum()).sort("t", descending=True)
-        libs = libs.group_by(["category", "family"], maintain_order=True).agg(library=pl.col("library").str.join(", "))
+        top = (
+            g.group_by(["category", "family", "library", "name", "short"])
+            .agg(t=pl.col("dur_ns").sum())
+            .sort("t", descending=True)
+        )
+        libs = (
+            top.group_by(["category", "family", "library"])
+            .agg(t=pl.col("t").sum())
+            .sort("t", descending=True)
+        )
+        libs = libs.group_by(["category", "family"], maintain_order=True).agg(
+            library=pl.col("library").str.join(", ")
+        )
         first = top.group_by(["category", "family"], maintain_order=True).agg(
-            top_kernel=pl.col("name").first(), top_short=pl.col("short").first())
-        agg = g.group_by(["category", "family"]).agg(count=pl.len(), ns=pl.col("dur_ns").sum(),
-                                                     kernels=pl.col("name").n_unique())
-        per.append(agg.join(libs, on=["category", "family"], how="left").join(first, on=["category", "family"], how="left"))
-    t = _outer(per[0], per[1], ["category", "family"]).with_columns(pl.col("^(base|new)_(ns|count|kernels)$").fill_null(0))
-    t = t.with_columns(matched=(pl.col("base_count") > 0) & (pl.col("new_count") > 0),
-                       delta_ns=pl.col("new_ns") - pl.col("base_ns"), ratio=_ratio(pl.col("base_ns"), pl.col("new_ns")))
+            top_kernel=pl.col("name").first(), top_short=pl.col("short").first()
+        )
+        agg = g.group_by(["category", "family"]).agg(
+            count=pl.len(), ns=pl.col("dur_ns").sum(), kernels=pl.col("name").n_unique()
+        )
+        per.append(
+            agg.join(libs, on=["category", "family"], how="left").join(
+                first, on=["category", "family"], how="left"
+            )
+        )
+    t = _outer(per[0], per[1], ["category", "family"]).with_columns(
+        pl.col("^(base|new)_(ns|count|kernels)$").fill_null(0)
+    )
+    t = t.with_columns(
+        matched=(pl.col("base_count") > 0) & (pl.col("new_count") > 0),
+        delta_ns=pl.col("new_ns") - pl.col("base_ns"),
+        ratio=_ratio(pl.col("base_ns"), pl.col("new_ns")),
+    )
     return t.sort(pl.max_horizontal("base_ns", "new_ns"), descending=True)
 
 
-def gemm_shape(op: str, dims_json: str | None, types_json: str | None) -> tuple[int, int, int, int, str | None] | None:
+def gemm_shape(
+    op: str, dims_json: str | None, types_json: str | None
+) -> tuple[int, int, int, int, str | None] | None:
     """(batch, m, n, k, dtype) of a GEMM operator from its recorded input dims; None when not derivable."""
     layout = GEMM_OPS.get(op)
     if layout is None or not dims_json:
@@ -559,9 +743,11 @@ def _gemm_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
             per.append(None)
             continue
         inst = g.group_by(["rank", "ext", "op", "op_dims", "op_types"]).agg(
-            gemm_ns=pl.col("dur_ns").filter(pl.col("category") == "gemm").sum(), all_ns=pl.col("dur_ns").sum(),
+            gemm_ns=pl.col("dur_ns").filter(pl.col("category") == "gemm").sum(),
+            all_ns=pl.col("dur_ns").sum(),
             kernel=pl.col("name").sort_by("dur_ns", descending=True).first(),
-            library=pl.col("library").sort_by("dur_ns", descending=True).first())
+            library=pl.col("library").sort_by("dur_ns", descending=True).first(),
+        )
         inst = inst.with_columns(ns=pl.when(pl.col("gemm_ns") > 0).then("gemm_ns").otherwise("all_ns"))
         sig = inst.select("op", "op_dims", "op_types").unique()
         rows = []
@@ -573,31 +759,71 @@ def _gemm_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
         if not rows:
             per.append(None)
             continue
-        shapes = pl.DataFrame(rows, orient="row", schema={
-            "op": pl.String, "op_dims": pl.String, "op_types": pl.String, "batch": pl.Int64, "m": pl.Int64,
-            "n": pl.Int64, "k": pl.Int64, "dtype": pl.String, "peak": pl.Float64})
+        shapes = pl.DataFrame(
+            rows,
+            orient="row",
+            schema={
+                "op": pl.String,
+                "op_dims": pl.String,
+                "op_types": pl.String,
+                "batch": pl.Int64,
+                "m": pl.Int64,
+                "n": pl.Int64,
+                "k": pl.Int64,
+                "dtype": pl.String,
+                "peak": pl.Float64,
+            },
+        )
         inst = inst.join(shapes, on=["op", "op_dims", "op_types"], how="inner", nulls_equal=True)
         agg = inst.group_by(["op", "batch", "m", "n", "k", "dtype"]).agg(
-            calls=pl.len(), ns=pl.col("ns").sum(), peak=pl.col("peak").first(),
+            calls=pl.len(),
+            ns=pl.col("ns").sum(),
+            peak=pl.col("peak").first(),
             kernel=pl.col("kernel").sort_by("ns", descending=True).first(),
-            library=pl.col("library").sort_by("ns", descending=True).first())
+            library=pl.col("library").sort_by("ns", descending=True).first(),
+        )
         flops = 2.0 * pl.col("batch") * pl.col("m") * pl.col("n") * pl.col("k") * pl.col("calls")
-        agg = agg.with_columns(tflops=pl.when(pl.col("ns") > 0).then(flops / pl.col("ns") / 1e3).otherwise(None))
-        agg = agg.with_columns(peak_pct=pl.when(pl.col("peak") > 0).then(100.0 * pl.col("tflops") / pl.col("peak")))
+        agg = agg.with_columns(
+            tflops=pl.when(pl.col("ns") > 0).then(flops / pl.col("ns") / 1e3).otherwise(None)
+        )
+        agg = agg.with_columns(
+            peak_pct=pl.when(pl.col("peak") > 0).then(100.0 * pl.col("tflops") / pl.col("peak"))
+        )
         per.append(agg.drop("peak"))
-    empty = pl.DataFrame(schema={"op": pl.String, "batch": pl.Int64, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64,
-                                 "dtype": pl.String, "calls": pl.UInt32, "ns": pl.Int64, "kernel": pl.String,
-                                 "library": pl.String, "tflops": pl.Float64, "peak_pct": pl.Float64})
+    empty = pl.DataFrame(
+        schema={
+            "op": pl.String,
+            "batch": pl.Int64,
+            "m": pl.Int64,
+            "n": pl.Int64,
+            "k": pl.Int64,
+            "dtype": pl.String,
+            "calls": pl.UInt32,
+            "ns": pl.Int64,
+            "kernel": pl.String,
+            "library": pl.String,
+            "tflops": pl.Float64,
+            "peak_pct": pl.Float64,
+        }
+    )
     b, n = (p if p is not None else empty for p in per)
     keys = ["op", "batch", "m", "n", "k", "dtype"]
-    t = _outer(b.with_columns(pl.col("calls").cast(pl.Int64)), n.with_columns(pl.col("calls").cast(pl.Int64)), keys)
-    t = t.with_columns(found_in=pl.when(pl.col("base_calls").is_not_null() & pl.col("new_calls").is_not_null())
-                       .then(pl.lit("both")).when(pl.col("base_calls").is_not_null()).then(pl.lit("base"))
-                       .otherwise(pl.lit("new")),
-                       ratio=_ratio(pl.col("base_ns").cast(pl.Float64), pl.col("new_ns").cast(pl.Float64)))
+    t = _outer(
+        b.with_columns(pl.col("calls").cast(pl.Int64)), n.with_columns(pl.col("calls").cast(pl.Int64)), keys
+    )
+    t = t.with_columns(
+        found_in=pl.when(pl.col("base_calls").is_not_null() & pl.col("new_calls").is_not_null())
+        .then(pl.lit("both"))
+        .when(pl.col("base_calls").is_not_null())
+        .then(pl.lit("base"))
+        .otherwise(pl.lit("new")),
+        ratio=_ratio(pl.col("base_ns").cast(pl.Float64), pl.col("new_ns").cast(pl.Float64)),
+    )
     order = pl.when(pl.col("found_in") == "both").then(0).otherwise(1)
-    return t.sort([order, pl.max_horizontal(pl.col("base_ns").fill_null(0), pl.col("new_ns").fill_null(0))],
-                  descending=[False, True])
+    return t.sort(
+        [order, pl.max_horizontal(pl.col("base_ns").fill_null(0), pl.col("new_ns").fill_null(0))],
+        descending=[False, True],
+    )
 
 
 def _copies_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
@@ -605,14 +831,28 @@ def _copies_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
     for s in sides:
         c = s.gpu.filter(pl.col("kind") == "memcpy").with_columns(
             copy_kind=pl.col("copy_kind").fill_null("unknown"),
-            host_memory=pl.when(pl.col("copy_kind") == "h2d").then(pl.col("src_memory"))
-            .when(pl.col("copy_kind") == "d2h").then(pl.col("dst_memory")).otherwise(pl.lit("-")).fill_null("unknown"))
-        per.append(c.group_by(["copy_kind", "host_memory"]).agg(count=pl.len(), bytes=pl.col("bytes").sum(),
-                                                                 ns=pl.col("dur_ns").sum()))
-    gbps = {f"{p}_gbps": pl.when(pl.col(f"{p}_ns") > 0).then(pl.col(f"{p}_bytes") / pl.col(f"{p}_ns")) for p in ("base", "new")}
-    t = _outer(per[0], per[1], ["copy_kind", "host_memory"]).with_columns(pl.col("^(base|new)_(ns|count)$").fill_null(0))
+            host_memory=pl.when(pl.col("copy_kind") == "h2d")
+            .then(pl.col("src_memory"))
+            .when(pl.col("copy_kind") == "d2h")
+            .then(pl.col("dst_memory"))
+            .otherwise(pl.lit("-"))
+            .fill_null("unknown"),
+        )
+        per.append(
+            c.group_by(["copy_kind", "host_memory"]).agg(
+                count=pl.len(), bytes=pl.col("bytes").sum(), ns=pl.col("dur_ns").sum()
+            )
+        )
+    gbps = {
+        f"{p}_gbps": pl.when(pl.col(f"{p}_ns") > 0).then(pl.col(f"{p}_bytes") / pl.col(f"{p}_ns"))
+        for p in ("base", "new")
+    }
+    t = _outer(per[0], per[1], ["copy_kind", "host_memory"]).with_columns(
+        pl.col("^(base|new)_(ns|count)$").fill_null(0)
+    )
     return t.with_columns(**gbps, delta_ns=pl.col("new_ns") - pl.col("base_ns")).sort(
-        pl.max_horizontal("base_ns", "new_ns"), descending=True)
+        pl.max_horizontal("base_ns", "new_ns"), descending=True
+    )
 
 
 def _memory_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
@@ -626,18 +866,34 @@ def _memory_table(sides: tuple[_Side, _Side]) -> pl.DataFrame:
             reserved=pl.col("args").str.json_path_match("$['Total Reserved']").cast(pl.Int64, strict=False),
             dtype_=pl.col("args").str.json_path_match("$['Device Type']").cast(pl.Int64, strict=False),
         ).sort("start_ns")
-        gpu = m.filter(pl.col("device").is_not_null() & (pl.col("dtype_").is_null() | (pl.col("dtype_") != 0)))
+        gpu = m.filter(
+            pl.col("device").is_not_null() & (pl.col("dtype_").is_null() | (pl.col("dtype_") != 0))
+        )
         if gpu.height == 0:
             continue
         gpu = gpu.with_columns(cum=pl.col("bytes").fill_null(0).cum_sum().over("device"))
-        agg = gpu.group_by("device").agg(
-            peak_allocated_bytes=pl.col("alloc").max(), peak_reserved_bytes=pl.col("reserved").max(),
-            net_growth_bytes=pl.col("cum").max(), events=pl.len()).sort("device")
+        agg = (
+            gpu.group_by("device")
+            .agg(
+                peak_allocated_bytes=pl.col("alloc").max(),
+                peak_reserved_bytes=pl.col("reserved").max(),
+                net_growth_bytes=pl.col("cum").max(),
+                events=pl.len(),
+            )
+            .sort("device")
+        )
         mem = {d.index: d.memory_bytes for d in s.trace.meta.devices}
         for r in agg.iter_rows(named=True):
             rows.append({"side": _role(s, sides), **r, "device_memory_bytes": mem.get(r["device"])})
-    schema = {"side": pl.String, "device": pl.Int32, "peak_allocated_bytes": pl.Int64, "peak_reserved_bytes": pl.Int64,
-              "net_growth_bytes": pl.Int64, "events": pl.UInt32, "device_memory_bytes": pl.Int64}
+    schema = {
+        "side": pl.String,
+        "device": pl.Int32,
+        "peak_allocated_bytes": pl.Int64,
+        "peak_reserved_bytes": pl.Int64,
+        "net_growth_bytes": pl.Int64,
+        "events": pl.UInt32,
+        "device_memory_bytes": pl.Int64,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
@@ -660,25 +916,55 @@ def _cold_table(sides: tuple[_Side, _Side], steps: pl.DataFrame) -> pl.DataFrame
         d = steps[f"{role}_ns"].drop_nulls()
         first = int(d[0]) if len(d) else None
         other = float(d[1:].median()) if len(d) >= 2 else None
-        comp = ev.filter(pl.col("kind").is_in(["cpu_op", "annotation", "python", "other"])
-                         & pl.col("name").str.contains(COMPILE_SPANS)).select(
-            "start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns").fill_null(0))
-        loads = ev.filter(pl.col("kind").is_in(["runtime", "overhead"]) & pl.col("name").str.contains(MODULE_LOADS))
-        rows.append({"side": role, "steps": len(d), "first_step_ns": first,
-                     "median_other_ns": int(other) if other is not None else None,
-                     "excess_ns": int(first - other) if first is not None and other is not None else None,
-                     "compile_ns": _union_ns(comp), "compile_spans": comp.height,
-                     "module_load_ns": int(loads["dur_ns"].sum() or 0), "module_loads": loads.height})
-    return pl.DataFrame(rows, schema={"side": pl.String, "steps": pl.Int64, "first_step_ns": pl.Int64,
-                                      "median_other_ns": pl.Int64, "excess_ns": pl.Int64, "compile_ns": pl.Int64,
-                                      "compile_spans": pl.Int64, "module_load_ns": pl.Int64, "module_loads": pl.Int64},
-                        orient="row")
+        comp = ev.filter(
+            pl.col("kind").is_in(["cpu_op", "annotation", "python", "other"])
+            & pl.col("name").str.contains(COMPILE_SPANS)
+        ).select("start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns").fill_null(0))
+        loads = ev.filter(
+            pl.col("kind").is_in(["runtime", "overhead"]) & pl.col("name").str.contains(MODULE_LOADS)
+        )
+        rows.append(
+            {
+                "side": role,
+                "steps": len(d),
+                "first_step_ns": first,
+                "median_other_ns": int(other) if other is not None else None,
+                "excess_ns": int(first - other) if first is not None and other is not None else None,
+                "compile_ns": _union_ns(comp),
+                "compile_spans": comp.height,
+                "module_load_ns": int(loads["dur_ns"].sum() or 0),
+                "module_loads": loads.height,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "side": pl.String,
+            "steps": pl.Int64,
+            "first_step_ns": pl.Int64,
+            "median_other_ns": pl.Int64,
+            "excess_ns": pl.Int64,
+            "compile_ns": pl.Int64,
+            "compile_spans": pl.Int64,
+            "module_load_ns": pl.Int64,
+            "module_loads": pl.Int64,
+        },
+        orient="row",
+    )
 
 
 def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
-    schema = {"rule": pl.String, "name": pl.String, "status": pl.String, "base_count": pl.Int64,
-              "new_count": pl.Int64, "base_impact_ns": pl.Int64, "new_impact_ns": pl.Int64, "summary": pl.String,
-              "note": pl.String}
+    schema = {
+        "rule": pl.String,
+        "name": pl.String,
+        "status": pl.String,
+        "base_count": pl.Int64,
+        "new_count": pl.Int64,
+        "base_impact_ns": pl.Int64,
+        "new_impact_ns": pl.Int64,
+        "summary": pl.String,
+        "note": pl.String,
+    }
     if results is None:
         return pl.DataFrame(schema=schema)
     per: list[dict[str, dict[str, Any]]] = []
@@ -690,8 +976,12 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
             e["count"] += f.count
             e["impact"] += f.impact_ns
         per.append(d)
-        skipped.append({**{s["rule"]: s["reason"] for s in res.skipped},
-                        **{e["rule"]: f"the rule failed: {e['error']}" for e in res.errors}})
+        skipped.append(
+            {
+                **{s["rule"]: s["reason"] for s in res.skipped},
+                **{e["rule"]: f"the rule failed: {e['error']}" for e in res.errors},
+            }
+        )
     rows = []
     for code in sorted(set(per[0]) | set(per[1])):
         b, n = per[0].get(code), per[1].get(code)
@@ -705,10 +995,19 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
         else:
             status = "persists"
         e = n or b or {}
-        rows.append({"rule": code, "name": e.get("name"), "status": status,
-                     "base_count": b["count"] if b else 0, "new_count": n["count"] if n else 0,
-                     "base_impact_ns": b["impact"] if b else 0, "new_impact_ns": n["impact"] if n else 0,
-                     "summary": (n or b)["summary"], "note": note})
+        rows.append(
+            {
+                "rule": code,
+                "name": e.get("name"),
+                "status": status,
+                "base_count": b["count"] if b else 0,
+                "new_count": n["count"] if n else 0,
+                "base_impact_ns": b["impact"] if b else 0,
+                "new_impact_ns": n["impact"] if n else 0,
+                "summary": (n or b)["summary"],
+                "note": note,
+            }
+        )
     order = {"new": 0, "persists": 1, "resolved": 2, "not comparable": 3}
     rows.sort(key=lambda r: (order[r["status"]], -max(r["base_impact_ns"], r["new_impact_ns"])))
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
@@ -722,18 +1021,33 @@ def _steps_table(sides: tuple[_Side, _Side], n: int) -> pl.DataFrame:
     per = []
     for s in sides:
         st = s.steps.filter(pl.col("step") < n)
-        gs = s.gpu.group_by("step").agg(gpu_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(),
-                                        gpu_end=pl.col("end_ns").max())
-        st = st.group_by("step").agg(name=pl.col("name").first(), start=pl.col("start_ns").min(),
-                                     host_ns=(pl.col("end_ns") - pl.col("start_ns")).max(), end=pl.col("end_ns").max())
-        st = st.join(gs, on="step", how="left").sort("step").with_columns(
-            pl.col("gpu_ns", "busy_ns").fill_null(0), done=pl.max_horizontal("end", pl.col("gpu_end").fill_null(0)))
-        st = st.with_columns(extent_ns=pl.col("done") - pl.col("start"),
-                             ns=pl.col("done") - pl.max_horizontal("start", pl.col("done").shift(1).fill_null(0)))
+        gs = s.gpu.group_by("step").agg(
+            gpu_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(), gpu_end=pl.col("end_ns").max()
+        )
+        st = st.group_by("step").agg(
+            name=pl.col("name").first(),
+            start=pl.col("start_ns").min(),
+            host_ns=(pl.col("end_ns") - pl.col("start_ns")).max(),
+            end=pl.col("end_ns").max(),
+        )
+        st = (
+            st.join(gs, on="step", how="left")
+            .sort("step")
+            .with_columns(
+                pl.col("gpu_ns", "busy_ns").fill_null(0),
+                done=pl.max_horizontal("end", pl.col("gpu_end").fill_null(0)),
+            )
+        )
+        st = st.with_columns(
+            extent_ns=pl.col("done") - pl.col("start"),
+            ns=pl.col("done") - pl.max_horizontal("start", pl.col("done").shift(1).fill_null(0)),
+        )
         per.append(st.select("step", *cols))
     t = per[0].join(per[1], on="step", how="full", coalesce=True, suffix="_new")
     t = t.rename({c: f"base_{c}" for c in cols}).rename({f"{c}_new": f"new_{c}" for c in cols})
-    return t.sort("step").with_columns(ratio=_ratio(pl.col("base_ns").cast(pl.Float64), pl.col("new_ns").cast(pl.Float64)))
+    return t.sort("step").with_columns(
+        ratio=_ratio(pl.col("base_ns").cast(pl.Float64), pl.col("new_ns").cast(pl.Float64))
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -747,33 +1061,52 @@ def _timeline(sides: tuple[_Side, _Side], steps: pl.DataFrame) -> tuple[pl.DataF
     """Both runs on one step-aligned axis: step i of each side starts at x = offset_i, the sum of the longer
     effective step time of the two sides over the earlier steps. Within a step, x is the time since the step's
     effective start (its start, or the previous step's completion if that was later)."""
-    w = steps.select("step", w=pl.max_horizontal(pl.col("base_ns").fill_null(0), pl.col("new_ns").fill_null(0)))
+    w = steps.select(
+        "step", w=pl.max_horizontal(pl.col("base_ns").fill_null(0), pl.col("new_ns").fill_null(0))
+    )
     w = w.sort("step").with_columns(offset=pl.col("w").cum_sum() - pl.col("w"))
     marks = w.select("step", x0_ns="offset", x1_ns=pl.col("offset") + pl.col("w"))
     out = []
     for role, s in zip(("base", "new"), sides, strict=True):
         t0 = (pl.col(f"{role}_start") + pl.col(f"{role}_extent_ns") - pl.col(f"{role}_ns")).alias("t0")
-        starts = steps.select("step", t0, h0=pl.col(f"{role}_start"),
-                              d=pl.col(f"{role}_host_ns"), name=pl.col(f"{role}_name")).drop_nulls("t0")
+        starts = steps.select(
+            "step", t0, h0=pl.col(f"{role}_start"), d=pl.col(f"{role}_host_ns"), name=pl.col(f"{role}_name")
+        ).drop_nulls("t0")
         starts = starts.join(w.select("step", "offset"), on="step", how="inner")
         g = s.gpu.join(starts.select("step", "t0", "offset"), on="step", how="inner")
-        g = g.with_columns(x0_ns=pl.col("offset") + pl.col("start_ns") - pl.col("t0"),
-                           x1_ns=pl.col("offset") + pl.col("end_ns") - pl.col("t0"),
-                           lane=pl.format("{} GPU{} s{}", pl.lit(role.upper()), pl.col("device"),
-                                          pl.col("stream").fill_null(0)))
+        g = g.with_columns(
+            x0_ns=pl.col("offset") + pl.col("start_ns") - pl.col("t0"),
+            x1_ns=pl.col("offset") + pl.col("end_ns") - pl.col("t0"),
+            lane=pl.format(
+                "{} GPU{} s{}", pl.lit(role.upper()), pl.col("device"), pl.col("stream").fill_null(0)
+            ),
+        )
         g = g.select("lane", "category", "name", "x0_ns", "x1_ns", count=pl.lit(1, dtype=pl.UInt32))
         if g.height > MAX_TIMELINE_BARS:
             span = max(int(g["x1_ns"].max() - g["x0_ns"].min()), 1)
             res = max(span // (MAX_TIMELINE_BARS // 4), 1)
-            g = (g.with_columns(bucket=pl.col("x0_ns") // res)
-                 .group_by(["lane", "category", "bucket"]).agg(
-                     name=pl.format("{} merged events", pl.len()), x0_ns=pl.col("x0_ns").min(),
-                     x1_ns=pl.col("x1_ns").max(), count=pl.len()).drop("bucket"))
-        host = starts.select(lane=pl.lit(f"{role.upper()} steps"), category=pl.lit("step"), name="name",
-                             x0_ns=pl.col("offset") + pl.col("h0") - pl.col("t0"),
-                             x1_ns=pl.col("offset") + pl.col("h0") - pl.col("t0") + pl.col("d"),
-                             count=pl.lit(1, dtype=pl.UInt32))
-        out.append(pl.concat([host, g.select(host.columns)], how="vertical_relaxed").with_columns(side=pl.lit(role)))
+            g = (
+                g.with_columns(bucket=pl.col("x0_ns") // res)
+                .group_by(["lane", "category", "bucket"])
+                .agg(
+                    name=pl.format("{} merged events", pl.len()),
+                    x0_ns=pl.col("x0_ns").min(),
+                    x1_ns=pl.col("x1_ns").max(),
+                    count=pl.len(),
+                )
+                .drop("bucket")
+            )
+        host = starts.select(
+            lane=pl.lit(f"{role.upper()} steps"),
+            category=pl.lit("step"),
+            name="name",
+            x0_ns=pl.col("offset") + pl.col("h0") - pl.col("t0"),
+            x1_ns=pl.col("offset") + pl.col("h0") - pl.col("t0") + pl.col("d"),
+            count=pl.lit(1, dtype=pl.UInt32),
+        )
+        out.append(
+            pl.concat([host, g.select(host.columns)], how="vertical_relaxed").with_columns(side=pl.lit(role))
+        )
     tl = pl.concat(out, how="vertical_relaxed").sort(["side", "lane", "x0_ns"])
     return tl.select("side", "lane", "category", "name", "x0_ns", "x1_ns", "count"), marks
 
@@ -835,7 +1168,9 @@ def _side_kernel(row: dict[str, Any], side: str) -> str:
     return f"{lib} {row.get(f'{side}_top_short') or row['family']}"
 
 
-def _category_reason(cat: str, kernels: pl.DataFrame, categories: pl.DataFrame, base: SideInfo, new: SideInfo) -> str:
+def _category_reason(
+    cat: str, kernels: pl.DataFrame, categories: pl.DataFrame, base: SideInfo, new: SideInfo
+) -> str:
     """E.g. 'attention 2.3x slower on MI300X: AOTriton attn_fwd vs FlashAttention flash_fwd_kernel'."""
     row = categories.filter(pl.col("category") == cat)
     if row.height == 0:
@@ -863,16 +1198,32 @@ def _category_reason(cat: str, kernels: pl.DataFrame, categories: pl.DataFrame, 
     return f"{text}: {top['family']} {fmt_ns(top['base_ns'])} → {fmt_ns(top['new_ns'])}"
 
 
-HEADLINE_SCHEMA = {"metric": pl.String, "unit": pl.String, "base": pl.Float64, "new": pl.Float64, "delta": pl.Float64,
-                   "ratio": pl.Float64, "verdict": pl.String, "reason": pl.String}
+HEADLINE_SCHEMA = {
+    "metric": pl.String,
+    "unit": pl.String,
+    "base": pl.Float64,
+    "new": pl.Float64,
+    "delta": pl.Float64,
+    "ratio": pl.Float64,
+    "verdict": pl.String,
+    "reason": pl.String,
+}
 
 
-def _row(metric: str, unit: str, b: float | None, n: float | None, reason: str, verdict: str | None = None
-         ) -> dict[str, Any]:
+def _row(
+    metric: str, unit: str, b: float | None, n: float | None, reason: str, verdict: str | None = None
+) -> dict[str, Any]:
     ratio = (n / b) if (b and n is not None and b > 0) else None
-    return {"metric": metric, "unit": unit, "base": None if b is None else float(b), "new": None if n is None else float(n),
-            "delta": (n - b) if (b is not None and n is not None) else None, "ratio": ratio,
-            "verdict": verdict or _verdict_word(ratio), "reason": reason}
+    return {
+        "metric": metric,
+        "unit": unit,
+        "base": None if b is None else float(b),
+        "new": None if n is None else float(n),
+        "delta": (n - b) if (b is not None and n is not None) else None,
+        "ratio": ratio,
+        "verdict": verdict or _verdict_word(ratio),
+        "reason": reason,
+    }
 
 
 def _median(s: pl.Series) -> float | None:
@@ -880,34 +1231,56 @@ def _median(s: pl.Series) -> float | None:
     return float(s.median()) if len(s) else None
 
 
-def _step_row(steps: pl.DataFrame, cats: pl.DataFrame, kernels: pl.DataFrame, base: SideInfo, new: SideInfo
-              ) -> dict[str, Any]:
+def _step_row(
+    steps: pl.DataFrame, cats: pl.DataFrame, kernels: pl.DataFrame, base: SideInfo, new: SideInfo
+) -> dict[str, Any]:
     b, n = _median(steps["base_ns"]), _median(steps["new_ns"])
     ratio = n / b if b and n is not None else None
-    top = cats.filter(pl.col("delta_ns") != 0).sort(pl.col("delta_ns").abs(), descending=True)["category"].to_list()[:2]
-    reasons = [f"{_speed(ratio, new.label, 'step ')} (throughput {1e9 / b:.3g} → {1e9 / n:.3g} steps/s)"] if ratio else []
+    top = (
+        cats.filter(pl.col("delta_ns") != 0)
+        .sort(pl.col("delta_ns").abs(), descending=True)["category"]
+        .to_list()[:2]
+    )
+    reasons = (
+        [f"{_speed(ratio, new.label, 'step ')} (throughput {1e9 / b:.3g} → {1e9 / n:.3g} steps/s)"]
+        if ratio
+        else []
+    )
     idle = [100 * s.idle_ns / s.window_ns for s in (base, new) if s.window_ns]
     if len(idle) == 2 and min(idle) > 50:
-        reasons.append(f"the GPU is idle {idle[0]:.0f}% / {idle[1]:.0f}% of the window: step time is set by the host "
-                       "(CPU work, launches, waits), not by GPU kernels")
+        reasons.append(
+            f"the GPU is idle {idle[0]:.0f}% / {idle[1]:.0f}% of the window: step time is set by the host "
+            "(CPU work, launches, waits), not by GPU kernels"
+        )
     reasons += [r for r in (_category_reason(c, kernels, cats, base, new) for c in top) if r]
     return _row("time per step", "ns", b, n, "; ".join(reasons) or "no aligned steps")
 
 
-def _kernel_row(steps: pl.DataFrame, cats: pl.DataFrame, kernels: pl.DataFrame, base: SideInfo, new: SideInfo
-                ) -> dict[str, Any]:
+def _kernel_row(
+    steps: pl.DataFrame, cats: pl.DataFrame, kernels: pl.DataFrame, base: SideInfo, new: SideInfo
+) -> dict[str, Any]:
     d = (pl.col("new_time_ns") - pl.col("base_time_ns")).abs()
     kc = cats.filter((pl.col("category") != "idle") & (d > 0)).sort(d, descending=True)
     reasons = [_category_reason(c, kernels, cats, base, new) for c in kc["category"].to_list()[:2]]
-    return _row("GPU kernel time per step", "ns", _median(steps["base_gpu_ns"]), _median(steps["new_gpu_ns"]),
-                "; ".join(r for r in reasons if r) or "no GPU work in scope")
+    return _row(
+        "GPU kernel time per step",
+        "ns",
+        _median(steps["base_gpu_ns"]),
+        _median(steps["new_gpu_ns"]),
+        "; ".join(r for r in reasons if r) or "no GPU work in scope",
+    )
 
 
 def _idle_row(base: SideInfo, new: SideInfo, n: int) -> dict[str, Any]:
     k = max(n, 1)
-    return _row("GPU idle per step", "ns", base.idle_ns / k, new.idle_ns / k,
-                f"busy {fmt_ns(base.busy_ns / k)} → {fmt_ns(new.busy_ns / k)} per step; idle share "
-                f"{100 * base.idle_ns / max(base.window_ns, 1):.0f}% → {100 * new.idle_ns / max(new.window_ns, 1):.0f}%")
+    return _row(
+        "GPU idle per step",
+        "ns",
+        base.idle_ns / k,
+        new.idle_ns / k,
+        f"busy {fmt_ns(base.busy_ns / k)} → {fmt_ns(new.busy_ns / k)} per step; idle share "
+        f"{100 * base.idle_ns / max(base.window_ns, 1):.0f}% → {100 * new.idle_ns / max(new.window_ns, 1):.0f}%",
+    )
 
 
 def _copy_desc(r: dict[str, Any], p: str) -> str:
@@ -920,13 +1293,27 @@ def _copy_desc(r: dict[str, Any], p: str) -> str:
 
 def _copy_row(copies: pl.DataFrame, n: int) -> dict[str, Any]:
     if copies.height == 0:
-        return _row("host/device copies per step", "ns", None, None, "no memcpy in the aligned steps on either side", "n/a")
+        return _row(
+            "host/device copies per step",
+            "ns",
+            None,
+            None,
+            "no memcpy in the aligned steps on either side",
+            "n/a",
+        )
     b, nw = float(copies["base_ns"].sum()), float(copies["new_ns"].sum())
     saved = b - nw
-    lead = f"copy time saved {fmt_ns(saved)}" if saved > 0 else f"copy time added {fmt_ns(-saved)}" if saved else \
-        "same copy time"
-    parts = [f"{r['copy_kind']} {r['host_memory']}: {_copy_desc(r, 'base')} → {_copy_desc(r, 'new')}"
-             for r in copies.head(2).iter_rows(named=True)]
+    lead = (
+        f"copy time saved {fmt_ns(saved)}"
+        if saved > 0
+        else f"copy time added {fmt_ns(-saved)}"
+        if saved
+        else "same copy time"
+    )
+    parts = [
+        f"{r['copy_kind']} {r['host_memory']}: {_copy_desc(r, 'base')} → {_copy_desc(r, 'new')}"
+        for r in copies.head(2).iter_rows(named=True)
+    ]
     return _row("host/device copies per step", "ns", b / max(n, 1), nw / max(n, 1), "; ".join([lead, *parts]))
 
 
@@ -937,7 +1324,11 @@ def _memory_peak(mem: pl.DataFrame, side: str) -> tuple[float | None, str]:
     if m["peak_reserved_bytes"].drop_nulls().len():
         v = float(m["peak_reserved_bytes"].max())
         tot = m["device_memory_bytes"].drop_nulls()
-        pct = f" ({100 * v / float(tot.max()):.0f}% of {fmt_bytes(tot.max())})" if tot.len() and tot.max() else ""
+        pct = (
+            f" ({100 * v / float(tot.max()):.0f}% of {fmt_bytes(tot.max())})"
+            if tot.len() and tot.max()
+            else ""
+        )
         return v, f"reserved {fmt_bytes(v)}{pct}"
     v = float(m["net_growth_bytes"].max())
     return v, f"allocations grew by {fmt_bytes(v)}"
@@ -946,8 +1337,14 @@ def _memory_peak(mem: pl.DataFrame, side: str) -> tuple[float | None, str]:
 def _memory_row(mem: pl.DataFrame, base: SideInfo, new: SideInfo) -> dict[str, Any]:
     (b, bd), (n, nd) = _memory_peak(mem, "base"), _memory_peak(mem, "new")
     if b is None and n is None:
-        return _row("peak GPU memory", "bytes", None, None,
-                    "no [memory] events on either side (profile with profile_memory=True)", "n/a")
+        return _row(
+            "peak GPU memory",
+            "bytes",
+            None,
+            None,
+            "no [memory] events on either side (profile with profile_memory=True)",
+            "n/a",
+        )
     return _row("peak GPU memory", "bytes", b, n, f"{base.label}: {bd}; {new.label}: {nd}")
 
 
@@ -957,8 +1354,11 @@ def _cold_cost(c: dict[str, Any]) -> float | None:
 
 
 def _cold_desc(c: dict[str, Any], label: str) -> str:
-    bits = [f"first step {fmt_ns(c['first_step_ns'])} vs median {fmt_ns(c['median_other_ns'])}"
-            if c["excess_ns"] is not None else f"{c['steps']} step(s): no first-vs-rest comparison"]
+    bits = [
+        f"first step {fmt_ns(c['first_step_ns'])} vs median {fmt_ns(c['median_other_ns'])}"
+        if c["excess_ns"] is not None
+        else f"{c['steps']} step(s): no first-vs-rest comparison"
+    ]
     if c["compile_ns"]:
         bits.append(f"compile {fmt_ns(c['compile_ns'])} in {c['compile_spans']} spans")
     if c["module_load_ns"]:
@@ -968,25 +1368,50 @@ def _cold_desc(c: dict[str, Any], label: str) -> str:
 
 def _cold_row(cold: pl.DataFrame, base: SideInfo, new: SideInfo) -> dict[str, Any]:
     cb, cn = cold.row(0, named=True), cold.row(1, named=True)
-    return _row("cold start", "ns", _cold_cost(cb), _cold_cost(cn),
-                f"{_cold_desc(cb, base.label)}; {_cold_desc(cn, new.label)}")
+    return _row(
+        "cold start",
+        "ns",
+        _cold_cost(cb),
+        _cold_cost(cn),
+        f"{_cold_desc(cb, base.label)}; {_cold_desc(cn, new.label)}",
+    )
 
 
 def _findings_row(fnd: pl.DataFrame) -> dict[str, Any]:
-    by = {s: fnd.filter(pl.col("status") == s)["rule"].to_list() for s in ("resolved", "new", "persists", "not comparable")}
-    verdict = ("worse" if by["new"] and not by["resolved"] else "better" if by["resolved"] and not by["new"]
-               else "mixed" if by["new"] else "same")
-    return _row("findings", "count", float(fnd.filter(pl.col("base_count") > 0).height),
-                float(fnd.filter(pl.col("new_count") > 0).height),
-                "; ".join(f"{k}: {', '.join(v)}" for k, v in by.items() if v), verdict)
+    by = {
+        s: fnd.filter(pl.col("status") == s)["rule"].to_list()
+        for s in ("resolved", "new", "persists", "not comparable")
+    }
+    verdict = (
+        "worse"
+        if by["new"] and not by["resolved"]
+        else "better"
+        if by["resolved"] and not by["new"]
+        else "mixed"
+        if by["new"]
+        else "same"
+    )
+    return _row(
+        "findings",
+        "count",
+        float(fnd.filter(pl.col("base_count") > 0).height),
+        float(fnd.filter(pl.col("new_count") > 0).height),
+        "; ".join(f"{k}: {', '.join(v)}" for k, v in by.items() if v),
+        verdict,
+    )
 
 
 def _headline(parts: dict[str, Any], base: SideInfo, new: SideInfo, n: int) -> pl.DataFrame:
     """The table people ask for first: each metric with a verdict and its reason."""
     steps, cats, kernels = parts["steps"], parts["categories"], parts["kernels"]
-    rows = [_step_row(steps, cats, kernels, base, new), _kernel_row(steps, cats, kernels, base, new),
-            _idle_row(base, new, n), _copy_row(parts["copies"], n), _memory_row(parts["memory"], base, new),
-            _cold_row(parts["cold_start"], base, new)]
+    rows = [
+        _step_row(steps, cats, kernels, base, new),
+        _kernel_row(steps, cats, kernels, base, new),
+        _idle_row(base, new, n),
+        _copy_row(parts["copies"], n),
+        _memory_row(parts["memory"], base, new),
+        _cold_row(parts["cold_start"], base, new),
+    ]
     if parts["findings"].height:
         rows.append(_findings_row(parts["findings"]))
     return pl.DataFrame(rows, schema=HEADLINE_SCHEMA, orient="row")
@@ -1014,8 +1439,14 @@ def _labels(base: Trace, new: Trace) -> tuple[str, str]:
     return "BASE", "NEW"
 
 
-def compare(base: Trace, new: Trace, *, findings: bool = True, analysis: tuple[Any, Any] | None = None,
-            **analysis_kw: Any) -> Comparison:
+def compare(
+    base: Trace,
+    new: Trace,
+    *,
+    findings: bool = True,
+    analysis: tuple[Any, Any] | None = None,
+    **analysis_kw: Any,
+) -> Comparison:
     """Compare two traces. ``findings`` runs the rule engine on each side (or pass ``analysis`` results)."""
     sides = (_Side(base, *find_steps(base)), _Side(new, *find_steps(new)))
     notes: list[str] = []
@@ -1030,19 +1461,34 @@ def compare(base: Trace, new: Trace, *, findings: bool = True, analysis: tuple[A
     else:
         n = min(counts)
         if counts[0] != counts[1]:
-            notes.append(f"BASE has {counts[0]} steps and NEW {counts[1]}: the first {n} of each are compared")
+            notes.append(
+                f"BASE has {counts[0]} steps and NEW {counts[1]}: the first {n} of each are compared"
+            )
     for s in sides:
         _scope_gpu(s, n, whole)
     bl, nl = _labels(base, new)
     infos = []
     for role, s, label, cnt in zip(("base", "new"), sides, (bl, nl), counts, strict=True):
-        infos.append(SideInfo(role=role, label=label, name=s.trace.name, path=s.trace.meta.path,
-                              format=s.trace.meta.format, vendor=s.trace.meta.vendor,
-                              devices=_device_names(s.trace), step_source=s.source, steps_total=cnt,
-                              outside_ns=s.outside_ns, warnings=list(s.trace.meta.warnings)))
+        infos.append(
+            SideInfo(
+                role=role,
+                label=label,
+                name=s.trace.name,
+                path=s.trace.meta.path,
+                format=s.trace.meta.format,
+                vendor=s.trace.meta.vendor,
+                devices=_device_names(s.trace),
+                step_source=s.source,
+                steps_total=cnt,
+                outside_ns=s.outside_ns,
+                warnings=list(s.trace.meta.warnings),
+            )
+        )
         if s.outside_ns:
-            notes.append(f"{role.upper()}: {fmt_ns(s.outside_ns)} of GPU work launched outside the compared steps "
-                         "(e.g. queued before the capture began) is left out")
+            notes.append(
+                f"{role.upper()}: {fmt_ns(s.outside_ns)} of GPU work launched outside the compared steps "
+                "(e.g. queued before the capture began) is left out"
+            )
     base_i, new_i = infos
     cats, totals = _category_table(sides)
     for info, t in zip(infos, totals, strict=True):
@@ -1052,11 +1498,17 @@ def compare(base: Trace, new: Trace, *, findings: bool = True, analysis: tuple[A
     kernels = _kernels_table(sides)
     for info, p in zip(infos, ("base", "new"), strict=True):
         tot = max(info.gpu_time_ns, 1)
-        info.op_coverage = float(ops.filter(pl.col("matched"))[f"{p}_gpu_ns"].sum()) / tot if info.gpu_time_ns else None
-        info.kernel_coverage = (float(kernels.filter(pl.col("matched"))[f"{p}_ns"].sum()) / tot
-                                if info.gpu_time_ns else None)
+        info.op_coverage = (
+            float(ops.filter(pl.col("matched"))[f"{p}_gpu_ns"].sum()) / tot if info.gpu_time_ns else None
+        )
+        info.kernel_coverage = (
+            float(kernels.filter(pl.col("matched"))[f"{p}_ns"].sum()) / tot if info.gpu_time_ns else None
+        )
     for s, info in zip(sides, infos, strict=True):
-        if "cpu_ops" not in s.trace.meta.capabilities and s.trace.events.filter(pl.col("kind") == "cpu_op").height == 0:
+        if (
+            "cpu_ops" not in s.trace.meta.capabilities
+            and s.trace.events.filter(pl.col("kind") == "cpu_op").height == 0
+        ):
             notes.append(f"{info.role.upper()} has no framework ops: ops and GEMM shapes cannot be matched")
     steps = _steps_table(sides, n)
     if analysis is None and findings:
@@ -1064,14 +1516,33 @@ def compare(base: Trace, new: Trace, *, findings: bool = True, analysis: tuple[A
 
         analysis = (run_analysis([base], **analysis_kw)[0], run_analysis([new], **analysis_kw)[0])
     parts: dict[str, Any] = {
-        "steps": steps, "categories": cats, "kernels": kernels, "copies": _copies_table(sides),
-        "memory": _memory_table(sides), "cold_start": _cold_table(sides, steps), "findings": _findings_table(analysis),
+        "steps": steps,
+        "categories": cats,
+        "kernels": kernels,
+        "copies": _copies_table(sides),
+        "memory": _memory_table(sides),
+        "cold_start": _cold_table(sides, steps),
+        "findings": _findings_table(analysis),
     }
     headline = _headline(parts, base_i, new_i, n)
     timeline, marks = _timeline(sides, steps)
     same_hw = bool(base_i.devices) and base_i.devices == new_i.devices
-    return Comparison(base=base_i, new=new_i, aligned_steps=n, same_hardware=same_hw, headline=headline,
-                      steps=steps.drop("base_start", "new_start"), categories=cats, ops=ops, kernels=kernels,
-                      gemms=_gemm_table(sides), copies=parts["copies"], memory=parts["memory"],
-                      cold_start=parts["cold_start"], findings=parts["findings"], timeline=timeline,
-                      step_marks=marks, notes=notes)
+    return Comparison(
+        base=base_i,
+        new=new_i,
+        aligned_steps=n,
+        same_hardware=same_hw,
+        headline=headline,
+        steps=steps.drop("base_start", "new_start"),
+        categories=cats,
+        ops=ops,
+        kernels=kernels,
+        gemms=_gemm_table(sides),
+        copies=parts["copies"],
+        memory=parts["memory"],
+        cold_start=parts["cold_start"],
+        findings=parts["findings"],
+        timeline=timeline,
+        step_marks=marks,
+        notes=notes,
+    )

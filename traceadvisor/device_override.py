@@ -18,8 +18,10 @@ def find_model(spec: str) -> Model:
     m = BY_KEY.get(spec) or next((x for x in MODELS if x.key.lower() == spec.strip().lower()), None)
     m = m or match_model(spec) or match_model(None, arch=spec)
     if m is None:
-        raise UsageError(f"unknown device model {spec!r}",
-                         "Use a model key such as " + ", ".join(repr(k) for k in list(BY_KEY)[:6]) + " ...")
+        raise UsageError(
+            f"unknown device model {spec!r}",
+            "Use a model key such as " + ", ".join(repr(k) for k in list(BY_KEY)[:6]) + " ...",
+        )
     return m
 
 
@@ -43,5 +45,7 @@ def apply_device(trace: Trace, spec: str, force: bool = False) -> Trace:
     if changed:
         if trace.meta.vendor == "unknown":
             trace.meta.vendor = m.vendor
-        trace.meta.warn(f"device model {m.key} given with --device for {changed} device(s), not recorded in the trace")
+        trace.meta.warn(
+            f"device model {m.key} given with --device for {changed} device(s), not recorded in the trace"
+        )
     return trace

@@ -1,7 +1,7 @@
 """Generate docs/rules.md and docs/schema.md from the code (rule docstrings, the schema declaration).
 
-    python -m traceadvisor.docgen          # rewrite the docs
-    python -m traceadvisor.docgen --check  # exit 1 when they are stale (a test runs this)
+python -m traceadvisor.docgen          # rewrite the docs
+python -m traceadvisor.docgen --check  # exit 1 when they are stale (a test runs this)
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ def schema_md() -> str:
     from traceadvisor.schema.columns import COLUMNS
     from traceadvisor.trace import CAPABILITIES
 
-    lines = ["# Canonical events schema", "", "Generated from `traceadvisor/schema/columns.py` by "
-             "`python -m traceadvisor.docgen`; do not edit.", "", "| column | Arrow type | unit | meaning |",
-             "|---|---|---|---|"]
+    lines = [
+        "# Canonical events schema",
+        "",
+        "Generated from `traceadvisor/schema/columns.py` by `python -m traceadvisor.docgen`; do not edit.",
+        "",
+        "| column | Arrow type | unit | meaning |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| `{c.name}` | {c.arrow} | {c.unit} | {c.doc} |" for c in COLUMNS]
     lines += ["", "## Capabilities", "", "| capability | meaning |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in CAPABILITIES.items()]
@@ -31,9 +36,17 @@ def rules_md() -> str:
     from traceadvisor.engine.loader import load_rules
 
     rules = load_rules()
-    lines = ["# Built-in rules", "", "Generated from the rule files in `rules/` by `python -m traceadvisor.docgen`; "
-             "do not edit.", "", "| code | name | title |", "|---|---|---|"]
-    lines += [f"| [{r.code}](#{r.code.lower()}-{r.rule.name}) | `{r.rule.name}` | {r.rule.title} |" for r in rules]
+    lines = [
+        "# Built-in rules",
+        "",
+        "Generated from the rule files in `rules/` by `python -m traceadvisor.docgen`; do not edit.",
+        "",
+        "| code | name | title |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| [{r.code}](#{r.code.lower()}-{r.rule.name}) | `{r.rule.name}` | {r.rule.title} |" for r in rules
+    ]
     for r in rules:
         lines += ["", render_rule_doc(r).replace("# ", "## ", 1)]
     return "\n".join(lines) + "\n"
@@ -54,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     if check and stale:
-        print("stale: " + ", ".join(str(p.relative_to(ROOT)) for p in stale) + " (run python -m traceadvisor.docgen)")
+        print(
+            "stale: "
+            + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+            + " (run python -m traceadvisor.docgen)"
+        )
         return 1
     return 0
 

@@ -36,7 +36,16 @@ def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> 
     schema = to_arrow(Trace(trace.events.head(0), trace.meta)).schema
     events = conform(trace.events)
     # dictionary-encode only the repetitive text columns (args is nearly unique: a dictionary there is wasted work)
-    dictionary = ["kind", "category", "name", "copy_kind", "src_memory", "dst_memory", "input_dims", "input_types"]
+    dictionary = [
+        "kind",
+        "category",
+        "name",
+        "copy_kind",
+        "src_memory",
+        "dst_memory",
+        "input_dims",
+        "input_types",
+    ]
     with pq.ParquetWriter(str(path), schema, compression=compression, use_dictionary=dictionary) as writer:
         for start in range(0, max(events.height, 1), WRITE_BATCH_ROWS):
             part = events.slice(start, WRITE_BATCH_ROWS).to_arrow().cast(schema)
@@ -46,5 +55,7 @@ def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> 
 def read_parquet(path: str | Path) -> Trace:
     # metadata from the footer; the columns through polars' reader (several times faster than pq.read_table)
     md = pq.read_schema(str(path)).metadata or {}
-    meta = TraceMeta.from_dict(json.loads(md[META_KEY])) if META_KEY in md else TraceMeta(str(path), "parquet")
+    meta = (
+        TraceMeta.from_dict(json.loads(md[META_KEY])) if META_KEY in md else TraceMeta(str(path), "parquet")
+    )
     return Trace(conform(pl.read_parquet(str(path))), meta)

@@ -22,19 +22,34 @@ def merge_job(traces: list[Trace]) -> Trace:
         raise UsageError("--job needs the traces of at least two ranks", "Pass one trace file per rank")
     ranks = [t.meta.rank for t in traces]
     if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
-        raise UsageError(f"--job needs one trace per distinct rank, got ranks {ranks}",
-                         "Pass the per-rank traces of a single distributed job")
-    frames = [t.events.with_columns(pl.col("rank").fill_null(pl.lit(t.meta.rank, dtype=pl.Int32))) for t in traces]
+        raise UsageError(
+            f"--job needs one trace per distinct rank, got ranks {ranks}",
+            "Pass the per-rank traces of a single distributed job",
+        )
+    frames = [
+        t.events.with_columns(pl.col("rank").fill_null(pl.lit(t.meta.rank, dtype=pl.Int32))) for t in traces
+    ]
     first = traces[0].meta
     devices = {(t.meta.rank, d.index): d for t in traces for d in t.meta.devices}
     caps = set.intersection(*(set(t.meta.capabilities) for t in traces))
     warnings = [f"rank {t.meta.rank}: {w}" for t in traces for w in t.meta.warnings]
-    if not all(t.meta.clock_base in ABSOLUTE_CLOCKS for t in traces) and len({t.meta.base_time_ns for t in traces}) > 1:
-        warnings.append("the ranks' clocks may not be comparable (relative time bases differ); cross-rank timing "
-                        "comparisons are approximate")
+    if (
+        not all(t.meta.clock_base in ABSOLUTE_CLOCKS for t in traces)
+        and len({t.meta.base_time_ns for t in traces}) > 1
+    ):
+        warnings.append(
+            "the ranks' clocks may not be comparable (relative time bases differ); cross-rank timing "
+            "comparisons are approximate"
+        )
     meta = dataclasses.replace(
-        first, path=f"job({', '.join(t.name for t in traces)})", rank=None, devices=list(devices.values()),
-        capabilities=caps, warnings=warnings, skipped={}, input_events=None,
+        first,
+        path=f"job({', '.join(t.name for t in traces)})",
+        rank=None,
+        devices=list(devices.values()),
+        capabilities=caps,
+        warnings=warnings,
+        skipped={},
+        input_events=None,
         world_size=max((t.meta.world_size or 0) for t in traces) or len(traces),
     )
     return Trace(pl.concat(frames, how="vertical_relaxed"), meta)

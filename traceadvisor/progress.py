@@ -42,8 +42,14 @@ class Progress(AbstractContextManager):
                 return (self._bytes if task.fields.get("unit") == "bytes" else self._count).render(task)
 
         if self._rich is None:
-            self._rich = RichProgress(TextColumn("{task.description}"), BarColumn(), _Amount(), TimeElapsedColumn(),
-                                      console=Console(stderr=True), transient=True)
+            self._rich = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                _Amount(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._rich.start()
         if unit is None:
             unit = "bytes" if label.startswith("reading") else "parts"

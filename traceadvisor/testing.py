@@ -11,13 +11,31 @@ from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
 from traceadvisor.trace import Device, Trace, TraceMeta
 
-ALL_CAPS = {"timeline", "kernels", "copies", "copy_bytes", "copy_memory_kind", "runtime_api", "correlation",
-            "cpu_ops", "input_shapes", "steps", "annotations", "sync_events", "device_properties"}
+ALL_CAPS = {
+    "timeline",
+    "kernels",
+    "copies",
+    "copy_bytes",
+    "copy_memory_kind",
+    "runtime_api",
+    "correlation",
+    "cpu_ops",
+    "input_shapes",
+    "steps",
+    "annotations",
+    "sync_events",
+    "device_properties",
+}
 
 
 class TraceBuilder:
-    def __init__(self, vendor: str = "nvidia", device_name: str = "NVIDIA H200", caps: set[str] | None = None,
-                 name: str = "example") -> None:
+    def __init__(
+        self,
+        vendor: str = "nvidia",
+        device_name: str = "NVIDIA H200",
+        caps: set[str] | None = None,
+        name: str = "example",
+    ) -> None:
         self.rows: list[dict[str, Any]] = []
         self.vendor = vendor
         self.device_name = device_name
@@ -35,43 +53,155 @@ class TraceBuilder:
         self._corr += 1
         return self._corr
 
-    def kernel(self, name: str, start_us: float, dur_us: float, *, device: int = 0, stream: int = 7,
-               corr: int | None = None, ext: int | None = None, **kw: Any) -> dict[str, Any]:
-        return self._add(kind="kernel", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
-                         device=device, stream=stream, pid=device, tid=stream, correlation_id=corr,
-                         external_id=ext, rank=0, **kw)
+    def kernel(
+        self,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        *,
+        device: int = 0,
+        stream: int = 7,
+        corr: int | None = None,
+        ext: int | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        return self._add(
+            kind="kernel",
+            name=name,
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            device=device,
+            stream=stream,
+            pid=device,
+            tid=stream,
+            correlation_id=corr,
+            external_id=ext,
+            rank=0,
+            **kw,
+        )
 
-    def copy(self, start_us: float, dur_us: float, *, bytes: int, copy_kind: str = "h2d", src: str = "pageable",
-             dst: str = "device", device: int = 0, stream: int = 7, corr: int | None = None, **kw: Any):
+    def copy(
+        self,
+        start_us: float,
+        dur_us: float,
+        *,
+        bytes: int,
+        copy_kind: str = "h2d",
+        src: str = "pageable",
+        dst: str = "device",
+        device: int = 0,
+        stream: int = 7,
+        corr: int | None = None,
+        **kw: Any,
+    ):
         names = {"h2d": "Memcpy HtoD", "d2h": "Memcpy DtoH", "d2d": "Memcpy DtoD"}
-        return self._add(kind="memcpy", name=kw.pop("name", names.get(copy_kind, "Memcpy")),
-                         start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000), device=device, stream=stream,
-                         pid=device, tid=stream, bytes=bytes, copy_kind=copy_kind, src_memory=src, dst_memory=dst,
-                         memory_inferred=False, correlation_id=corr, rank=0, **kw)
+        return self._add(
+            kind="memcpy",
+            name=kw.pop("name", names.get(copy_kind, "Memcpy")),
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            device=device,
+            stream=stream,
+            pid=device,
+            tid=stream,
+            bytes=bytes,
+            copy_kind=copy_kind,
+            src_memory=src,
+            dst_memory=dst,
+            memory_inferred=False,
+            correlation_id=corr,
+            rank=0,
+            **kw,
+        )
 
-    def runtime(self, name: str, start_us: float, dur_us: float, *, corr: int | None = None, tid: int = 1,
-                ext: int | None = None, **kw: Any):
-        return self._add(kind="runtime", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
-                         pid=100, tid=tid, correlation_id=corr, external_id=ext, rank=0, **kw)
+    def runtime(
+        self,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        *,
+        corr: int | None = None,
+        tid: int = 1,
+        ext: int | None = None,
+        **kw: Any,
+    ):
+        return self._add(
+            kind="runtime",
+            name=name,
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            pid=100,
+            tid=tid,
+            correlation_id=corr,
+            external_id=ext,
+            rank=0,
+            **kw,
+        )
 
-    def cpu_op(self, name: str, start_us: float, dur_us: float, *, ext: int | None = None, tid: int = 1,
-               dims: Any = None, types: Any = None, **kw: Any):
-        return self._add(kind="cpu_op", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
-                         pid=100, tid=tid, external_id=ext, rank=0,
-                         input_dims=json.dumps(dims) if dims is not None else None,
-                         input_types=json.dumps(types) if types is not None else None, **kw)
+    def cpu_op(
+        self,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        *,
+        ext: int | None = None,
+        tid: int = 1,
+        dims: Any = None,
+        types: Any = None,
+        **kw: Any,
+    ):
+        return self._add(
+            kind="cpu_op",
+            name=name,
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            pid=100,
+            tid=tid,
+            external_id=ext,
+            rank=0,
+            input_dims=json.dumps(dims) if dims is not None else None,
+            input_types=json.dumps(types) if types is not None else None,
+            **kw,
+        )
 
     def step(self, n: int, start_us: float, dur_us: float, tid: int = 1):
-        return self._add(kind="step", name=f"ProfilerStep#{n}", start_ns=int(start_us * 1000),
-                         dur_ns=int(dur_us * 1000), pid=100, tid=tid, rank=0)
+        return self._add(
+            kind="step",
+            name=f"ProfilerStep#{n}",
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            pid=100,
+            tid=tid,
+            rank=0,
+        )
 
     def annotation(self, name: str, start_us: float, dur_us: float, tid: int = 1, **kw: Any):
-        return self._add(kind="annotation", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
-                         pid=100, tid=tid, rank=0, **kw)
+        return self._add(
+            kind="annotation",
+            name=name,
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            pid=100,
+            tid=tid,
+            rank=0,
+            **kw,
+        )
 
-    def sync(self, name: str, start_us: float, dur_us: float, *, device: int = 0, stream: int | None = None, **kw):
-        return self._add(kind="sync", name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000),
-                         pid=100, tid=1, device=device, stream=stream, rank=0, **kw)
+    def sync(
+        self, name: str, start_us: float, dur_us: float, *, device: int = 0, stream: int | None = None, **kw
+    ):
+        return self._add(
+            kind="sync",
+            name=name,
+            start_ns=int(start_us * 1000),
+            dur_ns=int(dur_us * 1000),
+            pid=100,
+            tid=1,
+            device=device,
+            stream=stream,
+            rank=0,
+            **kw,
+        )
 
     def event(self, kind: str, name: str, start_us: float, dur_us: float = 0.0, **kw: Any) -> dict[str, Any]:
         """Any other event (``memory``, ``overhead``, ``python``...); canonical columns as keywords."""
@@ -79,8 +209,18 @@ class TraceBuilder:
             kw.setdefault(k, v)
         return self._add(kind=kind, name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000), **kw)
 
-    def launch(self, kernel: str, cpu_us: float, gpu_us: float, dur_us: float, *, api: str | None = None,
-               api_dur_us: float = 5.0, ext: int | None = None, **kw: Any):
+    def launch(
+        self,
+        kernel: str,
+        cpu_us: float,
+        gpu_us: float,
+        dur_us: float,
+        *,
+        api: str | None = None,
+        api_dur_us: float = 5.0,
+        ext: int | None = None,
+        **kw: Any,
+    ):
         """A runtime launch call and the kernel it launched, linked by correlation id."""
         c = self.next_corr()
         api = api or ("hipLaunchKernel" if self.vendor == "amd" else "cudaLaunchKernel")
@@ -97,6 +237,14 @@ class TraceBuilder:
         m = match_model(self.device_name)
         if m:
             dev.model, dev.arch, dev.compute_units = m.key, m.arch, m.compute_units
-        meta = TraceMeta(path=f"{self.name}.json", format="synthetic", producer="traceadvisor.testing",
-                         vendor=self.vendor, devices=[dev], rank=0, world_size=1, capabilities=set(self.caps))
+        meta = TraceMeta(
+            path=f"{self.name}.json",
+            format="synthetic",
+            producer="traceadvisor.testing",
+            vendor=self.vendor,
+            devices=[dev],
+            rank=0,
+            world_size=1,
+            capabilities=set(self.caps),
+        )
         return Trace(df, meta)

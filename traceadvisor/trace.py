@@ -30,8 +30,15 @@ CAPABILITIES: dict[str, str] = {
 
 
 # skip reasons that say where the record's content went (importers word their reasons this way)
-FOLDED_MARKERS = ("kept in", "stored in", "folded", "same id as", "summarised in", "a timeline is present",
-                  "recomputable")
+FOLDED_MARKERS = (
+    "kept in",
+    "stored in",
+    "folded",
+    "same id as",
+    "summarised in",
+    "a timeline is present",
+    "recomputable",
+)
 
 
 @dataclass
@@ -136,7 +143,8 @@ class Trace:
         if ev.height == 0:
             return 0
         r = ev.select(
-            pl.col("start_ns").min().alias("a"), (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max().alias("b")
+            pl.col("start_ns").min().alias("a"),
+            (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max().alias("b"),
         ).row(0)
         if r[0] is None or r[1] is None:
             return 0

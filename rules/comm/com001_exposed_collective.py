@@ -58,30 +58,34 @@ RULE = Rule(
     name="exposed-collective",
     title="Collective communication not overlapped with compute",
     summary="{count} collective kernels left {impact_ms:.1f} ms of communication exposed ({exposed_pct:.0f}% of "
-            "{collective_ms:.1f} ms of collectives; {share_pct:.1f}% of the trace)",
+    "{collective_ms:.1f} ms of collectives; {share_pct:.1f}% of the trace)",
     advice={
         "common": "Overlap communication with compute: start gradient reductions while the backward pass "
-                  "continues (bucketing), prefetch the next layer's parameters during the current one (FSDP / "
-                  "ZeRO), fold small collectives into fewer larger ones, and check that exposed time is not "
-                  "waiting for a slower rank (compare ranks' step times).",
+        "continues (bucketing), prefetch the next layer's parameters during the current one (FSDP / "
+        "ZeRO), fold small collectives into fewer larger ones, and check that exposed time is not "
+        "waiting for a slower rank (compare ranks' step times).",
         "torch": "DDP: tune bucket_cap_mb (default 25), gradient_as_bucket_view=True, static_graph=True, avoid "
-                 "find_unused_parameters=True, use no_sync() for gradient accumulation; a comm hook "
-                 "(bf16_compress_hook) halves bytes. FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, "
-                 "limit_all_gathers=True. torch.compile can reorder collectives (compiled autograd / async TP).",
+        "find_unused_parameters=True, use no_sync() for gradient accumulation; a comm hook "
+        "(bf16_compress_hook) halves bytes. FSDP: backward_prefetch=BACKWARD_PRE, forward_prefetch=True, "
+        "limit_all_gathers=True. torch.compile can reorder collectives (compiled autograd / async TP).",
         "nvidia": "NCCL: check topology and transport with NCCL_DEBUG=INFO (NVLink, P2P, IB, GPUDirect RDMA), "
-                  "NCCL_ALGO / NCCL_PROTO only to test hypotheses, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS to trade "
-                  "SMs between NCCL and compute, NCCL_IB_HCA / NCCL_SOCKET_IFNAME for the right NICs; "
-                  "TORCH_NCCL_AVOID_RECORD_STREAMS=1 and TORCH_NCCL_HIGH_PRIORITY=1 for the comm stream.",
+        "NCCL_ALGO / NCCL_PROTO only to test hypotheses, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS to trade "
+        "SMs between NCCL and compute, NCCL_IB_HCA / NCCL_SOCKET_IFNAME for the right NICs; "
+        "TORCH_NCCL_AVOID_RECORD_STREAMS=1 and TORCH_NCCL_HIGH_PRIORITY=1 for the comm stream.",
         "amd": "RCCL reads the same NCCL_* variables (NCCL_DEBUG=INFO, NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS / "
-               "NCCL_MAX_NCHANNELS, NCCL_IB_HCA, NCCL_SOCKET_IFNAME) plus RCCL-specific ones (RCCL_MSCCL_ENABLE, "
-               "RCCL_MSCCLPP_ENABLE for MSCCL/MSCCL++ algorithms on MI300); on MI300X keep the xGMI topology "
-               "intact (all 8 GPUs in one process group per node), set HSA_FORCE_FINE_GRAIN_PCIE=1 for RDMA NICs, "
-               "and check rccl-tests bandwidth (all_reduce_perf) against the expected xGMI rate.",
+        "NCCL_MAX_NCHANNELS, NCCL_IB_HCA, NCCL_SOCKET_IFNAME) plus RCCL-specific ones (RCCL_MSCCL_ENABLE, "
+        "RCCL_MSCCLPP_ENABLE for MSCCL/MSCCL++ algorithms on MI300); on MI300X keep the xGMI topology "
+        "intact (all 8 GPUs in one process group per node), set HSA_FORCE_FINE_GRAIN_PCIE=1 for RDMA NICs, "
+        "and check rccl-tests bandwidth (all_reduce_perf) against the expected xGMI rate.",
     },
     needs=("kernels",),
     options={
-        "min_exposed_pct": Option(1.0, "% of GPU span", "report when exposed collective time is at least this share "
-                                  "of the device's first-to-last GPU activity span"),
+        "min_exposed_pct": Option(
+            1.0,
+            "% of GPU span",
+            "report when exposed collective time is at least this share "
+            "of the device's first-to-last GPU activity span",
+        ),
     },
     confidence="medium",
 )
@@ -91,14 +95,24 @@ def _merged_collectives(k: pl.LazyFrame) -> pl.LazyFrame:
     """Union of collective-kernel intervals per (rank, device), with the kernels each one covers."""
     c = k.filter(pl.col("category") == "collective").sort("rank", "device", "start_ns")
     c = c.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over("rank", "device"))
-    c = c.with_columns(grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
-                       .cast(pl.Int64).cum_sum().over("rank", "device"))
-    return c.group_by("rank", "device", "grp").agg(
-        pl.col("start_ns").min(), pl.col("end_ns").max(), pl.len().alias("count"),
-        pl.col("dur_ns").sum().alias("kernel_ns"),
-        pl.col("name").sort_by("dur_ns", descending=True).first().alias("name"),
-        pl.col("stream").unique().sort().cast(pl.String).str.join(",").alias("streams"),
-    ).drop("grp")
+    c = c.with_columns(
+        grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
+        .cast(pl.Int64)
+        .cum_sum()
+        .over("rank", "device")
+    )
+    return (
+        c.group_by("rank", "device", "grp")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.len().alias("count"),
+            pl.col("dur_ns").sum().alias("kernel_ns"),
+            pl.col("name").sort_by("dur_ns", descending=True).first().alias("name"),
+            pl.col("stream").unique().sort().cast(pl.String).str.join(",").alias("streams"),
+        )
+        .drop("grp")
+    )
 
 
 def exposed_collectives(trace: Trace) -> pl.LazyFrame:
@@ -106,34 +120,69 @@ def exposed_collectives(trace: Trace) -> pl.LazyFrame:
     k = views.kernels(trace.lazy()).filter(pl.col("device").is_not_null())
     compute = views.merge_intervals(k.filter(pl.col("category") != "collective"), ["rank", "device"])
     coll = views.covered_ns(_merged_collectives(k), compute, ["rank", "device"])
-    span = views.gpu_work(trace.lazy()).filter(pl.col("device").is_not_null()).group_by("rank", "device").agg(
-        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_span_ns"))
+    span = (
+        views.gpu_work(trace.lazy())
+        .filter(pl.col("device").is_not_null())
+        .group_by("rank", "device")
+        .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_span_ns"))
+    )
     exposed = (pl.col("end_ns") - pl.col("start_ns") - pl.col("overlap_ns")).clip(lower_bound=0)
-    return (coll.rename({"covered_ns": "overlap_ns"}).with_columns(exposed_ns=exposed)
-            .join(span, on=["rank", "device"], how="left", nulls_equal=True))
+    return (
+        coll.rename({"covered_ns": "overlap_ns"})
+        .with_columns(exposed_ns=exposed)
+        .join(span, on=["rank", "device"], how="left", nulls_equal=True)
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     c = exposed_collectives(trace)
     share = pl.col("exposed_ns").sum().over("rank", "device") / pl.col("gpu_span_ns")
-    return c.filter((pl.col("exposed_ns") > 0) & (share * 100 >= options["min_exposed_pct"])).select(
-        "rank", "device", "start_ns", "end_ns", pl.col("exposed_ns").alias("impact_ns"), "count", "name",
-        "streams", (pl.col("end_ns") - pl.col("start_ns")).alias("collective_ns"), "overlap_ns", "exposed_ns",
-        "gpu_span_ns",
-    ).sort("start_ns")
+    return (
+        c.filter((pl.col("exposed_ns") > 0) & (share * 100 >= options["min_exposed_pct"]))
+        .select(
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            pl.col("exposed_ns").alias("impact_ns"),
+            "count",
+            "name",
+            "streams",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("collective_ns"),
+            "overlap_ns",
+            "exposed_ns",
+            "gpu_span_ns",
+        )
+        .sort("start_ns")
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     """Totals over every collective of the device (exposed or not) and the collectives by kernel name."""
     rank, device = rows["rank"][0], rows["device"][0]
-    every = exposed_collectives(trace).filter(pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
-    tot = every.select((pl.col("end_ns") - pl.col("start_ns")).sum().alias("coll"), pl.col("exposed_ns").sum(),
-                       pl.col("count").sum()).collect().row(0)
+    every = exposed_collectives(trace).filter(
+        pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device)
+    )
+    tot = (
+        every.select(
+            (pl.col("end_ns") - pl.col("start_ns")).sum().alias("coll"),
+            pl.col("exposed_ns").sum(),
+            pl.col("count").sum(),
+        )
+        .collect()
+        .row(0)
+    )
     coll_ns, exposed_ns = int(tot[0] or 0), int(tot[1] or 0)
-    by_name = (rows.group_by("name").agg(pl.col("count").sum().alias("kernels"),
-                                         (pl.col("collective_ns").sum() / 1e6).alias("collective_ms"),
-                                         (pl.col("exposed_ns").sum() / 1e6).alias("exposed_ms"))
-               .sort("exposed_ms", descending=True).head(10))
+    by_name = (
+        rows.group_by("name")
+        .agg(
+            pl.col("count").sum().alias("kernels"),
+            (pl.col("collective_ns").sum() / 1e6).alias("collective_ms"),
+            (pl.col("exposed_ns").sum() / 1e6).alias("exposed_ms"),
+        )
+        .sort("exposed_ms", descending=True)
+        .head(10)
+    )
     return {
         "collective_ms": coll_ns / 1e6,
         "exposed_ms": exposed_ns / 1e6,

@@ -52,26 +52,29 @@ RULE = Rule(
     name="straggler",
     title="A rank computes much longer per step than its peers",
     summary="rank {rank} computed {excess_pct_max:.0f}% longer than the other ranks in {count} step(s): the job "
-            "waits up to {impact_ms:.1f} ms for it ({share_pct:.1f}% of the trace)",
+    "waits up to {impact_ms:.1f} ms for it ({share_pct:.1f}% of the trace)",
     advice={
         "common": "Find why this rank does more or slower work: compare its inputs (sequence lengths, batch "
-                  "composition, embedding shard sizes) with the other ranks', balance them (length-grouped or "
-                  "token-balanced batching, even sharding), and check the GPU and node health of that rank.",
+        "composition, embedding shard sizes) with the other ranks', balance them (length-grouped or "
+        "token-balanced batching, even sharding), and check the GPU and node health of that rank.",
         "torch": "Log per-rank step and compute time (torch.cuda.Event) to confirm; for variable-length data use "
-                 "length-bucketed or packed batches; with FSDP / pipeline parallelism rebalance layer assignment; "
-                 "TORCH_NCCL_ENABLE_MONITORING and the NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) show "
-                 "which rank arrives last at a collective.",
+        "length-bucketed or packed batches; with FSDP / pipeline parallelism rebalance layer assignment; "
+        "TORCH_NCCL_ENABLE_MONITORING and the NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) show "
+        "which rank arrives last at a collective.",
         "nvidia": "Check the slow rank's GPU with nvidia-smi -q -d PERFORMANCE,CLOCK (throttle reasons: power, "
-                  "thermal), nvidia-smi nvlink -s and dcgmi diag; compare SM clocks across ranks in Nsight Systems "
-                  "(--gpu-metrics-device).",
+        "thermal), nvidia-smi nvlink -s and dcgmi diag; compare SM clocks across ranks in Nsight Systems "
+        "(--gpu-metrics-device).",
         "amd": "Check the slow rank's GPU with amd-smi metric (power, temperature, clock throttling) and "
-               "rocm-smi --showperflevel; run rvs / rocm-validation-suite or TransferBench on that node; on "
-               "MI300X, confirm the partition mode (SPX/CPX) and NPS setting match the other nodes.",
+        "rocm-smi --showperflevel; run rvs / rocm-validation-suite or TransferBench on that node; on "
+        "MI300X, confirm the partition mode (SPX/CPX) and NPS setting match the other nodes.",
     },
     needs=("kernels", "steps"),
     options={
-        "min_excess": Option(0.15, "fraction", "flag a rank whose step compute exceeds the other ranks' median by "
-                             "more than this"),
+        "min_excess": Option(
+            0.15,
+            "fraction",
+            "flag a rank whose step compute exceeds the other ranks' median by more than this",
+        ),
     },
     confidence="medium",
 )
@@ -94,8 +97,10 @@ def _ranks_with_steps(trace: Trace) -> int:
 def requires(trace: Trace) -> str | None:
     n = _ranks_with_steps(trace)
     if n < 2:
-        return (f"compares ranks of one job, but this trace holds the steps of {n} rank(s); analyse the ranks' "
-                "traces together with `traceadvisor analyze --job rank0 rank1 ...` to use it")
+        return (
+            f"compares ranks of one job, but this trace holds the steps of {n} rank(s); analyse the ranks' "
+            "traces together with `traceadvisor analyze --job rank0 rank1 ...` to use it"
+        )
     return None
 
 
@@ -106,31 +111,55 @@ def step_compute(trace: Trace) -> pl.LazyFrame:
     busy = views.merge_intervals(k.filter(pl.col("category") != "collective"), ["rank"])
     dev = k.group_by("rank").agg(pl.col("device").mode().first())
     st = views.steps(lf).select("rank", pl.col("name").alias("step"), "start_ns", "end_ns")
-    return (views.covered_ns(st, busy, ["rank"]).rename({"covered_ns": "compute_ns"})
-            .join(dev, on="rank", how="left", nulls_equal=True))
+    return (
+        views.covered_ns(st, busy, ["rank"])
+        .rename({"covered_ns": "compute_ns"})
+        .join(dev, on="rank", how="left", nulls_equal=True)
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     sc = step_compute(trace)
-    others = (sc.select("rank", "step", "compute_ns")
-              .join(sc.select(pl.col("rank").alias("other"), "step", pl.col("compute_ns").alias("other_ns")),
-                    on="step", how="inner")
-              .filter(pl.col("rank") != pl.col("other"))
-              .group_by("rank", "step").agg(pl.col("other_ns").median().alias("others_median_ns"),
-                                            pl.len().alias("peers")))
+    others = (
+        sc.select("rank", "step", "compute_ns")
+        .join(
+            sc.select(pl.col("rank").alias("other"), "step", pl.col("compute_ns").alias("other_ns")),
+            on="step",
+            how="inner",
+        )
+        .filter(pl.col("rank") != pl.col("other"))
+        .group_by("rank", "step")
+        .agg(pl.col("other_ns").median().alias("others_median_ns"), pl.len().alias("peers"))
+    )
     out = sc.join(others, on=["rank", "step"], how="inner").with_columns(
         excess=pl.col("compute_ns") / pl.col("others_median_ns") - 1.0,
-        impact_ns=(pl.col("compute_ns") - pl.col("others_median_ns")).round(0).cast(pl.Int64))
-    return out.filter((pl.col("others_median_ns") > 0) & (pl.col("excess") > options["min_excess"])).select(
-        "rank", "device", "start_ns", "end_ns", "impact_ns", "step",
-        (pl.col("compute_ns") / 1e6).alias("compute_ms"), (pl.col("others_median_ns") / 1e6).alias("others_median_ms"),
-        (pl.col("excess") * 100).alias("excess_pct"), "peers",
-    ).sort("rank", "start_ns")
+        impact_ns=(pl.col("compute_ns") - pl.col("others_median_ns")).round(0).cast(pl.Int64),
+    )
+    return (
+        out.filter((pl.col("others_median_ns") > 0) & (pl.col("excess") > options["min_excess"]))
+        .select(
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            "impact_ns",
+            "step",
+            (pl.col("compute_ns") / 1e6).alias("compute_ms"),
+            (pl.col("others_median_ns") / 1e6).alias("others_median_ms"),
+            (pl.col("excess") * 100).alias("excess_pct"),
+            "peers",
+        )
+        .sort("rank", "start_ns")
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
-    every = step_compute(trace).select("rank", "step", (pl.col("compute_ns") / 1e6).alias("compute_ms")).sort(
-        "step", "rank").collect()
+    every = (
+        step_compute(trace)
+        .select("rank", "step", (pl.col("compute_ns") / 1e6).alias("compute_ms"))
+        .sort("step", "rank")
+        .collect()
+    )
     return {
         "excess_pct_max": float(rows["excess_pct"].max()),
         "ranks_compared": int(every["rank"].n_unique()),
@@ -144,7 +173,9 @@ def _rank_trace(rank: int, compute_us: float) -> Trace:
         t = i * 2000.0
         b.step(i, t, 1900)
         b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", t + 10, compute_us)
-        b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 10 + compute_us, 1800 - compute_us, stream=40)
+        b.kernel(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 10 + compute_us, 1800 - compute_us, stream=40
+        )
     t = b.build()
     t.events = t.events.with_columns(rank=pl.lit(rank, dtype=pl.Int32))
     t.meta.rank, t.meta.world_size = rank, 4

@@ -84,35 +84,40 @@ RULE = Rule(
     name="low-gemm-utilization",
     title="GEMM shapes far below the device's peak FLOP/s",
     summary="{n_shapes} GEMM shape(s) in {count} calls ran below {threshold_pct:.0f}% of the achievable peak "
-            "(worst {worst_util_pct:.1f}% of the datasheet peak); up to {impact_ms:.1f} ms above the roofline "
-            "({share_pct:.1f}% of the trace)",
+    "(worst {worst_util_pct:.1f}% of the datasheet peak); up to {impact_ms:.1f} ms above the roofline "
+    "({share_pct:.1f}% of the trace)",
     advice={
         "common": "Per flagged shape (see `shapes[].cause`): pad misaligned dims to multiples of 8 (16-bit), 16 "
-                  "(8-bit) or 4 (fp32) elements, e.g. vocabulary, hidden and head sizes; batch skinny GEMMs "
-                  "(more tokens / requests per call, fuse the Q/K/V or gate/up projections into one GEMM); replace "
-                  "many tiny batched GEMMs by larger ones or a grouped GEMM; pick sizes that are multiples of the "
-                  "128-wide tiles.",
+        "(8-bit) or 4 (fp32) elements, e.g. vocabulary, hidden and head sizes; batch skinny GEMMs "
+        "(more tokens / requests per call, fuse the Q/K/V or gate/up projections into one GEMM); replace "
+        "many tiny batched GEMMs by larger ones or a grouped GEMM; pick sizes that are multiples of the "
+        "128-wide tiles.",
         "torch": "Pad with torch.nn.functional.pad or choose padded sizes in the model config; "
-                 "torch.compile(mode='max-autotune') lets Inductor try Triton/CUTLASS GEMM templates for the "
-                 "shape; PyTorch TunableOp (PYTORCH_TUNABLEOP_ENABLED=1, PYTORCH_TUNABLEOP_TUNING=1 once, then "
-                 "reuse tunableop_results*.csv) picks the fastest BLAS kernel per shape.",
+        "torch.compile(mode='max-autotune') lets Inductor try Triton/CUTLASS GEMM templates for the "
+        "shape; PyTorch TunableOp (PYTORCH_TUNABLEOP_ENABLED=1, PYTORCH_TUNABLEOP_TUNING=1 once, then "
+        "reuse tunableop_results*.csv) picks the fastest BLAS kernel per shape.",
         "nvidia": "cuBLAS/cuBLASLt fall back to legacy (sm75 'cutlass_75', 'align1') kernels for misaligned leading "
-                  "dimensions; with aligned dims Hopper uses nvjet/sm90 kernels. Try TunableOp or "
-                  "torch.backends.cuda.preferred_blas_library('cublaslt'); check kernels in Nsight Compute "
-                  "(sm__pipe_tensor_op_hmma_cycles_active).",
+        "dimensions; with aligned dims Hopper uses nvjet/sm90 kernels. Try TunableOp or "
+        "torch.backends.cuda.preferred_blas_library('cublaslt'); check kernels in Nsight Compute "
+        "(sm__pipe_tensor_op_hmma_cycles_active).",
         "amd": "hipBLASLt picks Tensile/TensileLite kernels by heuristic: tune the shape offline with "
-               "hipblaslt-bench / the hipBLASLt tuning flow, or online with PyTorch TunableOp "
-               "(PYTORCH_TUNABLEOP_ENABLED=1, which also covers rocBLAS); prefer hipBLASLt "
-               "(TORCH_BLAS_PREFER_HIPBLASLT=1 on older ROCm builds). Misaligned dims also cost MFMA efficiency on "
-               "MI200/MI300; pad them.",
+        "hipblaslt-bench / the hipBLASLt tuning flow, or online with PyTorch TunableOp "
+        "(PYTORCH_TUNABLEOP_ENABLED=1, which also covers rocBLAS); prefer hipBLASLt "
+        "(TORCH_BLAS_PREFER_HIPBLASLT=1 on older ROCm builds). Misaligned dims also cost MFMA efficiency on "
+        "MI200/MI300; pad them.",
     },
     needs=("kernels", "cpu_ops", "input_shapes"),
     options={
-        "min_utilization": Option(0.4, "fraction of peak", "flag shapes whose TFLOP/s is below this share of the "
-                                  "dtype's dense datasheet peak"),
+        "min_utilization": Option(
+            0.4,
+            "fraction of peak",
+            "flag shapes whose TFLOP/s is below this share of the dtype's dense datasheet peak",
+        ),
         "min_gpu_us": Option(20.0, "us", "ignore shapes whose summed GPU time is below this"),
         "skinny_dim": Option(64, "elements", "min(M, N) at or below this makes a shape skinny"),
-        "small_dim": Option(128, "elements", "batched GEMMs with max(M, N) at or below this are small batched"),
+        "small_dim": Option(
+            128, "elements", "batched GEMMs with max(M, N) at or below this are small batched"
+        ),
     },
     confidence="high",
 )
@@ -157,8 +162,9 @@ LEGACY_KERNEL = r"align1|align2|cutlass_7\d_|volta_|turing_|maxwell_|gemmSN|gemm
 
 
 def _model_of(dev) -> Model | None:
-    return BY_KEY.get(dev.model or "") or match_model(dev.name, arch=dev.arch, compute_units=dev.compute_units,
-                                                      memory_bytes=dev.memory_bytes)
+    return BY_KEY.get(dev.model or "") or match_model(
+        dev.name, arch=dev.arch, compute_units=dev.compute_units, memory_bytes=dev.memory_bytes
+    )
 
 
 def device_peaks(trace: Trace) -> pl.DataFrame:
@@ -169,15 +175,25 @@ def device_peaks(trace: Trace) -> pl.DataFrame:
         if m is None or not m.tflops or not m.hbm_tbs:  # unknown, or a named model without published peaks
             continue
         cu = d.compute_units if d.compute_units and d.compute_units < m.compute_units else None
-        row: dict[str, Any] = {"device": d.index, "model": m.key, "sms": cu or m.compute_units,
-                               "hbm_tbs": m.hbm_tbs}
+        row: dict[str, Any] = {
+            "device": d.index,
+            "model": m.key,
+            "sms": cu or m.compute_units,
+            "hbm_tbs": m.hbm_tbs,
+        }
         row.update({f"peak_{c}": peak_tflops(m, c, cu) for c in PEAK_COLUMNS})
         scale = (cu / m.compute_units) if cu else 1.0
         ach = ACHIEVABLE.get(m.key, {})
         row.update({f"ach_{c}": ach[c] * scale if c in ach else row[f"peak_{c}"] for c in PEAK_COLUMNS})
         rows.append(row)
-    schema = {"device": pl.Int32, "model": pl.String, "sms": pl.Int64, "hbm_tbs": pl.Float64,
-              **{f"peak_{c}": pl.Float64 for c in PEAK_COLUMNS}, **{f"ach_{c}": pl.Float64 for c in PEAK_COLUMNS}}
+    schema = {
+        "device": pl.Int32,
+        "model": pl.String,
+        "sms": pl.Int64,
+        "hbm_tbs": pl.Float64,
+        **{f"peak_{c}": pl.Float64 for c in PEAK_COLUMNS},
+        **{f"ach_{c}": pl.Float64 for c in PEAK_COLUMNS},
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -191,8 +207,12 @@ def requires(trace: Trace) -> str | None:
 def _dims_expr(col: str, idx: str) -> pl.Expr:
     """The shape at position ``idx`` of a JSON ``Input Dims`` string, as a list of ints (null if absent)."""
     s = pl.col(col).str.extract_all(r"\[[^\[\]]*\]").list.get(pl.col(idx), null_on_oob=True)
-    return (s.str.strip_chars("[] ").str.split(",")
-            .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False)).list.drop_nulls())
+    return (
+        s.str.strip_chars("[] ")
+        .str.split(",")
+        .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
+        .list.drop_nulls()
+    )
 
 
 def _prod(lst: pl.Expr) -> pl.Expr:
@@ -212,56 +232,111 @@ def _dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:
 
 def gemm_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GEMM cpu_ops with parsed M, N, K, batch, the raw dtype string and FLOPs (rows that do not parse drop)."""
-    table = pl.LazyFrame({"name": list(GEMM_OPS), "ia": [v[0] for v in GEMM_OPS.values()],
-                          "ib": [v[1] for v in GEMM_OPS.values()], "layout": [v[2] for v in GEMM_OPS.values()]},
-                         schema={"name": pl.String, "ia": pl.Int64, "ib": pl.Int64, "layout": pl.String})
-    ops = (lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
-           .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims", "input_types")
-           .join(table, on="name", how="inner")
-           .with_columns(a=_dims_expr("input_dims", "ia"), b=_dims_expr("input_dims", "ib"),
-                         dtype_raw=pl.col("input_types").str.extract_all(r'"[^"]*"')
-                         .list.get(pl.col("ia"), null_on_oob=True).str.strip_chars('"'))
-           .with_columns(na=pl.col("a").list.len(), nb=pl.col("b").list.len()))
+    table = pl.LazyFrame(
+        {
+            "name": list(GEMM_OPS),
+            "ia": [v[0] for v in GEMM_OPS.values()],
+            "ib": [v[1] for v in GEMM_OPS.values()],
+            "layout": [v[2] for v in GEMM_OPS.values()],
+        },
+        schema={"name": pl.String, "ia": pl.Int64, "ib": pl.Int64, "layout": pl.String},
+    )
+    ops = (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+        .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims", "input_types")
+        .join(table, on="name", how="inner")
+        .with_columns(
+            a=_dims_expr("input_dims", "ia"),
+            b=_dims_expr("input_dims", "ib"),
+            dtype_raw=pl.col("input_types")
+            .str.extract_all(r'"[^"]*"')
+            .list.get(pl.col("ia"), null_on_oob=True)
+            .str.strip_chars('"'),
+        )
+        .with_columns(na=pl.col("a").list.len(), nb=pl.col("b").list.len())
+    )
     lin = pl.col("layout") == "linear"
     ops = ops.with_columns(
-        m=pl.when(lin).then(_prod(pl.col("a").list.head(pl.col("na") - 1))).otherwise(pl.col("a").list.get(-2, null_on_oob=True)),
+        m=pl.when(lin)
+        .then(_prod(pl.col("a").list.head(pl.col("na") - 1)))
+        .otherwise(pl.col("a").list.get(-2, null_on_oob=True)),
         k=pl.col("a").list.get(-1, null_on_oob=True),
-        kb=pl.when(lin).then(pl.col("b").list.get(1, null_on_oob=True)).otherwise(pl.col("b").list.get(-2, null_on_oob=True)),
-        n=pl.when(lin).then(pl.col("b").list.get(0, null_on_oob=True)).otherwise(pl.col("b").list.get(-1, null_on_oob=True)),
-        batch_a=pl.when(lin).then(pl.lit(1, dtype=pl.Int64)).otherwise(_prod(pl.col("a").list.head(pl.col("na") - 2))),
-        batch_b=pl.when(lin).then(pl.lit(1, dtype=pl.Int64)).otherwise(_prod(pl.col("b").list.head(pl.col("nb") - 2))),
+        kb=pl.when(lin)
+        .then(pl.col("b").list.get(1, null_on_oob=True))
+        .otherwise(pl.col("b").list.get(-2, null_on_oob=True)),
+        n=pl.when(lin)
+        .then(pl.col("b").list.get(0, null_on_oob=True))
+        .otherwise(pl.col("b").list.get(-1, null_on_oob=True)),
+        batch_a=pl.when(lin)
+        .then(pl.lit(1, dtype=pl.Int64))
+        .otherwise(_prod(pl.col("a").list.head(pl.col("na") - 2))),
+        batch_b=pl.when(lin)
+        .then(pl.lit(1, dtype=pl.Int64))
+        .otherwise(_prod(pl.col("b").list.head(pl.col("nb") - 2))),
     )
-    valid = pl.when(lin).then((pl.col("na") >= 1) & (pl.col("nb") == 2)).otherwise(
-        (pl.col("na") >= 2) & (pl.col("nb") >= 2))
-    ops = ops.filter(valid & (pl.col("k") == pl.col("kb")) & (pl.col("m") > 0) & (pl.col("n") > 0) & (pl.col("k") > 0))
-    return ops.with_columns(batch=pl.max_horizontal("batch_a", "batch_b")).with_columns(
-        flops=2.0 * pl.col("m") * pl.col("n") * pl.col("k") * pl.col("batch"),
-        min_elems=(pl.col("batch_a") * pl.col("m") * pl.col("k") + pl.col("batch_b") * pl.col("k") * pl.col("n")
-                   + pl.col("batch") * pl.col("m") * pl.col("n")).cast(pl.Float64),
-        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
-    ).drop("a", "b", "na", "nb", "kb", "batch_a", "batch_b", "ia", "ib", "input_dims", "input_types")
+    valid = (
+        pl.when(lin)
+        .then((pl.col("na") >= 1) & (pl.col("nb") == 2))
+        .otherwise((pl.col("na") >= 2) & (pl.col("nb") >= 2))
+    )
+    ops = ops.filter(
+        valid & (pl.col("k") == pl.col("kb")) & (pl.col("m") > 0) & (pl.col("n") > 0) & (pl.col("k") > 0)
+    )
+    return (
+        ops.with_columns(batch=pl.max_horizontal("batch_a", "batch_b"))
+        .with_columns(
+            flops=2.0 * pl.col("m") * pl.col("n") * pl.col("k") * pl.col("batch"),
+            min_elems=(
+                pl.col("batch_a") * pl.col("m") * pl.col("k")
+                + pl.col("batch_b") * pl.col("k") * pl.col("n")
+                + pl.col("batch") * pl.col("m") * pl.col("n")
+            ).cast(pl.Float64),
+            end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+        )
+        .drop("a", "b", "na", "nb", "kb", "batch_a", "batch_b", "ia", "ib", "input_dims", "input_types")
+    )
 
 
 def _linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
     """Kernels with the external id of the op that launched them (own id, launch call's id, or time containment)."""
-    k = views.kernels(lf).select("rank", "device", "name", "start_ns", "dur_ns", "end_ns", "correlation_id",
-                                 "external_id")
-    rt = (views.runtime(lf).filter(pl.col("correlation_id").is_not_null())
-          .select("rank", "correlation_id", pl.col("external_id").alias("rt_ext"), pl.col("start_ns").alias("api_ns"),
-                  pl.col("tid").alias("api_tid"))
-          .unique(subset=["rank", "correlation_id"], keep="first"))
+    k = views.kernels(lf).select(
+        "rank", "device", "name", "start_ns", "dur_ns", "end_ns", "correlation_id", "external_id"
+    )
+    rt = (
+        views.runtime(lf)
+        .filter(pl.col("correlation_id").is_not_null())
+        .select(
+            "rank",
+            "correlation_id",
+            pl.col("external_id").alias("rt_ext"),
+            pl.col("start_ns").alias("api_ns"),
+            pl.col("tid").alias("api_tid"),
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
     k = k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True).with_columns(
-        ext=pl.coalesce("external_id", "rt_ext"), linked=pl.lit("external_id"))
+        ext=pl.coalesce("external_id", "rt_ext"), linked=pl.lit("external_id")
+    )
     direct = k.filter(pl.col("ext").is_not_null())
-    spans = (ops.select(pl.col("rank").alias("op_rank"), pl.col("tid").alias("api_tid"), pl.col("start_ns").alias("op_start"),
-                        pl.col("end_ns").alias("op_end"), pl.col("external_id").alias("op_ext"))
-             .drop_nulls(["api_tid", "op_start"]).sort("op_start"))
-    fallback = (k.filter(pl.col("ext").is_null() & pl.col("api_ns").is_not_null() & pl.col("api_tid").is_not_null())
-                .sort("api_ns")
-                .join_asof(spans, left_on="api_ns", right_on="op_start", by="api_tid", check_sortedness=False)
-                .filter((pl.col("api_ns") < pl.col("op_end")) & pl.col("rank").eq_missing(pl.col("op_rank")))
-                .with_columns(ext=pl.col("op_ext"), linked=pl.lit("time range"))
-                .select(direct.collect_schema().names()))
+    spans = (
+        ops.select(
+            pl.col("rank").alias("op_rank"),
+            pl.col("tid").alias("api_tid"),
+            pl.col("start_ns").alias("op_start"),
+            pl.col("end_ns").alias("op_end"),
+            pl.col("external_id").alias("op_ext"),
+        )
+        .drop_nulls(["api_tid", "op_start"])
+        .sort("op_start")
+    )
+    fallback = (
+        k.filter(pl.col("ext").is_null() & pl.col("api_ns").is_not_null() & pl.col("api_tid").is_not_null())
+        .sort("api_ns")
+        .join_asof(spans, left_on="api_ns", right_on="op_start", by="api_tid", check_sortedness=False)
+        .filter((pl.col("api_ns") < pl.col("op_end")) & pl.col("rank").eq_missing(pl.col("op_rank")))
+        .with_columns(ext=pl.col("op_ext"), linked=pl.lit("time range"))
+        .select(direct.collect_schema().names())
+    )
     return pl.concat([direct, fallback], how="vertical_relaxed")
 
 
@@ -270,22 +345,42 @@ def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     lf = trace.lazy()
     ops = gemm_ops(lf)
     kern = _linked_kernels(lf, ops)
-    per_op = (kern.sort("dur_ns", descending=True)
-              .group_by("rank", "ext")
-              .agg(pl.col("device").first(), pl.col("name").first().alias("kernel"), pl.col("dur_ns").sum().alias("gpu_ns"),
-                   pl.len().alias("kernels"), pl.col("start_ns").min().alias("k_start"),
-                   pl.col("end_ns").max().alias("k_end"), pl.col("linked").first()))
-    joined = ops.join(per_op, left_on=["rank", "external_id"], right_on=["rank", "ext"], how="inner",
-                      nulls_equal=True).with_columns(
-        dtype=_dtype_expr(pl.col("dtype_raw"), pl.col("kernel")))
+    per_op = (
+        kern.sort("dur_ns", descending=True)
+        .group_by("rank", "ext")
+        .agg(
+            pl.col("device").first(),
+            pl.col("name").first().alias("kernel"),
+            pl.col("dur_ns").sum().alias("gpu_ns"),
+            pl.len().alias("kernels"),
+            pl.col("start_ns").min().alias("k_start"),
+            pl.col("end_ns").max().alias("k_end"),
+            pl.col("linked").first(),
+        )
+    )
+    joined = ops.join(
+        per_op, left_on=["rank", "external_id"], right_on=["rank", "ext"], how="inner", nulls_equal=True
+    ).with_columns(dtype=_dtype_expr(pl.col("dtype_raw"), pl.col("kernel")))
     joined = joined.filter(pl.col("dtype").is_not_null() & (pl.col("gpu_ns") > 0))
     keys = ["rank", "device", "m", "n", "k", "batch", "dtype"]
-    shapes = (joined.sort("gpu_ns", descending=True).group_by(keys).agg(
-        pl.len().alias("calls"), pl.col("flops").sum(), pl.col("gpu_ns").sum(), pl.col("min_elems").first(),
-        pl.col("kernel").first(), pl.col("name").unique().sort().str.join(", ").alias("ops"),
-        pl.col("kernels").sum().alias("kernel_launches"), pl.col("dtype_raw").first(),
-        pl.col("dur_ns").median().alias("host_ns_median"), pl.col("k_start").min().alias("start_ns"),
-        pl.col("k_end").max().alias("end_ns"), (pl.col("linked") == "time range").any().alias("inferred_link")))
+    shapes = (
+        joined.sort("gpu_ns", descending=True)
+        .group_by(keys)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("flops").sum(),
+            pl.col("gpu_ns").sum(),
+            pl.col("min_elems").first(),
+            pl.col("kernel").first(),
+            pl.col("name").unique().sort().str.join(", ").alias("ops"),
+            pl.col("kernels").sum().alias("kernel_launches"),
+            pl.col("dtype_raw").first(),
+            pl.col("dur_ns").median().alias("host_ns_median"),
+            pl.col("k_start").min().alias("start_ns"),
+            pl.col("k_end").max().alias("end_ns"),
+            (pl.col("linked") == "time range").any().alias("inferred_link"),
+        )
+    )
     peaks = device_peaks(trace)
     shapes = _with_peaks(shapes, peaks)
     return _with_metrics(shapes, options)
@@ -298,6 +393,7 @@ def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
     if peaks.height and peaks.select(pl.col("model").n_unique()).item() == 1:
         first = peaks.row(0, named=True)
         out = out.with_columns(pl.col(c).fill_null(pl.lit(first[c])) for c in cols)
+
     def pick(prefix: str) -> pl.Expr:
         none = pl.lit(None, dtype=pl.Float64)
         expr = pl.when(pl.lit(False)).then(none)
@@ -306,29 +402,42 @@ def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
         return expr.otherwise(none)
 
     return out.with_columns(peak_tflops=pick("peak"), achievable_tflops=pick("ach")).drop(
-        *(f"{p}_{c}" for c in PEAK_COLUMNS for p in ("peak", "ach")))
+        *(f"{p}_{c}" for c in PEAK_COLUMNS for p in ("peak", "ach"))
+    )
 
 
 def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame:
     eb = pl.col("dtype").replace_strict(ELEMENT_BYTES, default=2, return_dtype=pl.Float64)
     align = pl.col("dtype").replace_strict(ALIGN_ELEMENTS, default=8, return_dtype=pl.Int64)
-    s = shapes.filter(pl.col("peak_tflops").is_not_null() & (pl.col("peak_tflops") > 0)).with_columns(
-        tflops=pl.col("flops") / pl.col("gpu_ns") / 1e3,
-        flop_per_call=pl.col("flops") / pl.col("calls"),
-        bytes_per_call=pl.col("min_elems") * eb,
-        misaligned=(pl.col("n") % align != 0) | (pl.col("k") % align != 0),
-        tiles=((pl.col("m") + TILE - 1) // TILE) * ((pl.col("n") + TILE - 1) // TILE) * pl.col("batch"),
-    ).with_columns(
-        utilization=pl.col("tflops") / pl.col("peak_tflops"),
-        utilization_of_achievable=pl.col("tflops") / pl.col("achievable_tflops"),
-        ideal_ns=pl.max_horizontal(pl.col("flop_per_call") / (pl.col("peak_tflops") * 1e3),
-                                   pl.col("bytes_per_call") / (pl.col("hbm_tbs") * 1e3)),
-        intensity=pl.col("flop_per_call") / pl.col("bytes_per_call"),
-        ridge=pl.col("peak_tflops") / pl.col("hbm_tbs"),
-        tile_waste=1.0 - (pl.col("m") * pl.col("n") * pl.col("batch")).cast(pl.Float64) / (pl.col("tiles") * TILE * TILE),
-    ).with_columns(
-        impact_ns=(pl.col("gpu_ns") - pl.col("calls") * pl.col("ideal_ns")).clip(lower_bound=0).round(0).cast(pl.Int64),
-        roofline_efficiency=pl.col("calls") * pl.col("ideal_ns") / pl.col("gpu_ns"),
+    s = (
+        shapes.filter(pl.col("peak_tflops").is_not_null() & (pl.col("peak_tflops") > 0))
+        .with_columns(
+            tflops=pl.col("flops") / pl.col("gpu_ns") / 1e3,
+            flop_per_call=pl.col("flops") / pl.col("calls"),
+            bytes_per_call=pl.col("min_elems") * eb,
+            misaligned=(pl.col("n") % align != 0) | (pl.col("k") % align != 0),
+            tiles=((pl.col("m") + TILE - 1) // TILE) * ((pl.col("n") + TILE - 1) // TILE) * pl.col("batch"),
+        )
+        .with_columns(
+            utilization=pl.col("tflops") / pl.col("peak_tflops"),
+            utilization_of_achievable=pl.col("tflops") / pl.col("achievable_tflops"),
+            ideal_ns=pl.max_horizontal(
+                pl.col("flop_per_call") / (pl.col("peak_tflops") * 1e3),
+                pl.col("bytes_per_call") / (pl.col("hbm_tbs") * 1e3),
+            ),
+            intensity=pl.col("flop_per_call") / pl.col("bytes_per_call"),
+            ridge=pl.col("peak_tflops") / pl.col("hbm_tbs"),
+            tile_waste=1.0
+            - (pl.col("m") * pl.col("n") * pl.col("batch")).cast(pl.Float64)
+            / (pl.col("tiles") * TILE * TILE),
+        )
+        .with_columns(
+            impact_ns=(pl.col("gpu_ns") - pl.col("calls") * pl.col("ideal_ns"))
+            .clip(lower_bound=0)
+            .round(0)
+            .cast(pl.Int64),
+            roofline_efficiency=pl.col("calls") * pl.col("ideal_ns") / pl.col("gpu_ns"),
+        )
     )
     skinny = pl.min_horizontal("m", "n") <= options["skinny_dim"]
     small_batched = (pl.col("batch") > 1) & (pl.max_horizontal("m", "n") <= options["small_dim"])
@@ -339,52 +448,130 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
     misaligned = pl.col("misaligned")
     # (condition, cause, fix): every matching cause is listed, the first one is the primary
     table = [
-        (small_batched, pl.lit("small batched GEMM"),
-         pl.lit("batch the small matrices into fewer, larger GEMMs (or a grouped GEMM / fused kernel)")),
-        (skinny & ~small_batched, pl.lit("skinny GEMM (memory-bound)"),
-         pl.concat_str(pl.lit("at "), pct, pl.lit("% of the HBM/FLOP roofline: raise min(M, N) by batching more "
-                                                  "rows/tokens or fusing GEMMs that share an operand"))),
+        (
+            small_batched,
+            pl.lit("small batched GEMM"),
+            pl.lit("batch the small matrices into fewer, larger GEMMs (or a grouped GEMM / fused kernel)"),
+        ),
+        (
+            skinny & ~small_batched,
+            pl.lit("skinny GEMM (memory-bound)"),
+            pl.concat_str(
+                pl.lit("at "),
+                pct,
+                pl.lit(
+                    "% of the HBM/FLOP roofline: raise min(M, N) by batching more "
+                    "rows/tokens or fusing GEMMs that share an operand"
+                ),
+            ),
+        ),
         (misaligned & legacy, pl.lit("misaligned dims, legacy/align1 kernel"), None),
         (misaligned & ~legacy, pl.lit("misaligned dims"), None),
-        (underfilled & ~skinny & ~small_batched, pl.lit("too small to fill the GPU"),
-         pl.concat_str(pl.lit("only "), pl.col("tiles").cast(pl.String), pl.lit(" output tiles of 128x128 for "),
-                       pl.col("sms").cast(pl.String), pl.lit(" SMs/CUs: batch more rows/tokens per call or fuse "
-                                                             "GEMMs"))),
-        (quant & ~underfilled & ~skinny & ~small_batched, pl.lit("tile quantization"),
-         pl.lit("choose M and N as multiples of 128 (fill whole tiles)")),
+        (
+            underfilled & ~skinny & ~small_batched,
+            pl.lit("too small to fill the GPU"),
+            pl.concat_str(
+                pl.lit("only "),
+                pl.col("tiles").cast(pl.String),
+                pl.lit(" output tiles of 128x128 for "),
+                pl.col("sms").cast(pl.String),
+                pl.lit(" SMs/CUs: batch more rows/tokens per call or fuse GEMMs"),
+            ),
+        ),
+        (
+            quant & ~underfilled & ~skinny & ~small_batched,
+            pl.lit("tile quantization"),
+            pl.lit("choose M and N as multiples of 128 (fill whole tiles)"),
+        ),
     ]
-    align_fix = pl.concat_str(pl.lit("pad N and K to multiples of "), align.cast(pl.String),
-                              pl.lit(" elements to get aligned tensor-core kernels"))
+    align_fix = pl.concat_str(
+        pl.lit("pad N and K to multiples of "),
+        align.cast(pl.String),
+        pl.lit(" elements to get aligned tensor-core kernels"),
+    )
     causes = [pl.when(c).then(txt) for c, txt, _ in table]
     fixes = [pl.when(c).then(f if f is not None else align_fix) for c, _, f in table]
     none_yet = ~pl.any_horizontal(*(c for c, _, _ in table))
     causes.append(pl.when(none_yet).then(pl.lit("kernel selection")))
-    fixes.append(pl.when(none_yet).then(pl.lit("tune the kernel choice for this shape (TunableOp / hipBLASLt "
-                                               "tuning, torch.compile max-autotune)")))
+    fixes.append(
+        pl.when(none_yet).then(
+            pl.lit(
+                "tune the kernel choice for this shape (TunableOp / hipBLASLt "
+                "tuning, torch.compile max-autotune)"
+            )
+        )
+    )
     cause = pl.concat_list(causes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
     fix = pl.concat_list(fixes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
-    return s.with_columns(cause=cause, fix=fix, flagged=(pl.col("utilization_of_achievable") < options["min_utilization"])
-                          & (pl.col("gpu_ns") >= options["min_gpu_us"] * 1000) & (pl.col("impact_ns") > 0))
+    return s.with_columns(
+        cause=cause,
+        fix=fix,
+        flagged=(pl.col("utilization_of_achievable") < options["min_utilization"])
+        & (pl.col("gpu_ns") >= options["min_gpu_us"] * 1000)
+        & (pl.col("impact_ns") > 0),
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     s = shape_table(trace, options).filter(pl.col("flagged"))
     return s.select(
-        "rank", "device", "start_ns", "end_ns", "impact_ns", pl.col("calls").alias("count"),
-        "m", "n", "k", "batch", "dtype", "calls", "tflops", "utilization", "peak_tflops", "utilization_of_achievable",
-        "achievable_tflops", "cause", "fix",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        pl.col("calls").alias("count"),
+        "m",
+        "n",
+        "k",
+        "batch",
+        "dtype",
+        "calls",
+        "tflops",
+        "utilization",
+        "peak_tflops",
+        "utilization_of_achievable",
+        "achievable_tflops",
+        "cause",
+        "fix",
         (pl.col("gpu_ns") / pl.col("calls") / 1e3).alias("gpu_us_per_call"),
         (pl.col("ideal_ns") / 1e3).alias("roofline_us_per_call"),
         (pl.col("host_ns_median") / 1e3).alias("host_us_per_call"),
-        "roofline_efficiency", "intensity", "ridge", "misaligned", "tile_waste", "kernel", "kernel_launches", "ops",
-        "dtype_raw", "model",
+        "roofline_efficiency",
+        "intensity",
+        "ridge",
+        "misaligned",
+        "tile_waste",
+        "kernel",
+        "kernel_launches",
+        "ops",
+        "dtype_raw",
+        "model",
         pl.when(pl.col("inferred_link")).then(pl.lit("medium")).otherwise(pl.lit("high")).alias("confidence"),
     ).sort("impact_ns", descending=True)
 
 
-SHAPE_KEYS = ("m", "n", "k", "batch", "dtype", "calls", "tflops", "utilization", "peak_tflops",
-              "utilization_of_achievable", "achievable_tflops", "gpu_us_per_call",
-              "roofline_us_per_call", "host_us_per_call", "cause", "fix", "kernel", "ops", "impact_ns")
+SHAPE_KEYS = (
+    "m",
+    "n",
+    "k",
+    "batch",
+    "dtype",
+    "calls",
+    "tflops",
+    "utilization",
+    "peak_tflops",
+    "utilization_of_achievable",
+    "achievable_tflops",
+    "gpu_us_per_call",
+    "roofline_us_per_call",
+    "host_us_per_call",
+    "cause",
+    "fix",
+    "kernel",
+    "ops",
+    "impact_ns",
+)
 
 
 def _shape_dict(row: dict[str, Any], flagged: bool) -> dict[str, Any]:
@@ -393,8 +580,14 @@ def _shape_dict(row: dict[str, Any], flagged: bool) -> dict[str, Any]:
     d["flagged"] = flagged
     if not flagged:
         d["cause"] = d["fix"] = None
-    for k in ("tflops", "peak_tflops", "achievable_tflops", "gpu_us_per_call", "roofline_us_per_call",
-              "host_us_per_call"):
+    for k in (
+        "tflops",
+        "peak_tflops",
+        "achievable_tflops",
+        "gpu_us_per_call",
+        "roofline_us_per_call",
+        "host_us_per_call",
+    ):
         if d.get(k) is not None:
             d[k] = round(float(d[k]), 3)
     for k in ("utilization", "utilization_of_achievable"):
@@ -407,11 +600,17 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     """Per-shape numbers: ``shapes`` (flagged) and ``unflagged_shapes`` (same rank/device, for context)."""
     flagged = [_shape_dict(r, True) for r in rows.sort("impact_ns", descending=True).iter_rows(named=True)]
     rank, device = rows["rank"][0], rows["device"][0]
-    every = shape_table(trace, options).with_columns(
-        gpu_us_per_call=pl.col("gpu_ns") / pl.col("calls") / 1e3,
-        roofline_us_per_call=pl.col("ideal_ns") / 1e3, host_us_per_call=pl.col("host_ns_median") / 1e3,
-    ).filter(~pl.col("flagged") & pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device)).sort(
-        "gpu_ns", descending=True).collect()
+    every = (
+        shape_table(trace, options)
+        .with_columns(
+            gpu_us_per_call=pl.col("gpu_ns") / pl.col("calls") / 1e3,
+            roofline_us_per_call=pl.col("ideal_ns") / 1e3,
+            host_us_per_call=pl.col("host_ns_median") / 1e3,
+        )
+        .filter(~pl.col("flagged") & pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
+        .sort("gpu_ns", descending=True)
+        .collect()
+    )
     other = [_shape_dict(r, False) for r in every.iter_rows(named=True)]
     for d in other:
         if d["dtype"] == "fp32":
@@ -428,8 +627,17 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     }
 
 
-def _gemm(b: TraceBuilder, t_us: float, ext: int, dims, types, kernel: str, gpu_us: float, dur_us: float,
-          op: str = "aten::mm") -> None:
+def _gemm(
+    b: TraceBuilder,
+    t_us: float,
+    ext: int,
+    dims,
+    types,
+    kernel: str,
+    gpu_us: float,
+    dur_us: float,
+    op: str = "aten::mm",
+) -> None:
     b.cpu_op(op, t_us, 20, ext=ext, dims=dims, types=types)
     b.launch(kernel, t_us + 5, gpu_us, dur_us, ext=ext)
 
@@ -438,8 +646,16 @@ def example_bad() -> Trace:
     """Five calls of a misaligned fp16 GEMM (4095x4097x4093) on a legacy align1 kernel: ~150 TFLOP/s on an H200."""
     b = TraceBuilder(name="gem001_bad")
     for i in range(5):
-        _gemm(b, i * 1000, 100 + i, [[4095, 4093], [4093, 4097]], ["c10::Half", "c10::Half"],
-              "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1>", 50 + i * 1000, 904)
+        _gemm(
+            b,
+            i * 1000,
+            100 + i,
+            [[4095, 4093], [4093, 4097]],
+            ["c10::Half", "c10::Half"],
+            "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1>",
+            50 + i * 1000,
+            904,
+        )
     return b.build()
 
 
@@ -447,6 +663,14 @@ def example_good() -> Trace:
     """Five calls of an aligned bf16 8192^3 GEMM at ~800 TFLOP/s (81% of peak)."""
     b = TraceBuilder(name="gem001_good")
     for i in range(5):
-        _gemm(b, i * 1500, 100 + i, [[8192, 8192], [8192, 8192]], ["c10::BFloat16", "c10::BFloat16"],
-              "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", 50 + i * 1500, 1371)
+        _gemm(
+            b,
+            i * 1500,
+            100 + i,
+            [[8192, 8192], [8192, 8192]],
+            ["c10::BFloat16", "c10::BFloat16"],
+            "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",
+            50 + i * 1500,
+            1371,
+        )
     return b.build()

@@ -63,27 +63,29 @@ RULE = Rule(
     name="gemm-without-tensor-cores",
     title="FP32 GEMMs on SIMT/FFMA units where tensor cores would be several times faster",
     summary="{count} FP32 GEMM kernels ran on SIMT/FFMA units for {fp32_gemm_ms:.1f} ms; {target} tensor/matrix "
-            "cores could save up to {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)",
+    "cores could save up to {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)",
     advice={
         "common": "Let FP32 matmuls use tensor cores: TF32 keeps FP32 storage and range with a 10-bit mantissa "
-                  "(usually fine for training and inference); or run the model in BF16/FP16 with autocast, which "
-                  "also halves memory traffic. Keep full FP32 only where accuracy requires it.",
+        "(usually fine for training and inference); or run the model in BF16/FP16 with autocast, which "
+        "also halves memory traffic. Keep full FP32 only where accuracy requires it.",
         "torch": "torch.set_float32_matmul_precision('high') (or torch.backends.cuda.matmul.allow_tf32 = True; "
-                 "cudnn convolutions: torch.backends.cudnn.allow_tf32 = True), or wrap the forward pass in "
-                 "torch.autocast('cuda', dtype=torch.bfloat16).",
+        "cudnn convolutions: torch.backends.cudnn.allow_tf32 = True), or wrap the forward pass in "
+        "torch.autocast('cuda', dtype=torch.bfloat16).",
         "nvidia": "Ampere and later run TF32 on tensor cores (A100 156 vs 19.5 TFLOP/s, H100/H200 494.5 vs 67); "
-                  "cuBLAS then picks tensorop/tf32 kernels instead of sgemm/ffma ones. NVIDIA_TF32_OVERRIDE=0 "
-                  "forces TF32 off globally: make sure it is not set. On V100/T4 (no TF32) use FP16 autocast.",
+        "cuBLAS then picks tensorop/tf32 kernels instead of sgemm/ffma ones. NVIDIA_TF32_OVERRIDE=0 "
+        "forces TF32 off globally: make sure it is not set. On V100/T4 (no TF32) use FP16 autocast.",
         "amd": "MI300 (gfx942) and MI350 (gfx950) run xf32/TF32 through hipBLASLt with the same PyTorch API "
-               "(torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision('high')); ROCm PyTorch "
-               "2.4-2.5 builds also need HIPBLASLT_ALLOW_TF32=1 (and TORCH_BLAS_PREFER_HIPBLASLT=1). See the PyTorch "
-               "numerical-accuracy notes for MI300 TF32 precision. MI200 (gfx90a) has no TF32: use BF16 autocast "
-               "(4x the FP32 matrix rate).",
+        "(torch.backends.cuda.matmul.allow_tf32 / set_float32_matmul_precision('high')); ROCm PyTorch "
+        "2.4-2.5 builds also need HIPBLASLT_ALLOW_TF32=1 (and TORCH_BLAS_PREFER_HIPBLASLT=1). See the PyTorch "
+        "numerical-accuracy notes for MI300 TF32 precision. MI200 (gfx90a) has no TF32: use BF16 autocast "
+        "(4x the FP32 matrix rate).",
     },
     needs=("kernels",),
     options={
         "min_impact_us": Option(50.0, "us", "drop findings whose summed saving is below this"),
-        "unknown_speedup": Option(8.0, "x", "tensor-core / FP32 speed ratio assumed when the device peak is unknown"),
+        "unknown_speedup": Option(
+            8.0, "x", "tensor-core / FP32 speed ratio assumed when the device peak is unknown"
+        ),
     },
     confidence="high",
 )
@@ -102,8 +104,9 @@ NO_TENSOR_CORES = r"(?i)maxwell_|pascal_|kepler_|\bsm_?[35-6]\d_|ISA90[0-6]\b|IS
 
 
 def _model_of(dev) -> Model | None:
-    return BY_KEY.get(dev.model or "") or match_model(dev.name, arch=dev.arch, compute_units=dev.compute_units,
-                                                      memory_bytes=dev.memory_bytes)
+    return BY_KEY.get(dev.model or "") or match_model(
+        dev.name, arch=dev.arch, compute_units=dev.compute_units, memory_bytes=dev.memory_bytes
+    )
 
 
 def speedups(trace: Trace) -> pl.DataFrame:
@@ -116,11 +119,16 @@ def speedups(trace: Trace) -> pl.DataFrame:
         fp32 = peak_tflops(m, "fp32")
         tc, target = peak_tflops(m, "tf32"), "TF32"
         if not tc:  # no TF32 (Volta, Turing, MI200): half-precision tensor/matrix cores through autocast
-            tc, target = (peak_tflops(m, "bf16"), "BF16/FP16") if peak_tflops(m, "bf16") else (peak_tflops(m, "fp16"), "FP16")
+            tc, target = (
+                (peak_tflops(m, "bf16"), "BF16/FP16")
+                if peak_tflops(m, "bf16")
+                else (peak_tflops(m, "fp16"), "FP16")
+            )
         if fp32 and tc and tc > fp32:
             rows.append({"device": d.index, "target": target, "speedup": tc / fp32, "model": m.key})
-    return pl.DataFrame(rows, schema={"device": pl.Int32, "target": pl.String, "speedup": pl.Float64,
-                                      "model": pl.String})
+    return pl.DataFrame(
+        rows, schema={"device": pl.Int32, "target": pl.String, "speedup": pl.Float64, "model": pl.String}
+    )
 
 
 def fp32_simt_expr(name: str = "name") -> pl.Expr:
@@ -147,16 +155,35 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
     total = pl.col("impact_ns").sum().over("rank", "device")
     return k.filter(total >= options["min_impact_us"] * 1000).select(
-        "rank", "device", "start_ns", "end_ns", "impact_ns", "name", "dur_ns", "stream", "correlation_id",
-        "external_id", "target", "speedup", "model", "matrix_cores_at_fp32_rate", "confidence",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        "name",
+        "dur_ns",
+        "stream",
+        "correlation_id",
+        "external_id",
+        "target",
+        "speedup",
+        "model",
+        "matrix_cores_at_fp32_rate",
+        "confidence",
     )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     """Per kernel name: calls, FP32 time and the possible saving; the launching ops when the trace has them."""
-    by_name = (rows.group_by("name").agg(pl.len().alias("calls"), (pl.col("dur_ns").sum() / 1e6).alias("fp32_ms"),
-                                         (pl.col("impact_ns").sum() / 1e6).alias("saving_ms"))
-               .sort("fp32_ms", descending=True))
+    by_name = (
+        rows.group_by("name")
+        .agg(
+            pl.len().alias("calls"),
+            (pl.col("dur_ns").sum() / 1e6).alias("fp32_ms"),
+            (pl.col("impact_ns").sum() / 1e6).alias("saving_ms"),
+        )
+        .sort("fp32_ms", descending=True)
+    )
     out: dict[str, Any] = {
         "kernels": by_name.head(20).to_dicts(),
         "fp32_gemm_ms": float(rows["dur_ns"].sum()) / 1e6,
@@ -166,9 +193,15 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     }
     ext = rows["external_id"].drop_nulls().unique()
     if ext.len() and "cpu_ops" in trace.meta.capabilities:
-        ops = (trace.lazy().filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_in(ext.implode()))
-               .group_by("name").agg(pl.len().alias("calls"), pl.col("input_types").drop_nulls().first())
-               .sort("calls", descending=True).head(10).collect())
+        ops = (
+            trace.lazy()
+            .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_in(ext.implode()))
+            .group_by("name")
+            .agg(pl.len().alias("calls"), pl.col("input_types").drop_nulls().first())
+            .sort("calls", descending=True)
+            .head(10)
+            .collect()
+        )
         out["ops"] = ops.to_dicts()
     return out
 
@@ -177,9 +210,17 @@ def example_bad() -> Trace:
     """An FP32 training step whose GEMMs run on sgemm / ffma kernels on an H200 (TF32 off)."""
     b = TraceBuilder(name="gem002_bad")
     for i in range(10):
-        b.cpu_op("aten::mm", i * 3000, 30, ext=10 + i, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"])
-        b.launch("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"
-                 "_execute_kernel__5x_cublas", i * 3000 + 5, i * 3000 + 40, 2680, ext=10 + i)
+        b.cpu_op(
+            "aten::mm", i * 3000, 30, ext=10 + i, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"]
+        )
+        b.launch(
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"
+            "_execute_kernel__5x_cublas",
+            i * 3000 + 5,
+            i * 3000 + 40,
+            2680,
+            ext=10 + i,
+        )
     return b.build()
 
 
@@ -187,7 +228,15 @@ def example_good() -> Trace:
     """The same GEMMs with torch.set_float32_matmul_precision('high'): TF32 tensor-core kernels."""
     b = TraceBuilder(name="gem002_good")
     for i in range(10):
-        b.cpu_op("aten::mm", i * 1000, 30, ext=10 + i, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"])
-        b.launch("sm90_xmma_gemm_tf32tf32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off"
-                 "_kernel__5x_cublas", i * 1000 + 5, i * 1000 + 40, 420, ext=10 + i)
+        b.cpu_op(
+            "aten::mm", i * 1000, 30, ext=10 + i, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"]
+        )
+        b.launch(
+            "sm90_xmma_gemm_tf32tf32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off"
+            "_kernel__5x_cublas",
+            i * 1000 + 5,
+            i * 1000 + 40,
+            420,
+            ext=10 + i,
+        )
     return b.build()

@@ -54,26 +54,30 @@ RULE = Rule(
     name="dataloader-stall",
     title="GPU idle while the next batch is fetched from the DataLoader",
     summary="{count} batch fetches kept the GPU idle for {impact_ms:.1f} ms ({idle_pct_of_window:.1f}% of the "
-            "analysed window, {share_pct:.1f}% of the trace)",
+    "analysed window, {share_pct:.1f}% of the trace)",
     advice={
         "common": "Take data preparation off the training thread's critical path: load and augment in parallel "
-                  "workers, prefetch the next batches while the GPU computes, keep decoded data in a fast format "
-                  "(pre-resized, memory-mapped, sharded) and move heavy augmentation to the GPU.",
+        "workers, prefetch the next batches while the GPU computes, keep decoded data in a fast format "
+        "(pre-resized, memory-mapped, sharded) and move heavy augmentation to the GPU.",
         "torch": "DataLoader(num_workers=N (start near the CPU cores per GPU), pin_memory=True, "
-                 "persistent_workers=True, prefetch_factor=2-4); copy with .to(device, non_blocking=True); profile "
-                 "the worker side with torch.utils.data.get_worker_info() timers; use torchvision.transforms.v2 on "
-                 "GPU tensors for augmentation.",
+        "persistent_workers=True, prefetch_factor=2-4); copy with .to(device, non_blocking=True); profile "
+        "the worker side with torch.utils.data.get_worker_info() timers; use torchvision.transforms.v2 on "
+        "GPU tensors for augmentation.",
         "nvidia": "NVIDIA DALI decodes and augments on the GPU (nvJPEG, nvImageCodec) and feeds PyTorch through "
-                  "DALIGenericIterator; GPUDirect Storage (cuFile, kvikio) reads data straight into GPU memory; "
-                  "Nsight Systems --sample=cpu shows where the loader's time goes.",
+        "DALIGenericIterator; GPUDirect Storage (cuFile, kvikio) reads data straight into GPU memory; "
+        "Nsight Systems --sample=cpu shows where the loader's time goes.",
         "amd": "rocAL (ROCm Augmentation Library) and rocDecode / rocJPEG move decoding and augmentation to the GPU; "
-               "MIVisionX provides the pipeline; hipFile / AMD's GPUDirect-style storage paths read into GPU "
-               "memory; pin the loader workers to the GPU's NUMA node (numactl) on multi-socket MI300X hosts.",
+        "MIVisionX provides the pipeline; hipFile / AMD's GPUDirect-style storage paths read into GPU "
+        "memory; pin the loader workers to the GPU's NUMA node (numactl) on multi-socket MI300X hosts.",
     },
     needs=("timeline", "kernels", ("cpu_ops", "annotations")),
     options={
-        "min_idle_pct": Option(2.0, "% of window", "report when data-wait GPU idle is at least this share of the "
-                               "analysed window (steps, or the trace span)"),
+        "min_idle_pct": Option(
+            2.0,
+            "% of window",
+            "report when data-wait GPU idle is at least this share of the "
+            "analysed window (steps, or the trace span)",
+        ),
     },
     confidence="medium",
 )
@@ -88,13 +92,28 @@ HOST_KINDS = ("cpu_op", "annotation", "python")
 
 def fetch_spans(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Batch-fetch spans merged per rank, with the number of fetches in each and their name."""
-    s = (lf.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.contains(BATCH_FETCH))
-         .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns")).sort("rank", "start_ns"))
+    s = (
+        lf.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.contains(BATCH_FETCH))
+        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+        .sort("rank", "start_ns")
+    )
     s = s.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over("rank"))
-    s = s.with_columns(grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
-                       .cast(pl.Int64).cum_sum().over("rank"))
-    return s.group_by("rank", "grp").agg(pl.col("start_ns").min(), pl.col("end_ns").max(),
-                                         pl.col("name").first(), pl.len().alias("fetches")).drop("grp")
+    s = s.with_columns(
+        grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
+        .cast(pl.Int64)
+        .cum_sum()
+        .over("rank")
+    )
+    return (
+        s.group_by("rank", "grp")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("name").first(),
+            pl.len().alias("fetches"),
+        )
+        .drop("grp")
+    )
 
 
 def _has_steps(trace: Trace) -> bool:
@@ -109,21 +128,40 @@ def _window(trace: Trace) -> pl.LazyFrame:
     if _has_steps(trace):
         return views.steps(lf).group_by("rank").agg(pl.col("dur_ns").sum().alias("window_ns"))
     return lf.group_by("rank").agg(
-        ((pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max() - pl.col("start_ns").min()).alias("window_ns"))
+        ((pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max() - pl.col("start_ns").min()).alias(
+            "window_ns"
+        )
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     lf = trace.lazy()
     devices = views.gpu_work(lf).filter(pl.col("device").is_not_null()).select("rank", "device").unique()
     spans = fetch_spans(lf).join(devices, on="rank", how="inner", nulls_equal=True)
-    spans = views.covered_ns(spans, views.gpu_busy(lf), ["rank", "device"]).with_columns(
-        span_ns=pl.col("end_ns") - pl.col("start_ns")).with_columns(idle_ns=pl.col("span_ns") - pl.col("covered_ns"))
+    spans = (
+        views.covered_ns(spans, views.gpu_busy(lf), ["rank", "device"])
+        .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .with_columns(idle_ns=pl.col("span_ns") - pl.col("covered_ns"))
+    )
     spans = spans.join(_window(trace), on="rank", how="left", nulls_equal=True)
     share = pl.col("idle_ns").sum().over("rank", "device") / pl.col("window_ns")
-    return spans.filter((pl.col("idle_ns") > 0) & (share * 100 >= options["min_idle_pct"])).select(
-        "rank", "device", "start_ns", "end_ns", pl.col("idle_ns").alias("impact_ns"), pl.col("fetches").alias("count"),
-        "name", "span_ns", pl.col("covered_ns").alias("gpu_busy_ns"), "idle_ns", "window_ns",
-    ).sort("start_ns")
+    return (
+        spans.filter((pl.col("idle_ns") > 0) & (share * 100 >= options["min_idle_pct"]))
+        .select(
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            pl.col("idle_ns").alias("impact_ns"),
+            pl.col("fetches").alias("count"),
+            "name",
+            "span_ns",
+            pl.col("covered_ns").alias("gpu_busy_ns"),
+            "idle_ns",
+            "window_ns",
+        )
+        .sort("start_ns")
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:

@@ -61,31 +61,40 @@ RULE = Rule(
     name="gpu-idle-host-bound",
     title="GPU idle while the host prepares the next launch",
     summary="{count} GPU idle gaps with an empty launch queue: {impact_ms:.1f} ms ({share_pct:.1f}% of the trace, "
-            "{idle_pct_of_window:.0f}% of the analysed window)",
+    "{idle_pct_of_window:.0f}% of the analysed window)",
     advice={
         "common": "Cut the host work per GPU launch: fewer, larger kernels (fuse elementwise chains, batch small "
-                  "ops), no per-step host round trips (.item(), .cpu(), printing tensors, Python loops over "
-                  "tensors), data loading and preprocessing off the training thread, and record the whole step "
-                  "as a graph so one launch replays it.",
+        "ops), no per-step host round trips (.item(), .cpu(), printing tensors, Python loops over "
+        "tensors), data loading and preprocessing off the training thread, and record the whole step "
+        "as a graph so one launch replays it.",
         "torch": "torch.compile (mode='reduce-overhead' adds CUDA/HIP graphs), torch.cuda.graphs / "
-                 "torch.cuda.make_graphed_callables for static parts, DataLoader(num_workers>0, pin_memory=True, "
-                 "persistent_workers=True), keep metrics on the GPU and read them every N steps.",
+        "torch.cuda.make_graphed_callables for static parts, DataLoader(num_workers>0, pin_memory=True, "
+        "persistent_workers=True), keep metrics on the GPU and read them every N steps.",
         "nvidia": "CUDA graphs (cudaGraphLaunch) replay a captured step with one launch; check the CPU side in "
-                  "Nsight Systems (--trace=cuda,nvtx,osrt --sample=cpu) to see what the host thread does in the "
-                  "gaps; pin the process to cores near the GPU (numactl).",
+        "Nsight Systems (--trace=cuda,nvtx,osrt --sample=cpu) to see what the host thread does in the "
+        "gaps; pin the process to cores near the GPU (numactl).",
         "amd": "HIP graphs (hipGraphLaunch; torch.compile mode='reduce-overhead' uses them on ROCm) replay a "
-               "captured step with one launch; HIP launch overhead is higher than CUDA's, so fusion pays off more; "
-               "inspect the host side with rocprofv3 --hip-trace --marker-trace, and bind the process to the "
-               "GPU's NUMA node.",
+        "captured step with one launch; HIP launch overhead is higher than CUDA's, so fusion pays off more; "
+        "inspect the host side with rocprofv3 --hip-trace --marker-trace, and bind the process to the "
+        "GPU's NUMA node.",
     },
     needs=("kernels", "runtime_api", "correlation"),
     options={
-        "min_idle_pct": Option(10.0, "% of window", "report when host-bound idle is at least this share of the "
-                               "analysed window (steps, or first to last GPU activity)"),
-        "max_gap_ms": Option(20.0, "ms", "without step markers, longer gaps are phases outside the loop and are "
-                             "not counted"),
-        "skip_first_step": Option(True, "flag", "with 2 or more steps, leave the first step out: its idle is "
-                                  "one-time warm-up (compile, lazy init), which WRM001 reports"),
+        "min_idle_pct": Option(
+            10.0,
+            "% of window",
+            "report when host-bound idle is at least this share of the "
+            "analysed window (steps, or first to last GPU activity)",
+        ),
+        "max_gap_ms": Option(
+            20.0, "ms", "without step markers, longer gaps are phases outside the loop and are not counted"
+        ),
+        "skip_first_step": Option(
+            True,
+            "flag",
+            "with 2 or more steps, leave the first step out: its idle is "
+            "one-time warm-up (compile, lazy init), which WRM001 reports",
+        ),
     },
     confidence="high",
 )
@@ -93,11 +102,17 @@ RULE = Rule(
 
 def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Per GPU start time: when its launch call started and ended, its name, the launching op's external id."""
-    return (views.launches(lf)
-            .group_by("rank", "device", "start_ns")
-            .agg(pl.col("api_start_ns").min(), (pl.col("api_start_ns") + pl.col("api_dur_ns")).min().alias("api_end_ns"),
-                 pl.col("api_name").first(), pl.col("name").first().alias("next_kernel"),
-                 pl.col("external_id").first()))
+    return (
+        views.launches(lf)
+        .group_by("rank", "device", "start_ns")
+        .agg(
+            pl.col("api_start_ns").min(),
+            (pl.col("api_start_ns") + pl.col("api_dur_ns")).min().alias("api_end_ns"),
+            pl.col("api_name").first(),
+            pl.col("name").first().alias("next_kernel"),
+            pl.col("external_id").first(),
+        )
+    )
 
 
 def has_steps(trace: Trace) -> bool:
@@ -119,40 +134,77 @@ def _steps(lf: pl.LazyFrame, skip_first: bool) -> pl.LazyFrame:
 def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
     """Idle gaps (clipped to steps when the trace has them) whose next GPU work was launched after they began."""
     lf = trace.lazy()
-    gaps = views.gpu_idle_gaps(lf).join(_next_launch(lf), left_on=["rank", "device", "end_ns"],
-                                        right_on=["rank", "device", "start_ns"], how="inner", nulls_equal=True)
+    gaps = views.gpu_idle_gaps(lf).join(
+        _next_launch(lf),
+        left_on=["rank", "device", "end_ns"],
+        right_on=["rank", "device", "start_ns"],
+        how="inner",
+        nulls_equal=True,
+    )
     gaps = gaps.filter(pl.col("api_end_ns") > pl.col("start_ns"))
     if has_steps(trace):
         rk = pl.col("rank").cast(pl.Int64).fill_null(-1).alias("_rk")  # as-of joins never match null keys
-        st = _steps(lf, skip_first_step).select(rk, pl.col("start_ns").alias("step_start"), pl.col("end_ns").alias("step_end"),
-                                    pl.col("name").alias("step"))
-        gaps = (gaps.with_columns(rk).sort("start_ns")
-                .join_asof(st.sort("step_start"), left_on="start_ns", right_on="step_start", by="_rk",
-                           check_sortedness=False).drop("_rk")
-                .filter(pl.col("step_end").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
-                .with_columns(end_ns=pl.min_horizontal("end_ns", "step_end")))
+        st = _steps(lf, skip_first_step).select(
+            rk,
+            pl.col("start_ns").alias("step_start"),
+            pl.col("end_ns").alias("step_end"),
+            pl.col("name").alias("step"),
+        )
+        gaps = (
+            gaps.with_columns(rk)
+            .sort("start_ns")
+            .join_asof(
+                st.sort("step_start"),
+                left_on="start_ns",
+                right_on="step_start",
+                by="_rk",
+                check_sortedness=False,
+            )
+            .drop("_rk")
+            .filter(pl.col("step_end").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
+            .with_columns(end_ns=pl.min_horizontal("end_ns", "step_end"))
+        )
     else:
         gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
-    ops = (lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-           .select("rank", "external_id", pl.col("name").alias("next_op")).unique(["rank", "external_id"]))
-    return (gaps.with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
-            .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
-            .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))))
+    ops = (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select("rank", "external_id", pl.col("name").alias("next_op"))
+        .unique(["rank", "external_id"])
+    )
+    return (
+        gaps.with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
+        .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns")))
+    )
 
 
 def _window(trace: Trace, max_gap_ms: float, skip_first_step: bool = True) -> pl.LazyFrame:
     """Analysed window per (rank, device): summed steps, else first to last GPU activity minus the long gaps."""
     lf = trace.lazy()
-    gw = views.gpu_work(lf).filter(pl.col("device").is_not_null()).group_by("rank", "device").agg(
-        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns"))
+    gw = (
+        views.gpu_work(lf)
+        .filter(pl.col("device").is_not_null())
+        .group_by("rank", "device")
+        .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns"))
+    )
     if has_steps(trace):
         st = _steps(lf, skip_first_step).group_by("rank").agg(pl.col("dur_ns").sum().alias("step_ns"))
-        return gw.join(st, on="rank", how="left", nulls_equal=True).with_columns(
-            window_ns=pl.coalesce("step_ns", "window_ns")).drop("step_ns")
-    long = (views.gpu_idle_gaps(lf).filter(pl.col("gap_ns") > max_gap_ms * 1e6)
-            .group_by("rank", "device").agg(pl.col("gap_ns").sum().alias("long_ns")))
-    return gw.join(long, on=["rank", "device"], how="left", nulls_equal=True).with_columns(
-        window_ns=pl.col("window_ns") - pl.col("long_ns").fill_null(0)).drop("long_ns")
+        return (
+            gw.join(st, on="rank", how="left", nulls_equal=True)
+            .with_columns(window_ns=pl.coalesce("step_ns", "window_ns"))
+            .drop("step_ns")
+        )
+    long = (
+        views.gpu_idle_gaps(lf)
+        .filter(pl.col("gap_ns") > max_gap_ms * 1e6)
+        .group_by("rank", "device")
+        .agg(pl.col("gap_ns").sum().alias("long_ns"))
+    )
+    return (
+        gw.join(long, on=["rank", "device"], how="left", nulls_equal=True)
+        .with_columns(window_ns=pl.col("window_ns") - pl.col("long_ns").fill_null(0))
+        .drop("long_ns")
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
@@ -160,34 +212,63 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     g = host_bound_gaps(trace, skip).filter(pl.col("gap_ns") > 0)
     if not has_steps(trace):
         g = g.filter(pl.col("gap_ns") <= options["max_gap_ms"] * 1e6)
-    g = g.join(_window(trace, options["max_gap_ms"], skip), on=["rank", "device"], how="left", nulls_equal=True)
+    g = g.join(
+        _window(trace, options["max_gap_ms"], skip), on=["rank", "device"], how="left", nulls_equal=True
+    )
     share = pl.col("gap_ns").sum().over("rank", "device") / pl.col("window_ns")
     return g.filter(share * 100 >= options["min_idle_pct"]).select(
-        "rank", "device", "start_ns", "end_ns", pl.col("gap_ns").alias("impact_ns"), "gap_ns", "launch_late_ns",
-        "next_kernel", "api_name", "next_op", "step", "window_ns",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        pl.col("gap_ns").alias("impact_ns"),
+        "gap_ns",
+        "launch_late_ns",
+        "next_kernel",
+        "api_name",
+        "next_op",
+        "step",
+        "window_ns",
     )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     """Gap statistics, the ops whose launches came late, and long idle gaps left out as phases."""
     window = int(rows["window_ns"][0] or 0)
-    by_op = (rows.with_columns(pl.coalesce("next_op", "api_name").alias("launched_by"))
-             .group_by("launched_by").agg(pl.len().alias("gaps"), (pl.col("gap_ns").sum() / 1e6).alias("idle_ms"))
-             .sort("idle_ms", descending=True).head(10))
+    by_op = (
+        rows.with_columns(pl.coalesce("next_op", "api_name").alias("launched_by"))
+        .group_by("launched_by")
+        .agg(pl.len().alias("gaps"), (pl.col("gap_ns").sum() / 1e6).alias("idle_ms"))
+        .sort("idle_ms", descending=True)
+        .head(10)
+    )
     out: dict[str, Any] = {
         "idle_pct_of_window": 100.0 * float(rows["gap_ns"].sum()) / window if window else 0.0,
         "window_ms": window / 1e6,
         "gap_us_median": float(rows["gap_ns"].median() or 0) / 1e3,
         "gap_us_p90": float(rows["gap_ns"].quantile(0.9) or 0) / 1e3,
         "late_launches_by_op": by_op.to_dicts(),
-        "window": (("steps after the first (warm-up, see WRM001)" if options.get("skip_first_step", True)
-                    else "steps") if has_steps(trace) else "first to last GPU activity"),
+        "window": (
+            (
+                "steps after the first (warm-up, see WRM001)"
+                if options.get("skip_first_step", True)
+                else "steps"
+            )
+            if has_steps(trace)
+            else "first to last GPU activity"
+        ),
     }
     if not has_steps(trace):
-        long = (views.gpu_idle_gaps(trace.lazy()).filter((pl.col("gap_ns") > options["max_gap_ms"] * 1e6)
-                                              & pl.col("rank").eq_missing(rows["rank"][0])
-                                              & pl.col("device").eq_missing(rows["device"][0]))
-                .select(pl.len(), pl.col("gap_ns").sum()).collect())
+        long = (
+            views.gpu_idle_gaps(trace.lazy())
+            .filter(
+                (pl.col("gap_ns") > options["max_gap_ms"] * 1e6)
+                & pl.col("rank").eq_missing(rows["rank"][0])
+                & pl.col("device").eq_missing(rows["device"][0])
+            )
+            .select(pl.len(), pl.col("gap_ns").sum())
+            .collect()
+        )
         out["long_gaps_excluded"] = int(long.item(0, 0))
         out["long_gaps_excluded_ms"] = float(long.item(0, 1) or 0) / 1e6
     return out
@@ -198,8 +279,14 @@ def _tiny_loop(b: TraceBuilder, host_step_us: float) -> None:
     for i in range(100):
         t = i * host_step_us
         b.cpu_op("aten::mul", t, host_step_us - 1, ext=i + 1)
-        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
-                 t + host_step_us - 6, t + host_step_us - 1, 2, ext=i + 1, api_dur_us=4)
+        b.launch(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
+            t + host_step_us - 6,
+            t + host_step_us - 1,
+            2,
+            ext=i + 1,
+            api_dur_us=4,
+        )
 
 
 def example_bad() -> Trace:
@@ -214,6 +301,12 @@ def example_good() -> Trace:
     b = TraceBuilder(name="idl001_good")
     for i in range(100):
         b.cpu_op("aten::mul", i * 3, 2, ext=i + 1)
-        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
-                 i * 3, 400 + i * 20.5, 20, ext=i + 1, api_dur_us=2)
+        b.launch(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
+            i * 3,
+            400 + i * 20.5,
+            20,
+            ext=i + 1,
+            api_dur_us=2,
+        )
     return b.build()

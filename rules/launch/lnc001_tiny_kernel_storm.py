@@ -56,32 +56,39 @@ RULE = Rule(
     name="tiny-kernel-storm",
     title="Many kernels shorter than their launch cost",
     summary="{count} tiny kernels ({tiny_pct:.0f}% of {kernels_total}; median {kernel_us_median:.1f} us against a "
-            "{launch_us_median:.1f} us launch call) cost {impact_ms:.1f} ms of launch overhead ({share_pct:.1f}% of "
-            "the trace)",
+    "{launch_us_median:.1f} us launch call) cost {impact_ms:.1f} ms of launch overhead ({share_pct:.1f}% of "
+    "the trace)",
     advice={
         "common": "Launch fewer, larger kernels: fuse elementwise chains and small reductions, use fused / "
-                  "multi-tensor optimizers, batch per-sample or per-layer work, and replay static steps as a graph "
-                  "so one launch runs them all.",
+        "multi-tensor optimizers, batch per-sample or per-layer work, and replay static steps as a graph "
+        "so one launch runs them all.",
         "torch": "torch.compile(model) fuses elementwise chains into Triton kernels; "
-                 "torch.compile(mode='reduce-overhead') also captures CUDA/HIP graphs; torch.cuda.graphs / "
-                 "torch.cuda.make_graphed_callables for hand-made graphs; torch.optim.AdamW(..., fused=True) or "
-                 "foreach=True instead of per-parameter kernels.",
+        "torch.compile(mode='reduce-overhead') also captures CUDA/HIP graphs; torch.cuda.graphs / "
+        "torch.cuda.make_graphed_callables for hand-made graphs; torch.optim.AdamW(..., fused=True) or "
+        "foreach=True instead of per-parameter kernels.",
         "nvidia": "Capture the step in a CUDA graph (cudaStreamBeginCapture / cudaGraphInstantiate / "
-                  "cudaGraphLaunch, or torch.cuda.CUDAGraph); Nsight Systems shows the launch rate in the CUDA API "
-                  "row. CUDA_MODULE_LOADING=LAZY does not change steady launch cost.",
+        "cudaGraphLaunch, or torch.cuda.CUDAGraph); Nsight Systems shows the launch rate in the CUDA API "
+        "row. CUDA_MODULE_LOADING=LAZY does not change steady launch cost.",
         "amd": "Capture the step in a HIP graph (hipStreamBeginCapture / hipGraphLaunch; torch.compile "
-               "mode='reduce-overhead' and torch.cuda.CUDAGraph use HIP graphs on ROCm). HIP launch calls cost "
-               "more than CUDA's on the same step, so fusion and graphs pay off more; check the launch rate with "
-               "rocprofv3 --hip-trace --kernel-trace.",
+        "mode='reduce-overhead' and torch.cuda.CUDAGraph use HIP graphs on ROCm). HIP launch calls cost "
+        "more than CUDA's on the same step, so fusion and graphs pay off more; check the launch rate with "
+        "rocprofv3 --hip-trace --kernel-trace.",
     },
     needs=("kernels",),
     options={
-        "tiny_us": Option(5.0, "us", "kernels shorter than this are tiny even when the launch call is unknown"),
+        "tiny_us": Option(
+            5.0, "us", "kernels shorter than this are tiny even when the launch call is unknown"
+        ),
         "min_kernels": Option(100, "kernels", "report a device only with at least this many tiny kernels"),
-        "min_fraction": Option(0.3, "fraction", "... and when tiny kernels are at least this share of its kernels"),
-        "max_launch_us": Option(50.0, "us", "clip each launch call's cost at this (longer calls are first-call "
-                                "outliers)"),
-        "default_launch_us": Option(5.0, "us", "launch cost assumed when the launch call is not in the trace"),
+        "min_fraction": Option(
+            0.3, "fraction", "... and when tiny kernels are at least this share of its kernels"
+        ),
+        "max_launch_us": Option(
+            50.0, "us", "clip each launch call's cost at this (longer calls are first-call outliers)"
+        ),
+        "default_launch_us": Option(
+            5.0, "us", "launch cost assumed when the launch call is not in the trace"
+        ),
     },
     confidence="high",
 )
@@ -92,37 +99,63 @@ GRAPH_LAUNCH = r"GraphLaunch|graphLaunch"
 
 def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Every kernel with its launch call's name and duration (null when not linked)."""
-    rt = (views.runtime(lf).filter(pl.col("correlation_id").is_not_null())
-          .select("rank", "correlation_id", pl.col("name").alias("api_name"), pl.col("dur_ns").alias("api_dur_ns"))
-          .unique(subset=["rank", "correlation_id"], keep="first"))
+    rt = (
+        views.runtime(lf)
+        .filter(pl.col("correlation_id").is_not_null())
+        .select(
+            "rank", "correlation_id", pl.col("name").alias("api_name"), pl.col("dur_ns").alias("api_dur_ns")
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
     return views.kernels(lf).join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = kernels_with_launch(trace.lazy()).filter(
-        ~pl.col("api_name").fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null())
+        ~pl.col("api_name").fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null()
+    )
     cap = int(options["max_launch_us"] * 1000)
     cost = pl.col("api_dur_ns").clip(upper_bound=cap).fill_null(int(options["default_launch_us"] * 1000))
     tiny = (pl.col("dur_ns") < pl.col("api_dur_ns").clip(upper_bound=cap)).fill_null(False) | (
-        pl.col("dur_ns") < options["tiny_us"] * 1000)
-    k = k.with_columns(tiny=tiny, launch_cost_ns=cost,
-                       kernels_total=pl.len().over("rank", "device"))
+        pl.col("dur_ns") < options["tiny_us"] * 1000
+    )
+    k = k.with_columns(tiny=tiny, launch_cost_ns=cost, kernels_total=pl.len().over("rank", "device"))
     k = k.filter(pl.col("tiny")).with_columns(n_tiny=pl.len().over("rank", "device"))
     keep = (pl.col("n_tiny") >= options["min_kernels"]) & (
-        pl.col("n_tiny") >= options["min_fraction"] * pl.col("kernels_total"))
+        pl.col("n_tiny") >= options["min_fraction"] * pl.col("kernels_total")
+    )
     return k.filter(keep).select(
-        "rank", "device", "start_ns", "end_ns", pl.col("launch_cost_ns").alias("impact_ns"), "name", "dur_ns",
-        "api_name", "api_dur_ns", "stream", "kernels_total",
-        pl.when(pl.col("api_dur_ns").is_null()).then(pl.lit("medium")).otherwise(pl.lit("high")).alias("confidence"),
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        pl.col("launch_cost_ns").alias("impact_ns"),
+        "name",
+        "dur_ns",
+        "api_name",
+        "api_dur_ns",
+        "stream",
+        "kernels_total",
+        pl.when(pl.col("api_dur_ns").is_null())
+        .then(pl.lit("medium"))
+        .otherwise(pl.lit("high"))
+        .alias("confidence"),
     )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     """Rates and the most frequent tiny kernels."""
     total = int(rows["kernels_total"][0])
-    top = (rows.group_by("name").agg(pl.len().alias("calls"), (pl.col("dur_ns").median() / 1e3).alias("median_us"),
-                                     (pl.col("api_dur_ns").median() / 1e3).alias("launch_median_us"))
-           .sort("calls", descending=True).head(10))
+    top = (
+        rows.group_by("name")
+        .agg(
+            pl.len().alias("calls"),
+            (pl.col("dur_ns").median() / 1e3).alias("median_us"),
+            (pl.col("api_dur_ns").median() / 1e3).alias("launch_median_us"),
+        )
+        .sort("calls", descending=True)
+        .head(10)
+    )
     api = rows["api_dur_ns"].drop_nulls()
     return {
         "kernels_total": total,
@@ -138,8 +171,13 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
 def _loop(b: TraceBuilder, kernel_us: float) -> None:
     for i in range(200):
         t = i * 10.0
-        b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", t, t + 6,
-                 kernel_us, api_dur_us=5)
+        b.launch(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",
+            t,
+            t + 6,
+            kernel_us,
+            api_dur_us=5,
+        )
 
 
 def example_bad() -> Trace:

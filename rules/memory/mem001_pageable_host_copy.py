@@ -57,26 +57,37 @@ RULE = Rule(
     code="MEM001",
     name="pageable-host-copy",
     title="Host copies from/to pageable memory",
-    summary=("{count} host-device copies used pageable memory at a median {median_gbps:.1f} GB/s; pinned memory "
-             "({pinned_gbps:.0f} GB/s) would save {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)"),
+    summary=(
+        "{count} host-device copies used pageable memory at a median {median_gbps:.1f} GB/s; pinned memory "
+        "({pinned_gbps:.0f} GB/s) would save {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)"
+    ),
     advice={
-        "common": ("Allocate host buffers that are copied every step in pinned (page-locked) memory once, reuse "
-                   "them, and issue the copy asynchronously on a side stream so it overlaps with compute."),
-        "torch": ("DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); for your own "
-                  "buffers, torch.empty(..., pin_memory=True) once and copy_ into it, or tensor.pin_memory(); "
-                  "for outputs read back to the host, copy into a pinned tensor with non_blocking=True and "
-                  "wait on a CUDA/HIP event instead of .cpu()."),
-        "nvidia": ("Allocate with cudaHostAlloc / cudaMallocHost (or register an existing buffer with "
-                   "cudaHostRegister) and use cudaMemcpyAsync on a non-default stream; avoid per-step "
-                   "cudaHostAlloc, it is slow, so keep a pool."),
-        "amd": ("Allocate with hipHostMalloc (or hipHostRegister an existing buffer) and copy with "
-                "hipMemcpyAsync on a non-null stream; PyTorch on ROCm issues blocking copies as "
-                "hipMemcpyWithStream, so pair pinned buffers with non_blocking=True to get the async path."),
+        "common": (
+            "Allocate host buffers that are copied every step in pinned (page-locked) memory once, reuse "
+            "them, and issue the copy asynchronously on a side stream so it overlaps with compute."
+        ),
+        "torch": (
+            "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True); for your own "
+            "buffers, torch.empty(..., pin_memory=True) once and copy_ into it, or tensor.pin_memory(); "
+            "for outputs read back to the host, copy into a pinned tensor with non_blocking=True and "
+            "wait on a CUDA/HIP event instead of .cpu()."
+        ),
+        "nvidia": (
+            "Allocate with cudaHostAlloc / cudaMallocHost (or register an existing buffer with "
+            "cudaHostRegister) and use cudaMemcpyAsync on a non-default stream; avoid per-step "
+            "cudaHostAlloc, it is slow, so keep a pool."
+        ),
+        "amd": (
+            "Allocate with hipHostMalloc (or hipHostRegister an existing buffer) and copy with "
+            "hipMemcpyAsync on a non-null stream; PyTorch on ROCm issues blocking copies as "
+            "hipMemcpyWithStream, so pair pinned buffers with non_blocking=True to get the async path."
+        ),
     },
     needs=("copies", ("copy_memory_kind", "copy_memory_inferred")),
     options={
-        "default_pinned_gbs": Option(25.0, "GB/s",
-                                     "Pinned host-link rate used when the device model is unknown (PCIe Gen4 x16)."),
+        "default_pinned_gbs": Option(
+            25.0, "GB/s", "Pinned host-link rate used when the device model is unknown (PCIe Gen4 x16)."
+        ),
     },
     confidence="high",
 )
@@ -91,17 +102,30 @@ def _pinned_rates(trace: Trace, default_gbs: float) -> pl.LazyFrame:
         m = BY_KEY.get(d.model) if d.model else None
         if m is None:
             m = match_model(d.name, arch=d.arch, compute_units=d.compute_units)
-        rows.append({"device": d.index, "pinned_gbps": m.link_pinned_gbs if m else default_gbs,
-                     "link": m.link if m else None})
+        rows.append(
+            {
+                "device": d.index,
+                "pinned_gbps": m.link_pinned_gbs if m else default_gbs,
+                "link": m.link if m else None,
+            }
+        )
     return pl.LazyFrame(rows, schema={"device": pl.Int32, "pinned_gbps": pl.Float64, "link": pl.String})
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     default = float(options.get("default_pinned_gbs", 25.0))
-    host = views.runtime(lf).filter(pl.col("correlation_id").is_not_null()).select(
-        "rank", "correlation_id", pl.col("name").alias("host_call"), pl.col("dur_ns").alias("host_blocked_ns"),
-    ).unique(subset=["rank", "correlation_id"], keep="first")
+    host = (
+        views.runtime(lf)
+        .filter(pl.col("correlation_id").is_not_null())
+        .select(
+            "rank",
+            "correlation_id",
+            pl.col("name").alias("host_call"),
+            pl.col("dur_ns").alias("host_blocked_ns"),
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
     cp = (
         views.copies(lf)
         .filter((pl.col("src_memory") == PAGEABLE) | (pl.col("dst_memory") == PAGEABLE))
@@ -111,12 +135,27 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     )
     pinned_ns = pl.col("bytes") / pl.col("pinned_gbps")  # bytes / (GB/s) = ns
     return cp.select(
-        "rank", "device", "start_ns", "end_ns",
-        pl.max_horizontal(pl.col("dur_ns") - pinned_ns, pl.lit(0.0)).round(0).cast(pl.Int64).alias("impact_ns"),
-        "name", pl.col("copy_kind").alias("direction"), "bytes", pl.col("gbps").round(3), "dur_ns",
-        "pinned_gbps", "host_call", "host_blocked_ns", "stream",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        pl.max_horizontal(pl.col("dur_ns") - pinned_ns, pl.lit(0.0))
+        .round(0)
+        .cast(pl.Int64)
+        .alias("impact_ns"),
+        "name",
+        pl.col("copy_kind").alias("direction"),
+        "bytes",
+        pl.col("gbps").round(3),
+        "dur_ns",
+        "pinned_gbps",
+        "host_call",
+        "host_blocked_ns",
+        "stream",
         pl.col("memory_inferred").fill_null(False),
-        pl.when(pl.col("memory_inferred").fill_null(False)).then(pl.lit("medium")).otherwise(pl.lit("high"))
+        pl.when(pl.col("memory_inferred").fill_null(False))
+        .then(pl.lit("medium"))
+        .otherwise(pl.lit("high"))
         .alias("confidence"),
     )
 

@@ -55,29 +55,43 @@ RULE = Rule(
     code="MEM002",
     name="synchronous-copy",
     title="Copies that block the host",
-    summary=("{count} copies blocked the host for {impact_ms:.2f} ms ({share_pct:.1f}% of the trace), "
-             "mostly {top_call}"),
+    summary=(
+        "{count} copies blocked the host for {impact_ms:.2f} ms ({share_pct:.1f}% of the trace), "
+        "mostly {top_call}"
+    ),
     advice={
-        "common": ("Keep values on the GPU until they are really needed, read them back every N steps instead "
-                   "of every step, and when a read-back is needed copy into pinned memory asynchronously and "
-                   "wait on an event later, after the next step has been launched."),
-        "torch": ("Avoid .item(), float(t), bool(t), print(t), .cpu(), .numpy() and .tolist() inside the loop: "
-                  "accumulate losses/metrics in a GPU tensor and read once per log interval; replace "
-                  "data-dependent Python branches with torch.where; use t.to('cpu', non_blocking=True) into a "
-                  "pinned tensor and an event; find hidden syncs with "
-                  "torch.cuda.set_sync_debug_mode('warn')."),
-        "nvidia": ("Replace cudaMemcpy with cudaMemcpyAsync on a non-default stream from/to pinned "
-                   "(cudaHostAlloc) memory, record a cudaEvent after it and cudaEventSynchronize / "
-                   "cudaStreamWaitEvent only where the data is consumed; CUDA graphs make remaining sync points "
-                   "explicit."),
-        "amd": ("Replace hipMemcpy / hipMemcpyWithStream with hipMemcpyAsync on a non-null stream from/to "
-                "hipHostMalloc'd memory, record a hipEvent and hipEventSynchronize / hipStreamWaitEvent where the "
-                "data is consumed; in PyTorch on ROCm every .item()/.cpu() is a hipMemcpyWithStream."),
+        "common": (
+            "Keep values on the GPU until they are really needed, read them back every N steps instead "
+            "of every step, and when a read-back is needed copy into pinned memory asynchronously and "
+            "wait on an event later, after the next step has been launched."
+        ),
+        "torch": (
+            "Avoid .item(), float(t), bool(t), print(t), .cpu(), .numpy() and .tolist() inside the loop: "
+            "accumulate losses/metrics in a GPU tensor and read once per log interval; replace "
+            "data-dependent Python branches with torch.where; use t.to('cpu', non_blocking=True) into a "
+            "pinned tensor and an event; find hidden syncs with "
+            "torch.cuda.set_sync_debug_mode('warn')."
+        ),
+        "nvidia": (
+            "Replace cudaMemcpy with cudaMemcpyAsync on a non-default stream from/to pinned "
+            "(cudaHostAlloc) memory, record a cudaEvent after it and cudaEventSynchronize / "
+            "cudaStreamWaitEvent only where the data is consumed; CUDA graphs make remaining sync points "
+            "explicit."
+        ),
+        "amd": (
+            "Replace hipMemcpy / hipMemcpyWithStream with hipMemcpyAsync on a non-null stream from/to "
+            "hipHostMalloc'd memory, record a hipEvent and hipEventSynchronize / hipStreamWaitEvent where the "
+            "data is consumed; in PyTorch on ROCm every .item()/.cpu() is a hipMemcpyWithStream."
+        ),
     },
     needs=("runtime_api",),
     options={
-        "max_gap_us": Option(50.0, "us", "Longest gap between an async copy call and the synchronisation that "
-                                         "waits for it, for the two to count as one blocking copy."),
+        "max_gap_us": Option(
+            50.0,
+            "us",
+            "Longest gap between an async copy call and the synchronisation that "
+            "waits for it, for the two to count as one blocking copy.",
+        ),
         "min_total_ms": Option(0.1, "ms", "Drop findings whose total blocked time is below this."),
     },
     confidence="high",
@@ -106,20 +120,37 @@ COPY_CALLS = {
 
 
 def _gpu_copies(lf: pl.LazyFrame) -> pl.LazyFrame:
-    return views.copies(lf).filter(pl.col("correlation_id").is_not_null()).select(
-        "rank", "correlation_id", "device", pl.col("copy_kind").alias("direction"), "bytes",
-    ).unique(subset=["rank", "correlation_id"], keep="first")
+    return (
+        views.copies(lf)
+        .filter(pl.col("correlation_id").is_not_null())
+        .select(
+            "rank",
+            "correlation_id",
+            "device",
+            pl.col("copy_kind").alias("direction"),
+            "bytes",
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
 
 
 def _ops(lf: pl.LazyFrame) -> pl.LazyFrame:
-    return lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
-        "rank", "external_id", pl.col("name").alias("op"),
-    ).unique(subset=["rank", "external_id"], keep="first")
+    return (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select(
+            "rank",
+            "external_id",
+            pl.col("name").alias("op"),
+        )
+        .unique(subset=["rank", "external_id"], keep="first")
+    )
 
 
 def _ext() -> pl.Expr:
     """The enclosing op's external id; 2021-era Kineto wrote the correlation id there, which links nothing."""
-    return pl.when(pl.col("external_id") != pl.col("correlation_id").fill_null(-1)).then(pl.col("external_id"))
+    return pl.when(pl.col("external_id") != pl.col("correlation_id").fill_null(-1)).then(
+        pl.col("external_id")
+    )
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
@@ -129,21 +160,56 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     rt = views.runtime(lf).with_columns(api=views.api_name(), _rk=pl.col("rank").fill_null(-1), ext=_ext())
 
     blocking = rt.filter(pl.col("api").is_in(SYNC_COPY_APIS)).select(
-        "rank", "_rk", "tid", "start_ns", "end_ns", "correlation_id", pl.col("ext").alias("external_id"), "api",
+        "rank",
+        "_rk",
+        "tid",
+        "start_ns",
+        "end_ns",
+        "correlation_id",
+        pl.col("ext").alias("external_id"),
+        "api",
         pl.lit(None, dtype=pl.String).alias("sync_api"),
     )
-    syncs = views.host_syncs(lf).filter(pl.col("kind") == "runtime").select(
-        pl.col("rank").fill_null(-1).alias("_rk"), "tid", pl.col("start_ns").alias("s_start"),
-        pl.col("end_ns").alias("s_end"), pl.col("name").alias("sync_api"), _ext().alias("s_ext"),
-    ).sort("s_start")
+    syncs = (
+        views.host_syncs(lf)
+        .filter(pl.col("kind") == "runtime")
+        .select(
+            pl.col("rank").fill_null(-1).alias("_rk"),
+            "tid",
+            pl.col("start_ns").alias("s_start"),
+            pl.col("end_ns").alias("s_end"),
+            pl.col("name").alias("sync_api"),
+            _ext().alias("s_ext"),
+        )
+        .sort("s_start")
+    )
     paired = (
-        rt.filter(pl.col("api").is_in(ASYNC_COPY_APIS)).sort("end_ns")
-        .join_asof(syncs, left_on="end_ns", right_on="s_start", by=["_rk", "tid"], strategy="forward",
-                   tolerance=gap_ns, check_sortedness=False)
-        .filter(pl.col("s_start").is_not_null()
-                & (pl.col("ext").is_null() | pl.col("s_ext").is_null() | (pl.col("ext") == pl.col("s_ext"))))
-        .select("rank", "_rk", "tid", "start_ns", pl.col("s_end").alias("end_ns"), "correlation_id",
-                pl.col("ext").alias("external_id"), "api", "sync_api")
+        rt.filter(pl.col("api").is_in(ASYNC_COPY_APIS))
+        .sort("end_ns")
+        .join_asof(
+            syncs,
+            left_on="end_ns",
+            right_on="s_start",
+            by=["_rk", "tid"],
+            strategy="forward",
+            tolerance=gap_ns,
+            check_sortedness=False,
+        )
+        .filter(
+            pl.col("s_start").is_not_null()
+            & (pl.col("ext").is_null() | pl.col("s_ext").is_null() | (pl.col("ext") == pl.col("s_ext")))
+        )
+        .select(
+            "rank",
+            "_rk",
+            "tid",
+            "start_ns",
+            pl.col("s_end").alias("end_ns"),
+            "correlation_id",
+            pl.col("ext").alias("external_id"),
+            "api",
+            "sync_api",
+        )
     )
     rows = (
         pl.concat([blocking, paired], how="vertical_relaxed")
@@ -155,18 +221,38 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
             .then(pl.col("direction").replace_strict(COPY_CALLS, default=None))
             .otherwise(pl.col("op").replace_strict(CULPRITS, default=None))
             .fill_null(pl.col("op"))
-            .fill_null(pl.concat_str("api", pl.lit(" "), pl.col("direction").fill_null("copy"),
-                                     pl.lit(" + ") + pl.col("sync_api"), ignore_nulls=True)),
+            .fill_null(
+                pl.concat_str(
+                    "api",
+                    pl.lit(" "),
+                    pl.col("direction").fill_null("copy"),
+                    pl.lit(" + ") + pl.col("sync_api"),
+                    ignore_nulls=True,
+                )
+            ),
         )
     )
     return rows.filter(pl.col("impact_ns").sum().over(["_rk", "device"]) >= min_total).select(
-        "rank", "device", "start_ns", "end_ns", "impact_ns", "api", "sync_api", "op", "call", "direction", "bytes",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        "api",
+        "sync_api",
+        "op",
+        "call",
+        "direction",
+        "bytes",
     )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
-    calls = rows.group_by("call").agg(pl.len().alias("n"), pl.col("impact_ns").sum()).sort("impact_ns",
-                                                                                             descending=True)
+    calls = (
+        rows.group_by("call")
+        .agg(pl.len().alias("n"), pl.col("impact_ns").sum())
+        .sort("impact_ns", descending=True)
+    )
     top = calls.row(0, named=True) if calls.height else {"call": "", "n": 0}
     return {
         "top_call": f"{top['call']} ({top['n']}x)",
@@ -179,7 +265,9 @@ def _loop(read_back_every_step: bool) -> Trace:
     t = 0.0
     for step in range(20):
         for _k in range(5):
-            b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel>", t, t + 8.0, 40.0)
+            b.launch(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel>", t, t + 8.0, 40.0
+            )
             t += 10.0
         if read_back_every_step:
             ext = 1000 + step

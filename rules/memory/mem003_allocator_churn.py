@@ -56,26 +56,36 @@ RULE = Rule(
     code="MEM003",
     name="allocator-churn",
     title="Allocator churn: driver malloc/free in the loop",
-    summary=("{count} driver allocation calls ({by_api}) took {impact_ms:.1f} ms of host time "
-             "({share_pct:.1f}% of the trace){burst_note}"),
+    summary=(
+        "{count} driver allocation calls ({by_api}) took {impact_ms:.1f} ms of host time "
+        "({share_pct:.1f}% of the trace){burst_note}"
+    ),
     advice={
-        "common": ("Let a caching allocator or memory pool keep memory between iterations: allocate once, "
-                   "reuse buffers (in-place ops, preallocated outputs), and never release the cache inside the "
-                   "loop."),
-        "torch": ("Remove torch.cuda.empty_cache() from the loop (it frees every cached block; the next step "
-                  "cudaMallocs them again); if fragmentation or OOM retries cause it (torch.cuda.memory_stats() "
-                  "'num_alloc_retries' > 0), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ROCm: "
-                  "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True where supported), or tune "
-                  "max_split_size_mb / garbage_collection_threshold:0.8; keep shapes static (pad variable "
-                  "lengths to buckets) so blocks can be reused; pin host buffers once, not per batch."),
-        "nvidia": ("Use a memory pool instead of cudaMalloc/cudaFree per iteration: the stream-ordered "
-                   "allocator (cudaMallocAsync / cudaFreeAsync with cudaMemPoolAttrReleaseThreshold raised), "
-                   "or PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; allocate pinned staging buffers with "
-                   "cudaHostAlloc once and reuse them."),
-        "amd": ("Use hipMallocAsync / hipFreeAsync with a memory pool (hipMemPoolSetAttribute "
-                "hipMemPoolAttrReleaseThreshold) instead of hipMalloc/hipFree per iteration, and "
-                "PYTORCH_HIP_ALLOC_CONF (expandable_segments, max_split_size_mb, "
-                "garbage_collection_threshold) for PyTorch; hipHostMalloc pinned buffers once and reuse them."),
+        "common": (
+            "Let a caching allocator or memory pool keep memory between iterations: allocate once, "
+            "reuse buffers (in-place ops, preallocated outputs), and never release the cache inside the "
+            "loop."
+        ),
+        "torch": (
+            "Remove torch.cuda.empty_cache() from the loop (it frees every cached block; the next step "
+            "cudaMallocs them again); if fragmentation or OOM retries cause it (torch.cuda.memory_stats() "
+            "'num_alloc_retries' > 0), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ROCm: "
+            "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True where supported), or tune "
+            "max_split_size_mb / garbage_collection_threshold:0.8; keep shapes static (pad variable "
+            "lengths to buckets) so blocks can be reused; pin host buffers once, not per batch."
+        ),
+        "nvidia": (
+            "Use a memory pool instead of cudaMalloc/cudaFree per iteration: the stream-ordered "
+            "allocator (cudaMallocAsync / cudaFreeAsync with cudaMemPoolAttrReleaseThreshold raised), "
+            "or PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; allocate pinned staging buffers with "
+            "cudaHostAlloc once and reuse them."
+        ),
+        "amd": (
+            "Use hipMallocAsync / hipFreeAsync with a memory pool (hipMemPoolSetAttribute "
+            "hipMemPoolAttrReleaseThreshold) instead of hipMalloc/hipFree per iteration, and "
+            "PYTORCH_HIP_ALLOC_CONF (expandable_segments, max_split_size_mb, "
+            "garbage_collection_threshold) for PyTorch; hipHostMalloc pinned buffers once and reuse them."
+        ),
     },
     needs=("runtime_api",),
     options={
@@ -89,17 +99,51 @@ RULE = Rule(
 
 # bare API name -> (operation, memory)
 ALLOCATOR_APIS: dict[str, tuple[str, str]] = {
-    **{n: ("alloc", "device") for n in (
-        "cudaMalloc", "cudaMallocPitch", "cudaMalloc3D", "cudaMallocManaged", "cuMemAlloc", "cuMemAllocPitch",
-        "cuMemAllocManaged", "hipMalloc", "hipMallocPitch", "hipMalloc3D", "hipMallocManaged",
-        "hipExtMallocWithFlags")},
+    **{
+        n: ("alloc", "device")
+        for n in (
+            "cudaMalloc",
+            "cudaMallocPitch",
+            "cudaMalloc3D",
+            "cudaMallocManaged",
+            "cuMemAlloc",
+            "cuMemAllocPitch",
+            "cuMemAllocManaged",
+            "hipMalloc",
+            "hipMallocPitch",
+            "hipMalloc3D",
+            "hipMallocManaged",
+            "hipExtMallocWithFlags",
+        )
+    },
     **{n: ("free", "device") for n in ("cudaFree", "cuMemFree", "hipFree")},
-    **{n: ("alloc", "pinned host") for n in (
-        "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cuMemHostAlloc", "cuMemAllocHost",
-        "cuMemHostRegister", "hipHostMalloc", "hipMallocHost", "hipHostAlloc", "hipHostRegister")},
-    **{n: ("free", "pinned host") for n in (
-        "cudaFreeHost", "cudaHostUnregister", "cuMemFreeHost", "cuMemHostUnregister", "hipHostFree", "hipFreeHost",
-        "hipHostUnregister")},
+    **{
+        n: ("alloc", "pinned host")
+        for n in (
+            "cudaHostAlloc",
+            "cudaMallocHost",
+            "cudaHostRegister",
+            "cuMemHostAlloc",
+            "cuMemAllocHost",
+            "cuMemHostRegister",
+            "hipHostMalloc",
+            "hipMallocHost",
+            "hipHostAlloc",
+            "hipHostRegister",
+        )
+    },
+    **{
+        n: ("free", "pinned host")
+        for n in (
+            "cudaFreeHost",
+            "cudaHostUnregister",
+            "cuMemFreeHost",
+            "cuMemHostUnregister",
+            "hipHostFree",
+            "hipFreeHost",
+            "hipHostUnregister",
+        )
+    },
 }
 
 
@@ -113,20 +157,39 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
     op = pl.col("api").replace_strict({k: v[0] for k, v in ALLOCATOR_APIS.items()}, default=None)
     mem = pl.col("api").replace_strict({k: v[1] for k, v in ALLOCATOR_APIS.items()}, default=None)
-    calls = views.runtime(lf).with_columns(_rk(), api=views.api_name()).filter(
-        pl.col("api").is_in(list(ALLOCATOR_APIS)))
+    calls = (
+        views.runtime(lf)
+        .with_columns(_rk(), api=views.api_name())
+        .filter(pl.col("api").is_in(list(ALLOCATOR_APIS)))
+    )
     # with iteration markers, everything until the end of the first step is the allocator's normal growth;
     # without them, growth is an allocation no free came before: frees and re-allocations after one are churn
-    first_step_end = views.steps(lf).filter(pl.col("step") == 0).select(_rk(), pl.col("end_ns").alias("s0_end"))
+    first_step_end = (
+        views.steps(lf).filter(pl.col("step") == 0).select(_rk(), pl.col("end_ns").alias("s0_end"))
+    )
     first_free = calls.filter(op == "free").group_by("_rk").agg(pl.col("start_ns").min().alias("f0"))
-    calls = calls.join(first_step_end, on="_rk", how="left").join(first_free, on="_rk", how="left").filter(
-        pl.when(pl.col("s0_end").is_not_null()).then(pl.col("start_ns") >= pl.col("s0_end"))
-        .otherwise(pl.col("f0").is_not_null() & (pl.col("start_ns") >= pl.col("f0"))))
+    calls = (
+        calls.join(first_step_end, on="_rk", how="left")
+        .join(first_free, on="_rk", how="left")
+        .filter(
+            pl.when(pl.col("s0_end").is_not_null())
+            .then(pl.col("start_ns") >= pl.col("s0_end"))
+            .otherwise(pl.col("f0").is_not_null() & (pl.col("start_ns") >= pl.col("f0")))
+        )
+    )
     return calls.filter(
         (pl.len().over("_rk") >= min_calls) & (pl.col("dur_ns").sum().over("_rk") >= min_total)
     ).select(
-        "rank", pl.col("device").cast(pl.Int32), "start_ns", "end_ns", pl.col("dur_ns").alias("impact_ns"),
-        pl.col("api").alias("name"), op.alias("op"), mem.alias("memory"), "bytes", "tid",
+        "rank",
+        pl.col("device").cast(pl.Int32),
+        "start_ns",
+        "end_ns",
+        pl.col("dur_ns").alias("impact_ns"),
+        pl.col("api").alias("name"),
+        op.alias("op"),
+        mem.alias("memory"),
+        "bytes",
+        "tid",
     )
 
 
@@ -141,16 +204,20 @@ def _bursts(rows: pl.DataFrame, gap_ns: int) -> int:
 
 def _memory_events(trace: Trace, big_bytes: int) -> dict:
     """Allocator activity from [memory] events on GPUs (bytes > 0 allocates, < 0 frees)."""
-    m = trace.events.filter((pl.col("kind") == "memory") & pl.col("device").is_not_null()
-                            & pl.col("bytes").is_not_null())
+    m = trace.events.filter(
+        (pl.col("kind") == "memory") & pl.col("device").is_not_null() & pl.col("bytes").is_not_null()
+    )
     if m.height == 0:
         return {}
     total = pl.col("args").str.json_path_match("$['Total Allocated']").cast(pl.Int64, strict=False)
     reserved = pl.col("args").str.json_path_match("$['Total Reserved']").cast(pl.Int64, strict=False)
     s = m.select(
-        allocs=(pl.col("bytes") > 0).sum(), frees=(pl.col("bytes") < 0).sum(),
-        big_allocs=(pl.col("bytes") >= big_bytes).sum(), bytes_allocated=pl.col("bytes").clip(lower_bound=0).sum(),
-        peak_allocated=total.max(), peak_reserved=reserved.max(),
+        allocs=(pl.col("bytes") > 0).sum(),
+        frees=(pl.col("bytes") < 0).sum(),
+        big_allocs=(pl.col("bytes") >= big_bytes).sum(),
+        bytes_allocated=pl.col("bytes").clip(lower_bound=0).sum(),
+        peak_allocated=total.max(),
+        peak_reserved=reserved.max(),
     ).row(0, named=True)
     return {f"memory_{k}": (int(v) if v is not None else None) for k, v in s.items()}
 
@@ -162,8 +229,11 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
         "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},
         "largest_free_burst": burst,
-        "burst_note": (f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
-                       if burst >= 8 else ""),
+        "burst_note": (
+            f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
+            if burst >= 8
+            else ""
+        ),
     }
     out.update(_memory_events(trace, int(float(options.get("big_block_mib", 16.0)) * (1 << 20))))
     return out
@@ -179,8 +249,12 @@ def _loop(churn: bool) -> Trace:
         if churn:  # a workspace allocated and released every step (or empty_cache() each step)
             b.runtime("cudaMalloc", t + 10.0, 400.0, corr=b.next_corr())
         for k in range(4):
-            b.launch("void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel>",
-                     t + 450.0 + 20.0 * k, t + 470.0 + 200.0 * k, 190.0)
+            b.launch(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::mul_kernel>",
+                t + 450.0 + 20.0 * k,
+                t + 470.0 + 200.0 * k,
+                190.0,
+            )
         if churn:
             b.runtime("cudaFree", t + 560.0, 900.0, corr=b.next_corr())
         t += 2000.0

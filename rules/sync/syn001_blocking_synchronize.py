@@ -57,30 +57,44 @@ RULE = Rule(
     code="SYN001",
     name="blocking-synchronize",
     title="Blocking synchronizations in the loop",
-    summary=("{count} blocking synchronizations ({by_api}) left the GPU idle for {impact_ms:.2f} ms "
-             "({share_pct:.1f}% of the trace)"),
+    summary=(
+        "{count} blocking synchronizations ({by_api}) left the GPU idle for {impact_ms:.2f} ms "
+        "({share_pct:.1f}% of the trace)"
+    ),
     advice={
-        "common": ("Remove synchronizations from the steady-state loop: keep results on the device, read them "
-                   "back every N steps, and express dependencies between streams with events instead of "
-                   "waiting on the host."),
-        "torch": ("Drop torch.cuda.synchronize() from the loop (time with torch.cuda.Event(enable_timing=True) "
-                  "and read the events after the loop); avoid .item(), bool(t), print(t), .cpu(), .tolist(), "
-                  "nonzero() and boolean-mask indexing per step; run torch.cuda.set_sync_debug_mode('warn') to "
-                  "list hidden syncs; use stream.wait_stream / event.wait() for cross-stream ordering; "
-                  "torch.compile(mode='reduce-overhead') / CUDA graphs remove per-step launch gaps."),
-        "nvidia": ("Replace cudaDeviceSynchronize / cudaStreamSynchronize in the loop with cudaEventRecord + "
-                   "cudaStreamWaitEvent (GPU-side ordering) and cudaEventQuery where the host only needs to "
-                   "know; capture the loop body in a CUDA graph (cudaStreamBeginCapture / cudaGraphLaunch)."),
-        "amd": ("Replace hipDeviceSynchronize / hipStreamSynchronize in the loop with hipEventRecord + "
-                "hipStreamWaitEvent and hipEventQuery; capture the loop body in a HIP graph "
-                "(hipStreamBeginCapture / hipGraphLaunch); on ROCm every .item()/.cpu() is a blocking "
-                "hipMemcpyWithStream."),
+        "common": (
+            "Remove synchronizations from the steady-state loop: keep results on the device, read them "
+            "back every N steps, and express dependencies between streams with events instead of "
+            "waiting on the host."
+        ),
+        "torch": (
+            "Drop torch.cuda.synchronize() from the loop (time with torch.cuda.Event(enable_timing=True) "
+            "and read the events after the loop); avoid .item(), bool(t), print(t), .cpu(), .tolist(), "
+            "nonzero() and boolean-mask indexing per step; run torch.cuda.set_sync_debug_mode('warn') to "
+            "list hidden syncs; use stream.wait_stream / event.wait() for cross-stream ordering; "
+            "torch.compile(mode='reduce-overhead') / CUDA graphs remove per-step launch gaps."
+        ),
+        "nvidia": (
+            "Replace cudaDeviceSynchronize / cudaStreamSynchronize in the loop with cudaEventRecord + "
+            "cudaStreamWaitEvent (GPU-side ordering) and cudaEventQuery where the host only needs to "
+            "know; capture the loop body in a CUDA graph (cudaStreamBeginCapture / cudaGraphLaunch)."
+        ),
+        "amd": (
+            "Replace hipDeviceSynchronize / hipStreamSynchronize in the loop with hipEventRecord + "
+            "hipStreamWaitEvent and hipEventQuery; capture the loop body in a HIP graph "
+            "(hipStreamBeginCapture / hipGraphLaunch); on ROCm every .item()/.cpu() is a blocking "
+            "hipMemcpyWithStream."
+        ),
     },
     needs=(("runtime_api", "sync_events"),),
     options={
         "min_total_ms": Option(0.05, "ms", "Drop findings whose total impact is below this."),
-        "clock_slack_us": Option(10.0, "us", "Tolerance between the host clock (sync return) and the GPU clock "
-                                             "(end of the last GPU work) when matching the idle gap."),
+        "clock_slack_us": Option(
+            10.0,
+            "us",
+            "Tolerance between the host clock (sync return) and the GPU clock "
+            "(end of the last GPU work) when matching the idle gap.",
+        ),
     },
     confidence="high",
 )
@@ -92,30 +106,59 @@ def _rk(expr: str = "rank") -> pl.Expr:
 
 def _with_device(lf: pl.LazyFrame, syncs: pl.LazyFrame) -> pl.LazyFrame:
     """Fill the device: sync record's, else the last launch from the same thread, else the rank's only GPU."""
-    la = views.launches(lf).filter(pl.col("api_start_ns").is_not_null() & pl.col("device").is_not_null()).select(
-        _rk(), pl.col("api_tid").alias("tid"), pl.col("api_start_ns").alias("la_start"),
-        pl.col("device").alias("la_device"),
-    ).sort("la_start")
-    devs = views.gpu_work(lf).filter(pl.col("device").is_not_null()).group_by(_rk()).agg(
-        pl.col("device").n_unique().alias("n_dev"), pl.col("device").first().alias("one_dev"),
+    la = (
+        views.launches(lf)
+        .filter(pl.col("api_start_ns").is_not_null() & pl.col("device").is_not_null())
+        .select(
+            _rk(),
+            pl.col("api_tid").alias("tid"),
+            pl.col("api_start_ns").alias("la_start"),
+            pl.col("device").alias("la_device"),
+        )
+        .sort("la_start")
+    )
+    devs = (
+        views.gpu_work(lf)
+        .filter(pl.col("device").is_not_null())
+        .group_by(_rk())
+        .agg(
+            pl.col("device").n_unique().alias("n_dev"),
+            pl.col("device").first().alias("one_dev"),
+        )
     )
     return (
         syncs.sort("start_ns")
-        .join_asof(la, left_on="start_ns", right_on="la_start", by=["_rk", "tid"], strategy="backward",
-                   check_sortedness=False)
+        .join_asof(
+            la,
+            left_on="start_ns",
+            right_on="la_start",
+            by=["_rk", "tid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
         .join(devs, on="_rk", how="left")
-        .with_columns(device=pl.coalesce(
-            "device", "la_device", pl.when(pl.col("n_dev") == 1).then(pl.col("one_dev"))).cast(pl.Int32))
+        .with_columns(
+            device=pl.coalesce(
+                "device", "la_device", pl.when(pl.col("n_dev") == 1).then(pl.col("one_dev"))
+            ).cast(pl.Int32)
+        )
         .drop("la_start", "la_device", "n_dev", "one_dev")
     )
 
 
 def _in_steps(lf: pl.LazyFrame, syncs: pl.LazyFrame) -> pl.LazyFrame:
-    win = views.steps(lf).group_by(_rk()).agg(pl.col("start_ns").min().alias("w_start"),
-                                               pl.col("end_ns").max().alias("w_end"))
-    return syncs.join(win, on="_rk", how="left").filter(
-        pl.col("w_start").is_null() | pl.col("start_ns").is_between(pl.col("w_start"), pl.col("w_end"))
-    ).drop("w_start", "w_end")
+    win = (
+        views.steps(lf)
+        .group_by(_rk())
+        .agg(pl.col("start_ns").min().alias("w_start"), pl.col("end_ns").max().alias("w_end"))
+    )
+    return (
+        syncs.join(win, on="_rk", how="left")
+        .filter(
+            pl.col("w_start").is_null() | pl.col("start_ns").is_between(pl.col("w_start"), pl.col("w_end"))
+        )
+        .drop("w_start", "w_end")
+    )
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
@@ -124,30 +167,66 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     min_total = int(float(options.get("min_total_ms", 0.05)) * 1e6)
     syncs = views.host_syncs(lf).with_columns(_rk())
     syncs = _in_steps(lf, _with_device(lf, syncs)).with_columns(probe=pl.col("end_ns") + slack)
-    gaps = views.gpu_idle_gaps(lf).select(
-        _rk(), pl.col("device").cast(pl.Int32), pl.col("start_ns").alias("g_start"), pl.col("end_ns").alias("g_end"),
-    ).sort("g_start")
-    ops = lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null()).select(
-        _rk(), pl.col("external_id").alias("_ext"), pl.col("name").alias("op"),
-    ).unique(subset=["_rk", "_ext"], keep="first")
+    gaps = (
+        views.gpu_idle_gaps(lf)
+        .select(
+            _rk(),
+            pl.col("device").cast(pl.Int32),
+            pl.col("start_ns").alias("g_start"),
+            pl.col("end_ns").alias("g_end"),
+        )
+        .sort("g_start")
+    )
+    ops = (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select(
+            _rk(),
+            pl.col("external_id").alias("_ext"),
+            pl.col("name").alias("op"),
+        )
+        .unique(subset=["_rk", "_ext"], keep="first")
+    )
     rows = (
         syncs.sort("probe")
-        .join_asof(gaps, left_on="probe", right_on="g_start", by=["_rk", "device"], strategy="backward",
-                   check_sortedness=False)
-        .with_columns(gpu_idle_after_ns=pl.when(pl.col("g_end") > pl.col("end_ns"))
-                      .then(pl.col("g_end") - pl.max_horizontal("g_start", "start_ns")).otherwise(0))
+        .join_asof(
+            gaps,
+            left_on="probe",
+            right_on="g_start",
+            by=["_rk", "device"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(
+            gpu_idle_after_ns=pl.when(pl.col("g_end") > pl.col("end_ns"))
+            .then(pl.col("g_end") - pl.max_horizontal("g_start", "start_ns"))
+            .otherwise(0)
+        )
         .with_columns(impact_ns=pl.min_horizontal("dur_ns", "gpu_idle_after_ns").clip(lower_bound=0))
-        .with_columns(first_in_gap=pl.col("g_start").is_null()
-                      | (pl.col("start_ns").rank("ordinal").over(["_rk", "device", "g_start"]) == 1))
+        .with_columns(
+            first_in_gap=pl.col("g_start").is_null()
+            | (pl.col("start_ns").rank("ordinal").over(["_rk", "device", "g_start"]) == 1)
+        )
         .with_columns(impact_ns=pl.when(pl.col("first_in_gap")).then(pl.col("impact_ns")).otherwise(0))
         # 2021-era Kineto wrote the correlation id as the runtime call's external id: that links no op
-        .with_columns(_ext=pl.when(pl.col("external_id") != pl.col("correlation_id").fill_null(-1))
-                      .then(pl.col("external_id")))
+        .with_columns(
+            _ext=pl.when(pl.col("external_id") != pl.col("correlation_id").fill_null(-1)).then(
+                pl.col("external_id")
+            )
+        )
         .join(ops, on=["_rk", "_ext"], how="left")
     )
     return rows.filter(pl.col("impact_ns").sum().over(["_rk", "device"]) >= min_total).select(
-        "rank", "device", "start_ns", "end_ns", pl.col("impact_ns").cast(pl.Int64), "name", "scope",
-        pl.col("dur_ns").alias("host_wait_ns"), pl.col("gpu_idle_after_ns").cast(pl.Int64), "op", "kind",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        pl.col("impact_ns").cast(pl.Int64),
+        "name",
+        "scope",
+        pl.col("dur_ns").alias("host_wait_ns"),
+        pl.col("gpu_idle_after_ns").cast(pl.Int64),
+        "op",
+        "kind",
     )
 
 

@@ -62,30 +62,46 @@ RULE = Rule(
     title="Trace incomplete or inconsistent",
     summary="The trace is incomplete or inconsistent: {problems}. Read other findings with care.",
     advice={
-        "common": ("Capture again: profile a short window (a few steady-state steps) so buffers do not "
-                   "overflow, let the profiled process exit cleanly so the file is complete, and record "
-                   "both host and GPU activity."),
-        "torch": ("Use torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
-                  "schedule=torch.profiler.schedule(wait=1, warmup=2, active=3)) and call prof.step() each "
-                  "iteration; export with on_trace_ready=tensorboard_trace_handler(...) or "
-                  "prof.export_chrome_trace() after the profiler has stopped."),
-        "nvidia": ("With Nsight Systems use --trace=cuda,nvtx (add osrt for host waits), limit the capture "
-                   "with --capture-range=cudaProfilerApi or --delay/--duration, and export with nsys export "
-                   "--type sqlite after the run finished; raise CUPTI buffers (--cuda-flush-interval, "
-                   "CUPTI_ACTIVITY_BUFFER_SIZE) if events are lost."),
-        "amd": ("With rocprofv3 use --kernel-trace --memory-copy-trace --hip-runtime-trace (or --runtime-trace) "
-                "and let the application exit normally so the output is flushed; with rocprofiler/roctracer "
-                "in PyTorch make sure ProfilerActivity.CUDA is enabled (it covers HIP) and keep the window "
-                "short."),
+        "common": (
+            "Capture again: profile a short window (a few steady-state steps) so buffers do not "
+            "overflow, let the profiled process exit cleanly so the file is complete, and record "
+            "both host and GPU activity."
+        ),
+        "torch": (
+            "Use torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+            "schedule=torch.profiler.schedule(wait=1, warmup=2, active=3)) and call prof.step() each "
+            "iteration; export with on_trace_ready=tensorboard_trace_handler(...) or "
+            "prof.export_chrome_trace() after the profiler has stopped."
+        ),
+        "nvidia": (
+            "With Nsight Systems use --trace=cuda,nvtx (add osrt for host waits), limit the capture "
+            "with --capture-range=cudaProfilerApi or --delay/--duration, and export with nsys export "
+            "--type sqlite after the run finished; raise CUPTI buffers (--cuda-flush-interval, "
+            "CUPTI_ACTIVITY_BUFFER_SIZE) if events are lost."
+        ),
+        "amd": (
+            "With rocprofv3 use --kernel-trace --memory-copy-trace --hip-runtime-trace (or --runtime-trace) "
+            "and let the application exit normally so the output is flushed; with rocprofiler/roctracer "
+            "in PyTorch make sure ProfilerActivity.CUDA is enabled (it covers HIP) and keep the window "
+            "short."
+        ),
     },
     options={
-        "max_unlinked_share": Option(0.01, "fraction", "Report broken links and clock skew above this share "
-                                                         "of launches or GPU events."),
+        "max_unlinked_share": Option(
+            0.01, "fraction", "Report broken links and clock skew above this share of launches or GPU events."
+        ),
         "min_unlinked": Option(5, "events", "...and only when at least this many events are unlinked."),
-        "launch_slack_us": Option(10.0, "us", "A GPU event may start this much before its launch call before "
-                                              "it counts as a clock problem."),
+        "launch_slack_us": Option(
+            10.0,
+            "us",
+            "A GPU event may start this much before its launch call before it counts as a clock problem.",
+        ),
         "window_slack_ms": Option(100.0, "ms", "GPU events may start this far outside the host time window."),
-        "max_event_s": Option(3600.0, "s", "A single GPU event longer than this (an hour) is absurd; real naive kernels run for minutes."),
+        "max_event_s": Option(
+            3600.0,
+            "s",
+            "A single GPU event longer than this (an hour) is absurd; real naive kernels run for minutes.",
+        ),
     },
     group_by=("rank",),
     confidence="high",
@@ -94,24 +110,48 @@ RULE = Rule(
 # Kernel launch APIs of both vendors (bare names: views.api_name strips nsys suffixes). Graph launches are left
 # out: with graph-level tracing a graph launch has no per-kernel GPU record.
 LAUNCH_APIS = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice",
-    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipHccModuleLaunchKernel", "hipLaunchCooperativeKernel", "hipModuleLaunchCooperativeKernel",
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel",
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipHccModuleLaunchKernel",
+    "hipLaunchCooperativeKernel",
+    "hipModuleLaunchCooperativeKernel",
 )
 HOST_KINDS = ("runtime", "cpu_op", "python", "step")
 # import warnings and skip reasons, by problem
 TRUNCATED_RE = re.compile(r"truncat|cut off|ends early|stops mid-file", re.IGNORECASE)
 # definite loss only: nsys' "Not all NVTX events might have been collected" (h200_compile_warmup.sqlite, which
 # has no NVTX at all) is a possibility, not a loss, and is not reported
-LOSS_RE = re.compile(r"\b(dropped|lost|overflow\w*)\b|not all (?!.*\b(might|may)\b).*\b(collected|captured|recorded)",
-                     re.IGNORECASE)
+LOSS_RE = re.compile(
+    r"\b(dropped|lost|overflow\w*)\b|not all (?!.*\b(might|may)\b).*\b(collected|captured|recorded)",
+    re.IGNORECASE,
+)
 # (not the bare word "clock": the RPD importer skips "rocpd_monitor rows (SMI clock samples)", which is fine)
-CLOCK_RE = re.compile(r"end before (they|it) starts?|negative dur|out of order|clock (skew|drift|mismatch|domain)",
-                      re.IGNORECASE)
+CLOCK_RE = re.compile(
+    r"end before (they|it) starts?|negative dur|out of order|clock (skew|drift|mismatch|domain)",
+    re.IGNORECASE,
+)
 
-SCHEMA = {"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "impact_ns": pl.Int64,
-          "problem": pl.String, "detail": pl.String, "count": pl.Int64, "total": pl.Int64, "share": pl.Float64}
+SCHEMA = {
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "impact_ns": pl.Int64,
+    "problem": pl.String,
+    "detail": pl.String,
+    "count": pl.Int64,
+    "total": pl.Int64,
+    "share": pl.Float64,
+}
 
 
 def _rk() -> pl.Expr:
@@ -149,12 +189,21 @@ def _no_gpu(lf: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
     )
     detail = (
         pl.when(pl.col("n_launch") > 0)
-        .then(pl.format("{} kernel launches were recorded on the host but no kernel, copy or memset ran on "
-                        "the GPU: GPU activity tracing was off or its buffers were lost", "n_launch"))
-        .otherwise(pl.lit("no kernel, copy or memset at all: a CPU-only profile, or GPU activity tracing was off"))
+        .then(
+            pl.format(
+                "{} kernel launches were recorded on the host but no kernel, copy or memset ran on "
+                "the GPU: GPU activity tracing was off or its buffers were lost",
+                "n_launch",
+            )
+        )
+        .otherwise(
+            pl.lit("no kernel, copy or memset at all: a CPU-only profile, or GPU activity tracing was off")
+        )
     )
     return stats.filter(pl.col("n_gpu") == 0).select(
-        rank=pl.lit(trace.meta.rank, dtype=pl.Int32), problem=pl.lit("no GPU activity"), detail=detail,
+        rank=pl.lit(trace.meta.rank, dtype=pl.Int32),
+        problem=pl.lit("no GPU activity"),
+        detail=detail,
         count=pl.max_horizontal(pl.col("n_launch"), pl.lit(1)).cast(pl.Int64),
         total=pl.col("n_launch").cast(pl.Int64),
     )
@@ -162,13 +211,21 @@ def _no_gpu(lf: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
 
 def _share_rows(agg: pl.LazyFrame, problem: str, what: str, min_count: int, min_share: float) -> pl.LazyFrame:
     """Keep per-rank counts of at least ``min_count`` events and above ``min_share``, and describe them."""
-    return agg.with_columns(share=pl.col("count") / pl.col("total")).filter(
-        (pl.col("count") >= min_count) & (pl.col("share") > min_share)
-    ).select(
-        pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"), "start_ns", "end_ns",
-        pl.lit(problem).alias("problem"),
-        pl.format(f"{{}} of {{}} {what} ({{}}%)", "count", "total", (pl.col("share") * 100).round(1)).alias("detail"),
-        "count", "total", "share",
+    return (
+        agg.with_columns(share=pl.col("count") / pl.col("total"))
+        .filter((pl.col("count") >= min_count) & (pl.col("share") > min_share))
+        .select(
+            pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"),
+            "start_ns",
+            "end_ns",
+            pl.lit(problem).alias("problem"),
+            pl.format(
+                f"{{}} of {{}} {what} ({{}}%)", "count", "total", (pl.col("share") * 100).round(1)
+            ).alias("detail"),
+            "count",
+            "total",
+            "share",
+        )
     )
 
 
@@ -177,27 +234,41 @@ def _thresholds(options: dict) -> tuple[int, float]:
 
 
 def _agg(lf: pl.LazyFrame, total: pl.LazyFrame) -> pl.LazyFrame:
-    bad = lf.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("count"), pl.col("start_ns").min(),
-                                 (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns"))
+    bad = lf.group_by("_rk").agg(
+        pl.len().cast(pl.Int64).alias("count"),
+        pl.col("start_ns").min(),
+        (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+    )
     return bad.join(total, on="_rk", how="inner")
 
 
 def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     rt = lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).with_columns(
-        _rk(), api=views.api_name())
+        _rk(), api=views.api_name()
+    )
     gpu = views.gpu_work(lf).with_columns(_rk())
     gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id").unique()
     last_gpu = gpu.group_by("_rk").agg(pl.col("correlation_id").max().alias("last_corr"))
-    launches = rt.filter(pl.col("api").is_in(LAUNCH_APIS)).join(last_gpu, on="_rk", how="inner").filter(
-        pl.col("correlation_id") <= pl.col("last_corr"))  # newer launches ran after the capture stopped
-    unmatched = _agg(launches.join(gpu_keys, on=["_rk", "correlation_id"], how="anti"),
-                     launches.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")))
+    launches = (
+        rt.filter(pl.col("api").is_in(LAUNCH_APIS))
+        .join(last_gpu, on="_rk", how="inner")
+        .filter(pl.col("correlation_id") <= pl.col("last_corr"))
+    )  # newer launches ran after the capture stopped
+    unmatched = _agg(
+        launches.join(gpu_keys, on=["_rk", "correlation_id"], how="anti"),
+        launches.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")),
+    )
     first_rt = rt.group_by("_rk").agg(pl.col("correlation_id").min().alias("first_corr"))
     rt_keys = rt.select("_rk", "correlation_id").unique()
-    in_window = gpu.join(first_rt, on="_rk", how="inner").filter(  # older ids were launched before the capture
-        pl.col("correlation_id").is_null() | (pl.col("correlation_id") >= pl.col("first_corr")))
-    orphans = _agg(in_window.join(rt_keys, on=["_rk", "correlation_id"], how="anti", nulls_equal=False),
-                   in_window.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")))
+    in_window = gpu.join(
+        first_rt, on="_rk", how="inner"
+    ).filter(  # older ids were launched before the capture
+        pl.col("correlation_id").is_null() | (pl.col("correlation_id") >= pl.col("first_corr"))
+    )
+    orphans = _agg(
+        in_window.join(rt_keys, on=["_rk", "correlation_id"], how="anti", nulls_equal=False),
+        in_window.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")),
+    )
     n, share = _thresholds(options)
     return [
         _share_rows(unmatched, "launches without GPU work", "kernel launches have no GPU event", n, share),
@@ -209,13 +280,21 @@ def _clock(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     slack = int(float(options.get("window_slack_ms", 100.0)) * 1e6)
     launch_slack = int(float(options.get("launch_slack_us", 10.0)) * 1e3)
     max_dur = int(float(options.get("max_event_s", 3600.0)) * 1e9)
-    host = lf.filter(pl.col("kind").is_in(HOST_KINDS)
-                     | ((pl.col("kind") == "annotation") & pl.col("device").is_null())).group_by(_rk()).agg(
-        pl.col("start_ns").min().alias("hs"), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("he"))
+    host = (
+        lf.filter(
+            pl.col("kind").is_in(HOST_KINDS) | ((pl.col("kind") == "annotation") & pl.col("device").is_null())
+        )
+        .group_by(_rk())
+        .agg(pl.col("start_ns").min().alias("hs"), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("he"))
+    )
     gpu = views.gpu_work(lf).with_columns(_rk()).join(host, on="_rk", how="left")
     n_gpu = gpu.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total"))
-    outside = gpu.filter((pl.col("start_ns") < pl.col("hs") - slack) | (pl.col("start_ns") > pl.col("he") + slack))
-    absurd = gpu.filter((pl.col("dur_ns") > max_dur) | (pl.col("dur_ns") > pl.col("he") - pl.col("hs") + slack))
+    outside = gpu.filter(
+        (pl.col("start_ns") < pl.col("hs") - slack) | (pl.col("start_ns") > pl.col("he") + slack)
+    )
+    absurd = gpu.filter(
+        (pl.col("dur_ns") > max_dur) | (pl.col("dur_ns") > pl.col("he") - pl.col("hs") + slack)
+    )
     linked = views.launches(lf).filter(pl.col("api_start_ns").is_not_null()).with_columns(_rk())
     early = linked.filter(pl.col("start_ns") < pl.col("api_start_ns") - launch_slack)
     negative = lf.filter(pl.col("dur_ns") < 0).with_columns(_rk())
@@ -224,7 +303,9 @@ def _clock(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     n_linked = linked.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total"))
     return [  # skew: above the share threshold; impossible values: any
         _share_rows(_agg(outside, n_gpu), "clock", "GPU events start outside the host time window", 1, share),
-        _share_rows(_agg(early, n_linked), "clock", "GPU events start before the call that launched them", 1, share),
+        _share_rows(
+            _agg(early, n_linked), "clock", "GPU events start before the call that launched them", 1, share
+        ),
         _share_rows(_agg(absurd, n_gpu), "clock", "GPU events last longer than the whole capture", 1, 0.0),
         _share_rows(_agg(negative, n_all), "clock", "events have a negative duration", 1, 0.0),
     ]
@@ -240,7 +321,8 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         parts.extend(_clock(lf, options))
     out = pl.concat([pl.LazyFrame(schema=SCHEMA), *parts], how="diagonal_relaxed")
     return out.select([pl.col(c).cast(t) for c, t in SCHEMA.items()]).with_columns(
-        impact_ns=pl.lit(0, dtype=pl.Int64), count=pl.col("count").fill_null(1))
+        impact_ns=pl.lit(0, dtype=pl.Int64), count=pl.col("count").fill_null(1)
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
@@ -255,8 +337,13 @@ def _steps(b: TraceBuilder, n: int, gpu: bool) -> TraceBuilder:
         c = b.next_corr()
         b.runtime("cudaLaunchKernel", t + 5.0, 5.0, corr=c, ext=i + 1)
         if gpu:
-            b.kernel("void at::native::vectorized_elementwise_kernel<4, relu_kernel>", t + 15.0, 30.0, corr=c,
-                     ext=i + 1)
+            b.kernel(
+                "void at::native::vectorized_elementwise_kernel<4, relu_kernel>",
+                t + 15.0,
+                30.0,
+                corr=c,
+                ext=i + 1,
+            )
     return b
 
 

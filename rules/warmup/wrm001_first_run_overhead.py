@@ -69,35 +69,49 @@ RULE = Rule(
     code="WRM001",
     name="first-run-overhead",
     title="Compile and warm-up inside the measured window",
-    summary=("{impact_ms:.0f} ms of one-time warm-up inside the measured window ({share_pct:.1f}% of the "
-             "trace): {breakdown}"),
+    summary=(
+        "{impact_ms:.0f} ms of one-time warm-up inside the measured window ({share_pct:.1f}% of the "
+        "trace): {breakdown}"
+    ),
     advice={
-        "common": ("Run a few warm-up iterations before you start measuring or profiling, and keep compiled "
-                   "artifacts in a persistent cache so restarts do not pay for compilation again."),
-        "torch": ("Profile with torch.profiler.schedule(wait=1, warmup=2, active=3) (or skip the first steps "
-                  "when timing); for torch.compile set TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR to a "
-                  "persistent path (FX graph and autotune caches are on by default in recent PyTorch), ship "
-                  "caches with torch.compiler.save_cache_artifacts / load_cache_artifacts, compile with "
-                  "dynamic=True or mark_dynamic to avoid recompiles, and use mode='max-autotune' only with a "
-                  "warm cache (its autotuning is cached in the same dirs)."),
-        "nvidia": ("CUDA_MODULE_LOADING=LAZY (default since CUDA 12.2) loads kernels on first launch, which "
-                   "moves cuModuleLoad/cuLibraryLoad time into the first steps: warm up, or set "
-                   "CUDA_MODULE_LOADING=EAGER to pay it at start-up instead; build for the GPU's sm_XX "
-                   "(TORCH_CUDA_ARCH_LIST) so no PTX is JIT-compiled, and keep the JIT cache "
-                   "(CUDA_CACHE_PATH, CUDA_CACHE_MAXSIZE); create cuBLAS/cuDNN handles before timing; "
-                   "torch.backends.cudnn.benchmark searches algorithms on first use of each shape."),
-        "amd": ("Build code objects for the GPU's gfx target (PYTORCH_ROCM_ARCH) so nothing is compiled at run "
-                "time; MIOpen: MIOPEN_FIND_MODE=FAST (or 2) for quick find, and keep the user find-db and "
-                "kernel cache (MIOPEN_USER_DB_PATH, MIOPEN_CUSTOM_CACHE_DIR) across runs; hipBLASLt/rocBLAS: "
-                "tune once with PyTorch TunableOp (PYTORCH_TUNABLEOP_ENABLED=1, "
-                "PYTORCH_TUNABLEOP_TUNING=1, PYTORCH_TUNABLEOP_FILENAME=...) and reuse the results file with "
-                "tuning off; warm up before measuring so hipModuleLoad and first-launch code-object loads "
-                "stay out of the window."),
+        "common": (
+            "Run a few warm-up iterations before you start measuring or profiling, and keep compiled "
+            "artifacts in a persistent cache so restarts do not pay for compilation again."
+        ),
+        "torch": (
+            "Profile with torch.profiler.schedule(wait=1, warmup=2, active=3) (or skip the first steps "
+            "when timing); for torch.compile set TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR to a "
+            "persistent path (FX graph and autotune caches are on by default in recent PyTorch), ship "
+            "caches with torch.compiler.save_cache_artifacts / load_cache_artifacts, compile with "
+            "dynamic=True or mark_dynamic to avoid recompiles, and use mode='max-autotune' only with a "
+            "warm cache (its autotuning is cached in the same dirs)."
+        ),
+        "nvidia": (
+            "CUDA_MODULE_LOADING=LAZY (default since CUDA 12.2) loads kernels on first launch, which "
+            "moves cuModuleLoad/cuLibraryLoad time into the first steps: warm up, or set "
+            "CUDA_MODULE_LOADING=EAGER to pay it at start-up instead; build for the GPU's sm_XX "
+            "(TORCH_CUDA_ARCH_LIST) so no PTX is JIT-compiled, and keep the JIT cache "
+            "(CUDA_CACHE_PATH, CUDA_CACHE_MAXSIZE); create cuBLAS/cuDNN handles before timing; "
+            "torch.backends.cudnn.benchmark searches algorithms on first use of each shape."
+        ),
+        "amd": (
+            "Build code objects for the GPU's gfx target (PYTORCH_ROCM_ARCH) so nothing is compiled at run "
+            "time; MIOpen: MIOPEN_FIND_MODE=FAST (or 2) for quick find, and keep the user find-db and "
+            "kernel cache (MIOPEN_USER_DB_PATH, MIOPEN_CUSTOM_CACHE_DIR) across runs; hipBLASLt/rocBLAS: "
+            "tune once with PyTorch TunableOp (PYTORCH_TUNABLEOP_ENABLED=1, "
+            "PYTORCH_TUNABLEOP_TUNING=1, PYTORCH_TUNABLEOP_FILENAME=...) and reuse the results file with "
+            "tuning off; warm up before measuring so hipModuleLoad and first-launch code-object loads "
+            "stay out of the window."
+        ),
     },
     options={
-        "first_call_factor": Option(5.0, "x median", "A first call this many times slower than later calls is warm-up."),
+        "first_call_factor": Option(
+            5.0, "x median", "A first call this many times slower than later calls is warm-up."
+        ),
         "first_call_min_ms": Option(1.0, "ms", "...and at least this much longer than their median."),
-        "first_step_factor": Option(2.0, "x median", "A first step this many times slower than the later steps."),
+        "first_step_factor": Option(
+            2.0, "x median", "A first step this many times slower than the later steps."
+        ),
         "first_step_min_ms": Option(1.0, "ms", "...and at least this much longer than their median."),
         "min_total_ms": Option(1.0, "ms", "Drop findings whose total warm-up is below this."),
     },
@@ -111,19 +125,44 @@ COMPILE_SPAN_RE = (
 )
 COMPILE_KINDS = ("cpu_op", "annotation", "python")
 MODULE_LOAD_APIS = (
-    "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary", "cuLibraryLoadData",
-    "cuLibraryLoadFromFile", "cudaLibraryLoadData", "cudaLibraryLoadFromFile", "cuKernelGetFunction",
-    "cuLinkCreate", "cuLinkAddData", "cuLinkAddFile", "cuLinkComplete", "nvrtcCompileProgram",
-    "hipModuleLoad", "hipModuleLoadData", "hipModuleLoadDataEx", "__hipRegisterFatBinary", "hiprtcCompileProgram",
+    "cuModuleLoad",
+    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
+    "cuModuleLoadFatBinary",
+    "cuLibraryLoadData",
+    "cuLibraryLoadFromFile",
+    "cudaLibraryLoadData",
+    "cudaLibraryLoadFromFile",
+    "cuKernelGetFunction",
+    "cuLinkCreate",
+    "cuLinkAddData",
+    "cuLinkAddFile",
+    "cuLinkComplete",
+    "nvrtcCompileProgram",
+    "hipModuleLoad",
+    "hipModuleLoadData",
+    "hipModuleLoadDataEx",
+    "__hipRegisterFatBinary",
+    "hiprtcCompileProgram",
     "hipLinkComplete",
 )
 MODULE_LOAD_OVERHEAD = ("Lazy Function Loading", "Runtime Triggered Module Loading", "Driver Compiler")
 LIBRARY_INIT_APIS = (
-    "cublasCreate", "cublasLtCreate", "cudnnCreate", "cusparseCreate", "cufftPlanMany",
-    "hipblasCreate", "hipblasLtCreate", "rocblas_create_handle", "miopenCreate", "miopenCreateWithStream",
+    "cublasCreate",
+    "cublasLtCreate",
+    "cudnnCreate",
+    "cusparseCreate",
+    "cufftPlanMany",
+    "hipblasCreate",
+    "hipblasLtCreate",
+    "rocblas_create_handle",
+    "miopenCreate",
+    "miopenCreateWithStream",
 )
 FIND_RE = r"^(cudnnFind|miopenFind|cudnnGet\w*Algorithm_v7)"
-STEP_RE = r"(?i)^(ProfilerStep#|iteration[_ #-]?|iter[_ #-]?|step[_ #-]?|train_step[_ #-]?|train_iter[_ #-]?)\d+$"
+STEP_RE = (
+    r"(?i)^(ProfilerStep#|iteration[_ #-]?|iter[_ #-]?|step[_ #-]?|train_step[_ #-]?|train_iter[_ #-]?)\d+$"
+)
 FIRST_CALL_KINDS = ("cpu_op",)
 
 
@@ -132,32 +171,51 @@ def _rk() -> pl.Expr:
 
 
 def _iv(lf: pl.LazyFrame, what: str) -> pl.LazyFrame:
-    return lf.select(_rk(), "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-                     pl.lit(what).alias("what"), "name")
+    return lf.select(
+        _rk(),
+        "start_ns",
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        pl.lit(what).alias("what"),
+        "name",
+    )
 
 
 def _explicit(lf: pl.LazyFrame) -> list[pl.LazyFrame]:
     """Compile spans, module loads / JIT, library init and algorithm search, by name."""
     name = views.api_name()
     return [
-        _iv(lf.filter(pl.col("kind").is_in(COMPILE_KINDS) & pl.col("name").str.contains(COMPILE_SPAN_RE)),
-            "torch.compile"),
-        _iv(lf.filter(((pl.col("kind") == "runtime") & name.is_in(MODULE_LOAD_APIS))
-                      | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD)))
-            .with_columns(name=name), "module load / JIT"),
-        _iv(lf.filter(name.is_in(LIBRARY_INIT_APIS) | name.str.contains(FIND_RE)).with_columns(name=name),
-            "library init / tuning"),
+        _iv(
+            lf.filter(pl.col("kind").is_in(COMPILE_KINDS) & pl.col("name").str.contains(COMPILE_SPAN_RE)),
+            "torch.compile",
+        ),
+        _iv(
+            lf.filter(
+                ((pl.col("kind") == "runtime") & name.is_in(MODULE_LOAD_APIS))
+                | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
+            ).with_columns(name=name),
+            "module load / JIT",
+        ),
+        _iv(
+            lf.filter(name.is_in(LIBRARY_INIT_APIS) | name.str.contains(FIND_RE)).with_columns(name=name),
+            "library init / tuning",
+        ),
     ]
 
 
-def _first(lf: pl.LazyFrame, keys: list[str], dur: str, start: str, factor: float, min_ns: int) -> pl.LazyFrame:
+def _first(
+    lf: pl.LazyFrame, keys: list[str], dur: str, start: str, factor: float, min_ns: int
+) -> pl.LazyFrame:
     """First occurrence per ``keys`` that is much slower than the median of the later ones, with ``excess``."""
     return (
         lf.sort(start)
         .with_columns(_idx=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
         .with_columns(_med=pl.col(dur).filter(pl.col("_idx") > 0).median().over(keys))
-        .filter((pl.col("_idx") == 0) & (pl.col("_n") >= 3) & (pl.col(dur) >= factor * pl.col("_med"))
-                & (pl.col(dur) - pl.col("_med") >= min_ns))
+        .filter(
+            (pl.col("_idx") == 0)
+            & (pl.col("_n") >= 3)
+            & (pl.col(dur) >= factor * pl.col("_med"))
+            & (pl.col(dur) - pl.col("_med") >= min_ns)
+        )
         .with_columns(excess=(pl.col(dur) - pl.col("_med")).cast(pl.Int64))
     )
 
@@ -165,26 +223,54 @@ def _first(lf: pl.LazyFrame, keys: list[str], dur: str, start: str, factor: floa
 def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     factor = float(options.get("first_call_factor", 5.0))
     min_ns = int(float(options.get("first_call_min_ms", 1.0)) * 1e6)
-    ops = lf.filter(pl.col("kind").is_in(FIRST_CALL_KINDS) & ~pl.col("name").str.contains(COMPILE_SPAN_RE)).with_columns(
-        _rk(), end_ns=pl.col("start_ns") + pl.col("dur_ns"), _dims=pl.col("input_dims").fill_null(""))
+    ops = lf.filter(
+        pl.col("kind").is_in(FIRST_CALL_KINDS) & ~pl.col("name").str.contains(COMPILE_SPAN_RE)
+    ).with_columns(
+        _rk(), end_ns=pl.col("start_ns") + pl.col("dur_ns"), _dims=pl.col("input_dims").fill_null("")
+    )
     ops = _first(ops, ["_rk", "name", "_dims"], "dur_ns", "start_ns", factor, min_ns)
     # an op that copied or synchronised may have waited for the GPU (or a pageable copy): not warm-up
-    waits = lf.filter(pl.col("kind") == "runtime").with_columns(api=views.api_name()).filter(
-        pl.col("api").is_in([*views.BLOCKING_COPY_APIS, *views.ASYNC_COPY_APIS, *views.BLOCKING_SYNC_APIS])
-    ).select(_rk(), "tid", pl.col("start_ns").alias("w_start")).sort("w_start")
-    ops = ops.sort("start_ns").join_asof(waits, left_on="start_ns", right_on="w_start", by=["_rk", "tid"],
-                                         strategy="forward", check_sortedness=False)
+    waits = (
+        lf.filter(pl.col("kind") == "runtime")
+        .with_columns(api=views.api_name())
+        .filter(
+            pl.col("api").is_in(
+                [*views.BLOCKING_COPY_APIS, *views.ASYNC_COPY_APIS, *views.BLOCKING_SYNC_APIS]
+            )
+        )
+        .select(_rk(), "tid", pl.col("start_ns").alias("w_start"))
+        .sort("w_start")
+    )
+    ops = ops.sort("start_ns").join_asof(
+        waits,
+        left_on="start_ns",
+        right_on="w_start",
+        by=["_rk", "tid"],
+        strategy="forward",
+        check_sortedness=False,
+    )
     ops = ops.filter(pl.col("w_start").is_null() | (pl.col("w_start") >= pl.col("end_ns")))
-    launches = views.launches(lf).filter(pl.col("api_start_ns").is_not_null() & pl.col("api_dur_ns").is_not_null())
-    launches = _first(launches.with_columns(_rk()), ["_rk", "name"], "api_dur_ns", "api_start_ns", factor, min_ns)
+    launches = views.launches(lf).filter(
+        pl.col("api_start_ns").is_not_null() & pl.col("api_dur_ns").is_not_null()
+    )
+    launches = _first(
+        launches.with_columns(_rk()), ["_rk", "name"], "api_dur_ns", "api_start_ns", factor, min_ns
+    )
     return [
-        ops.select("_rk", "start_ns", (pl.col("start_ns") + pl.col("excess")).alias("end_ns"),
-                   pl.lit("first call").alias("what"), "name"),
-        launches.select("_rk", pl.col("api_start_ns").alias("start_ns"),
-                        (pl.col("api_start_ns") + pl.col("excess")).alias("end_ns"),
-                        pl.lit("first launch").alias("what"),
-                        pl.concat_str(pl.col("api_name"), pl.lit(" of "), pl.col("name").str.slice(0, 80))
-                        .alias("name")),
+        ops.select(
+            "_rk",
+            "start_ns",
+            (pl.col("start_ns") + pl.col("excess")).alias("end_ns"),
+            pl.lit("first call").alias("what"),
+            "name",
+        ),
+        launches.select(
+            "_rk",
+            pl.col("api_start_ns").alias("start_ns"),
+            (pl.col("api_start_ns") + pl.col("excess")).alias("end_ns"),
+            pl.lit("first launch").alias("what"),
+            pl.concat_str(pl.col("api_name"), pl.lit(" of "), pl.col("name").str.slice(0, 80)).alias("name"),
+        ),
     ]
 
 
@@ -192,35 +278,70 @@ def _merge(iv: pl.LazyFrame) -> pl.LazyFrame:
     """Union of intervals per rank, with the categories and the longest item's name of each episode."""
     s = iv.filter(pl.col("end_ns") > pl.col("start_ns")).sort(["_rk", "start_ns"])
     s = s.with_columns(_prev=pl.col("end_ns").cum_max().shift(1).over("_rk"))
-    s = s.with_columns(_grp=(pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev"))).cast(pl.Int64)
-                       .cum_sum().over("_rk"))
+    s = s.with_columns(
+        _grp=(pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev")))
+        .cast(pl.Int64)
+        .cum_sum()
+        .over("_rk")
+    )
     longest = pl.col("end_ns") - pl.col("start_ns")
-    return s.group_by("_rk", "_grp").agg(
-        pl.col("start_ns").min(), pl.col("end_ns").max(),
-        pl.col("what").sort_by(longest, descending=True).first(),
-        pl.col("what").unique().sort().str.join(", ").alias("includes"),
-        pl.col("name").sort_by(longest, descending=True).first(),
-        pl.len().alias("items"),
-    ).drop("_grp").with_columns(impact_ns=pl.col("end_ns") - pl.col("start_ns"))
+    return (
+        s.group_by("_rk", "_grp")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("what").sort_by(longest, descending=True).first(),
+            pl.col("what").unique().sort().str.join(", ").alias("includes"),
+            pl.col("name").sort_by(longest, descending=True).first(),
+            pl.len().alias("items"),
+        )
+        .drop("_grp")
+        .with_columns(impact_ns=pl.col("end_ns") - pl.col("start_ns"))
+    )
 
 
 def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     factor = float(options.get("first_step_factor", 2.0))
     min_ns = int(float(options.get("first_step_min_ms", 1.0)) * 1e6)
-    st = lf.filter((pl.col("kind") == "step") | ((pl.col("kind") == "annotation") & pl.col("device").is_null()
-                                                 & pl.col("name").str.contains(STEP_RE)))
+    st = lf.filter(
+        (pl.col("kind") == "step")
+        | (
+            (pl.col("kind") == "annotation")
+            & pl.col("device").is_null()
+            & pl.col("name").str.contains(STEP_RE)
+        )
+    )
     st = st.with_columns(_rk(), _is_step=pl.col("kind") == "step")
     st = st.filter(pl.col("_is_step") | ~pl.col("_is_step").any().over("_rk"))
     s0 = _first(st, ["_rk"], "dur_ns", "start_ns", factor, min_ns).select(
-        "_rk", "name", "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"), "excess",
-        (pl.col("dur_ns") / 1e6).alias("step0_ms"), (pl.col("_med") / 1e6).alias("steady_step_ms"))
-    covered = merged.join(s0.select("_rk", s_start="start_ns", s_end="end_ns"), on="_rk", how="inner").select(
-        "_rk", (pl.min_horizontal("end_ns", "s_end") - pl.max_horizontal("start_ns", "s_start")).clip(lower_bound=0)
-        .alias("ov")).group_by("_rk").agg(pl.col("ov").sum())
-    return s0.join(covered, on="_rk", how="left").with_columns(
-        impact_ns=(pl.col("excess") - pl.col("ov").fill_null(0)).clip(lower_bound=0),
-        what=pl.lit("first step"), items=pl.lit(1, dtype=pl.UInt32),
-    ).drop("excess", "ov")
+        "_rk",
+        "name",
+        "start_ns",
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        "excess",
+        (pl.col("dur_ns") / 1e6).alias("step0_ms"),
+        (pl.col("_med") / 1e6).alias("steady_step_ms"),
+    )
+    covered = (
+        merged.join(s0.select("_rk", s_start="start_ns", s_end="end_ns"), on="_rk", how="inner")
+        .select(
+            "_rk",
+            (pl.min_horizontal("end_ns", "s_end") - pl.max_horizontal("start_ns", "s_start"))
+            .clip(lower_bound=0)
+            .alias("ov"),
+        )
+        .group_by("_rk")
+        .agg(pl.col("ov").sum())
+    )
+    return (
+        s0.join(covered, on="_rk", how="left")
+        .with_columns(
+            impact_ns=(pl.col("excess") - pl.col("ov").fill_null(0)).clip(lower_bound=0),
+            what=pl.lit("first step"),
+            items=pl.lit(1, dtype=pl.UInt32),
+        )
+        .drop("excess", "ov")
+    )
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
@@ -230,11 +351,21 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     rows = pl.concat([merged, _first_step(lf, merged, options)], how="diagonal_relaxed")
     return rows.filter(pl.col("impact_ns").sum().over("_rk") >= min_total).select(
         pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"),
-        pl.lit(None, dtype=pl.Int32).alias("device"), "start_ns", "end_ns", pl.col("impact_ns").cast(pl.Int64),
-        "what", "name", "includes", "items", "step0_ms", "steady_step_ms",
+        pl.lit(None, dtype=pl.Int32).alias("device"),
+        "start_ns",
+        "end_ns",
+        pl.col("impact_ns").cast(pl.Int64),
+        "what",
+        "name",
+        "includes",
+        "items",
+        "step0_ms",
+        "steady_step_ms",
         # explicit markers are facts; first calls and the first step are inferred from timing
-        pl.when(pl.col("what").is_in(["first call", "first launch", "first step"])).then(pl.lit("medium"))
-        .otherwise(pl.lit("high")).alias("confidence"),
+        pl.when(pl.col("what").is_in(["first call", "first launch", "first step"]))
+        .then(pl.lit("medium"))
+        .otherwise(pl.lit("high"))
+        .alias("confidence"),
     )
 
 

@@ -49,14 +49,18 @@ def ids(paths: list[Path]) -> list[str]:
 def _load(path: str) -> Trace | str:
     try:
         return load_trace(path)
-    except InputError as e:  # the importer refuses this file cleanly (e.g. a stats-only part): not a rule matter
+    except (
+        InputError
+    ) as e:  # the importer refuses this file cleanly (e.g. a stats-only part): not a rule matter
         return f"importer refused it: {e}"
 
 
 def load_or_skip(path: Path) -> Trace:
     """Load a corpus file; only an .nsys-rep on a machine without nsys may be refused (skipped with the reason)."""
     importer = expected_importer(path)
-    importlib.import_module(f"traceadvisor.importers.{importer}")  # every importer exists: a missing one fails
+    importlib.import_module(
+        f"traceadvisor.importers.{importer}"
+    )  # every importer exists: a missing one fails
     t = _load(str(path))
     if isinstance(t, str):
         if not path.name.endswith(".nsys-rep"):  # only a report without nsys on the machine may be refused

@@ -36,19 +36,26 @@ def _exposed_from_json(path):
                 out.append([a, b])
         return out
 
-    iv = [(float(e["ts"]), float(e["ts"]) + float(e["dur"]), bool(re.search("nccl", e["name"], re.I))) for e in ks]
+    iv = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), bool(re.search("nccl", e["name"], re.I)))
+        for e in ks
+    ]
     coll = merge([(a, b) for a, b, c in iv if c])
     comp = merge([(a, b) for a, b, c in iv if not c])
-    exposed = sum((b - a) - sum(max(0.0, min(b, y) - max(a, x)) for x, y in comp if y > a and x < b)
-                  for a, b in coll)
+    exposed = sum(
+        (b - a) - sum(max(0.0, min(b, y) - max(a, x)) for x, y in comp if y > a and x < b) for a, b in coll
+    )
     return sum(b - a for a, b in coll) * 1e3, exposed * 1e3, sum(1 for *_, c in iv if c)
 
 
-@pytest.mark.parametrize("path,stack", [
-    ("torch/hta_a100_ddp_2rank_rank0_nccl.json.gz", "nvidia"),
-    ("torch/hta_a100_train_rank3_of_8.json.gz", "nvidia"),
-    ("torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz", "amd"),
-])
+@pytest.mark.parametrize(
+    "path,stack",
+    [
+        ("torch/hta_a100_ddp_2rank_rank0_nccl.json.gz", "nvidia"),
+        ("torch/hta_a100_train_rank3_of_8.json.gz", "nvidia"),
+        ("torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz", "amd"),
+    ],
+)
 def test_real_distributed_traces(path, stack):
     (f,) = run(trace(path)).findings
     coll_ns, exposed_ns, n = _exposed_from_json(path)

@@ -28,11 +28,17 @@ def _idle_in_fetches_from_json(path):
     """GPU idle time inside the DataLoader spans, by a plain interval sweep over the (legacy list) JSON."""
     d = json.load(gzip.open(TRACES / path))
     ev = d if isinstance(d, list) else d["traceEvents"]
-    spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
-             if str(e.get("name", "")).startswith("enumerate(DataLoader)#")]
+    spans = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
+    ]
     busy = []
-    for a, b in sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
-                       if e.get("cat") in ("Kernel", "Memcpy", "Memset", "kernel", "gpu_memcpy", "gpu_memset")):
+    for a, b in sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if e.get("cat") in ("Kernel", "Memcpy", "Memset", "kernel", "gpu_memcpy", "gpu_memset")
+    ):
         if busy and a <= busy[-1][1]:
             busy[-1][1] = max(busy[-1][1], b)
         else:

@@ -50,7 +50,9 @@ def test_mix_flags_the_planted_shapes_only(mix):
     assert mix.count == 15  # 3 shapes x 5 calls
     other = {key(s): s for s in mix.evidence["unflagged_shapes"]}
     assert set(other) == {(8192, 8192, 8192, 1), (4096, 4096, 4096, 1)}
-    assert other[(4096, 4096, 4096, 1)]["dtype"] == "fp32" and "GEM002" in other[(4096, 4096, 4096, 1)]["note"]
+    assert (
+        other[(4096, 4096, 4096, 1)]["dtype"] == "fp32" and "GEM002" in other[(4096, 4096, 4096, 1)]["note"]
+    )
     for s in mix.evidence["shapes"]:
         assert {"m", "n", "k", "batch", "dtype", "calls", "tflops", "utilization"} <= set(s)
         assert s["calls"] == 5 and 0 < s["utilization"] < 0.4
@@ -116,8 +118,13 @@ def _linked_gemm(b, *, ext_on_kernel: bool, op="aten::mm", dims=None, types=None
         b.cpu_op(op, t, 50, ext=100 + i, dims=dims, types=types, tid=1)
         c = b.next_corr()
         b.runtime("cuLaunchKernel", t + 10, 5, corr=c, tid=1, ext=None)
-        b.kernel("void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1>", t + 100, 904,
-                 corr=c, ext=(100 + i) if ext_on_kernel else None)
+        b.kernel(
+            "void cutlass::Kernel2<cutlass_75_tensorop_f16_s1688gemm_f16_128x128_nn_align1>",
+            t + 100,
+            904,
+            corr=c,
+            ext=(100 + i) if ext_on_kernel else None,
+        )
 
 
 def test_kernels_without_external_id_link_by_time_range():
@@ -133,12 +140,29 @@ def test_linear_leaf_and_composites_are_counted_once():
     b = TraceBuilder()
     for i in range(3):  # aten::linear -> aten::addmm: the kernel carries addmm's external id
         t = i * 1000.0
-        b.cpu_op("aten::linear", t, 60, ext=10 + i, dims=[[4, 35, 4093], [4097, 4093], [4097]],
-                 types=["c10::BFloat16"] * 3)
-        b.cpu_op("aten::addmm", t + 5, 50, ext=20 + i, dims=[[4097], [140, 4093], [4093, 4097], [], []],
-                 types=["c10::BFloat16"] * 3 + ["Scalar", "Scalar"])
-        b.launch("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align1>", t + 10,
-                 t + 20, 200, ext=20 + i)
+        b.cpu_op(
+            "aten::linear",
+            t,
+            60,
+            ext=10 + i,
+            dims=[[4, 35, 4093], [4097, 4093], [4097]],
+            types=["c10::BFloat16"] * 3,
+        )
+        b.cpu_op(
+            "aten::addmm",
+            t + 5,
+            50,
+            ext=20 + i,
+            dims=[[4097], [140, 4093], [4093, 4097], [], []],
+            types=["c10::BFloat16"] * 3 + ["Scalar", "Scalar"],
+        )
+        b.launch(
+            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x64_64x6_tn_align1>",
+            t + 10,
+            t + 20,
+            200,
+            ext=20 + i,
+        )
     (f,) = run(b.build()).findings
     (s,) = f.evidence["shapes"]
     assert key(s) == (140, 4097, 4093, 1) and s["calls"] == 3 and s["dtype"] == "bf16"
@@ -148,8 +172,14 @@ def test_linear_leaf_and_composites_are_counted_once():
 def test_linear_leaf_shape():
     b = TraceBuilder()
     for i in range(3):
-        b.cpu_op("aten::linear", i * 1000.0, 60, ext=10 + i, dims=[[4, 35, 4093], [4097, 4093], [4097]],
-                 types=["c10::BFloat16"] * 3)
+        b.cpu_op(
+            "aten::linear",
+            i * 1000.0,
+            60,
+            ext=10 + i,
+            dims=[[4, 35, 4093], [4097, 4093], [4097]],
+            types=["c10::BFloat16"] * 3,
+        )
         b.launch("fused_linear_align1_kernel_gemm", i * 1000.0 + 5, i * 1000.0 + 20, 200, ext=10 + i)
     (f,) = run(b.build()).findings
     assert key(f.evidence["shapes"][0]) == (140, 4097, 4093, 1)
@@ -168,9 +198,16 @@ def test_skips_without_shapes_or_peaks():
 def test_fp32_kernel_names_pick_the_tf32_peak():
     b = TraceBuilder()
     for i in range(3):
-        b.cpu_op("aten::mm", i * 1000.0, 30, ext=i + 1, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"])
-        b.launch("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_256x128_16x3_nn_align4>", i * 1000.0 + 5,
-                 i * 1000.0 + 10, 800, ext=i + 1)
+        b.cpu_op(
+            "aten::mm", i * 1000.0, 30, ext=i + 1, dims=[[4096, 4096], [4096, 4096]], types=["float", "float"]
+        )
+        b.launch(
+            "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_256x128_16x3_nn_align4>",
+            i * 1000.0 + 5,
+            i * 1000.0 + 10,
+            800,
+            ext=i + 1,
+        )
     (f,) = run(b.build()).findings  # 172 TFLOP/s: fine for FP32 (67) but 35% of the 494.5 TF32 peak
     (s,) = f.evidence["shapes"]
     assert s["dtype"] == "tf32" and s["peak_tflops"] == pytest.approx(494.5)
@@ -182,7 +219,9 @@ def test_amd_trace_gets_amd_advice_and_achievable_peak():
     assert f.advice["stack"] == "amd" and "hipBLASLt" in f.advice["primary"]
     shapes = {key(s): s for s in f.evidence["shapes"]}
     assert (8, 8, 64, 37632) in shapes and shapes[(8, 8, 64, 37632)]["cause"].startswith("small batched")
-    assert all(s["achievable_tflops"] == pytest.approx(708.0) for s in shapes.values() if s["dtype"] == "bf16")
+    assert all(
+        s["achievable_tflops"] == pytest.approx(708.0) for s in shapes.values() if s["dtype"] == "bf16"
+    )
     # the big projection GEMMs reach over 40 % of the achievable 708 TFLOP/s and are not flagged
     assert all(max(s["m"], s["n"]) < 25000 or s["utilization_of_achievable"] < 0.4 for s in shapes.values())
 

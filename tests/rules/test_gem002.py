@@ -30,7 +30,9 @@ def test_fires_on_the_fp32_gemm_of_the_mix():
     (f,) = run(trace("torch/h200_gemm_mix.pt.trace.json.gz")).findings
     d = json.load(gzip.open(TRACES / "torch/h200_gemm_mix.pt.trace.json.gz"))
     ffma = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and "_ffma_" in e["name"]]
-    assert f.count == len(ffma) == 5  # only the fp32 4096^3 GEMM; bf16/fp16 nvjet and cutlass tensorop are not
+    assert (
+        f.count == len(ffma) == 5
+    )  # only the fp32 4096^3 GEMM; bf16/fp16 nvjet and cutlass tensorop are not
     assert f.evidence["fp32_gemm_ms"] == pytest.approx(sum(e["dur"] for e in ffma) / 1e3, rel=1e-6)
     assert f.advice["stack"] == "nvidia" and "allow_tf32" in f.advice["torch"]
     assert any(o["name"] == "aten::mm" for o in f.evidence["ops"])
@@ -48,7 +50,10 @@ NAMES = [
     ("ampere_sgemm_128x64_nn", True),
     ("volta_sgemm_64x64_nt", True),
     ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(T1::Params)", True),
-    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4", True),
+    (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4",
+        True,
+    ),
     ("Cijk_Ailk_Bljk_SB_MT64x64x16_SE_K1", True),
     ("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB1", True),
     ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(Params)", False),
@@ -71,7 +76,9 @@ def test_name_table(name, hit):
 def test_amd_device_and_unknown_device():
     b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X")
     for i in range(20):
-        b.launch("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT64x64x64_MI16x16x1_SN", i * 100.0, i * 100.0 + 10, 80)
+        b.launch(
+            "Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT64x64x64_MI16x16x1_SN", i * 100.0, i * 100.0 + 10, 80
+        )
     (f,) = run(b.build()).findings
     assert f.advice["stack"] == "amd" and "HIPBLASLT_ALLOW_TF32" in f.advice["primary"]
     assert f.evidence["speedup_assumed"] == pytest.approx(653.7 / 163.4, rel=1e-3) and f.confidence == "high"

@@ -29,10 +29,16 @@ def _host_bound_gaps_from_json(path, max_gap_us):
     """Idle gaps on device 0 whose next GPU activity's launch call ended after the gap began (read from the JSON)."""
     d = json.load(gzip.open(TRACES / path))
     ev = d["traceEvents"]
-    gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["args"].get("correlation"))
-                 for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
-    api = {e["args"]["correlation"]: float(e["ts"]) + float(e["dur"])
-           for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["args"].get("correlation"))
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    api = {
+        e["args"]["correlation"]: float(e["ts"]) + float(e["dur"])
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     gaps, end = [], None
     for s, e, corr in gpu:
         if end is not None and s > end and (s - end) <= max_gap_us and api.get(corr, -1) > end:
@@ -53,8 +59,14 @@ def test_launch_bound_fires_with_the_gaps_of_the_json():
     assert f.advice["stack"] == "nvidia" and "CUDA graphs" in f.advice["primary"]
 
 
-@pytest.mark.parametrize("name", ["torch/h200_h2d_pinned.pt.trace.json.gz", "torch/h200_gemm_mix.pt.trace.json.gz",
-                                  "torch/tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch/h200_h2d_pinned.pt.trace.json.gz",
+        "torch/h200_gemm_mix.pt.trace.json.gz",
+        "torch/tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz",
+    ],
+)
 def test_controls_stay_silent(name):
     assert run(trace(name)).findings == []
 
@@ -67,7 +79,9 @@ def test_steps_window_on_a100_training():
 
 def test_nsys_capture_fires_on_the_launch_bound_part():
     (f,) = run(trace("nsys/h200_mix_h2d_gemm_launch.sqlite")).findings
-    assert f.count > 1000 and f.evidence["long_gaps_excluded_ms"] > 4000  # start-up and set-up phases left out
+    assert (
+        f.count > 1000 and f.evidence["long_gaps_excluded_ms"] > 4000
+    )  # start-up and set-up phases left out
 
 
 def test_amd_advice():
@@ -94,7 +108,10 @@ def test_first_step_warmup_is_left_to_wrm001():
 
     t = load_trace(example_trace())
     (f,) = run(t).findings
-    (g,) = analyze([t], [RM], {"IDL001": {**{k: o.default for k, o in RM.rule.options.items()},
-                                          "skip_first_step": False}}).findings
+    (g,) = analyze(
+        [t],
+        [RM],
+        {"IDL001": {**{k: o.default for k, o in RM.rule.options.items()}, "skip_first_step": False}},
+    ).findings
     assert f.impact_ns < g.impact_ns / 5  # the warm-up step held most of the idle
     assert "after the first" in f.evidence["window"]

@@ -61,24 +61,32 @@ def _pageable_in_source(path: Path) -> int:
     if path.suffix == ".sqlite":
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            pageable = {r[0] for r in con.execute("SELECT id FROM ENUM_CUDA_MEM_KIND WHERE label = 'Pageable'")}
+            pageable = {
+                r[0] for r in con.execute("SELECT id FROM ENUM_CUDA_MEM_KIND WHERE label = 'Pageable'")
+            }
             rows = con.execute("SELECT srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
         finally:
             con.close()
         return sum(1 for s, d in rows if s in pageable or d in pageable)
-    return sum(1 for e in _json_events(path)
-               if e.get("cat") in ("gpu_memcpy", "Memcpy") and "Pageable" in str(e.get("name")))
+    return sum(
+        1
+        for e in _json_events(path)
+        if e.get("cat") in ("gpu_memcpy", "Memcpy") and "Pageable" in str(e.get("name"))
+    )
 
 
-CUDA_FILES = [p for p in corpus_files()
-              if (p.parts[-2] == "torch" and p.name.endswith(".gz")) or p.suffix == ".sqlite"]
+CUDA_FILES = [
+    p for p in corpus_files() if (p.parts[-2] == "torch" and p.name.endswith(".gz")) or p.suffix == ".sqlite"
+]
 
 
 @pytest.mark.parametrize("path", CUDA_FILES, ids=ids(CUDA_FILES))
 def test_count_equals_pageable_copies_in_the_source(path):
     t = load_or_skip(path)
     res = _run(t)
-    if t.meta.vendor != "nvidia":  # ROCm Kineto never records pageable/pinned: only inferred findings may appear
+    if (
+        t.meta.vendor != "nvidia"
+    ):  # ROCm Kineto never records pageable/pinned: only inferred findings may appear
         assert _pageable_in_source(path) == 0
         assert all(f.confidence != "high" for f in res.findings)
         return

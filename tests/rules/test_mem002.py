@@ -39,14 +39,24 @@ def test_launch_bound_item_calls():
     (f,) = _run(trace(rel)).findings
     items = [e for e in _json_events(rel) if e.get("name") == "aten::_local_scalar_dense"]
     assert f.count == len(items) == GT["launch_bound"]["item_calls"] == 20
-    assert f.evidence["calls"] == [{"call": "tensor.item() / float(t) / int(t) / bool(t)", "count": 20,
-                                    "blocked_ms": pytest.approx(f.impact_ns / 1e6)}]
+    assert f.evidence["calls"] == [
+        {
+            "call": "tensor.item() / float(t) / int(t) / bool(t)",
+            "count": 20,
+            "blocked_ms": pytest.approx(f.impact_ns / 1e6),
+        }
+    ]
     # each blocked interval lies inside the .item() op that caused it
     spans = sorted((round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3)) for e in items)
     for it in f.evidence["items"]:  # Kineto ts (us, relative to baseTimeNanoseconds) -> start_ns
         assert any(a - 1000 <= it["start_ns"] and it["end_ns"] <= b + 1000 for a, b in spans)
-    assert all(it["api"] == "cudaMemcpyAsync" and it["sync_api"] == "cudaStreamSynchronize"
-               and it["direction"] == "d2h" and it["bytes"] == 4 for it in f.evidence["items"])
+    assert all(
+        it["api"] == "cudaMemcpyAsync"
+        and it["sync_api"] == "cudaStreamSynchronize"
+        and it["direction"] == "d2h"
+        and it["bytes"] == 4
+        for it in f.evidence["items"]
+    )
 
 
 def test_pinned_non_blocking_copies_are_silent():

@@ -47,8 +47,14 @@ def test_memory_churn_empty_cache():
     assert "expandable_segments" in f.advice["torch"] and "PYTORCH_HIP_ALLOC_CONF" in f.advice["other"]
 
 
-@pytest.mark.parametrize("rel", ["torch/h200_gemm_mix.pt.trace.json.gz", "torch/h200_launch_bound.pt.trace.json.gz",
-                                 "torch/h200_h2d_pinned.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "torch/h200_gemm_mix.pt.trace.json.gz",
+        "torch/h200_launch_bound.pt.trace.json.gz",
+        "torch/h200_h2d_pinned.pt.trace.json.gz",
+    ],
+)
 def test_one_time_growth_is_silent(rel):
     assert _run(trace(rel)).findings == []
 

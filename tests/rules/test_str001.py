@@ -35,11 +35,19 @@ def _compute_ms_from_json(path):
     """Per ProfilerStep: the union of non-NCCL kernel time inside the step, read straight from the JSON."""
     d = json.load(gzip.open(TRACES / path))
     ev = d["traceEvents"]
-    steps = {e["name"]: (float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
-             if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation"}
+    steps = {
+        e["name"]: (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("ph") == "X"
+        and e.get("cat") != "gpu_user_annotation"
+    }
     busy = []
-    for a, b in sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
-                       if e.get("cat") == "kernel" and not re.search("nccl", e["name"], re.I)):
+    for a, b in sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if e.get("cat") == "kernel" and not re.search("nccl", e["name"], re.I)
+    ):
         if busy and a <= busy[-1][1]:
             busy[-1][1] = max(busy[-1][1], b)
         else:
@@ -75,8 +83,20 @@ def test_analyze_job_flag_merges_ranks_and_finds_straggler(tmp_path):
     from traceadvisor.cli.main import cli
 
     out = tmp_path / "f.json"
-    r = CliRunner().invoke(cli, ["analyze", "--job", *(str(TRACES / p) for p in PAIR), "--select", "STR001", "--json", str(out),
-                                 "--no-html", "-q"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "analyze",
+            "--job",
+            *(str(TRACES / p) for p in PAIR),
+            "--select",
+            "STR001",
+            "--json",
+            str(out),
+            "--no-html",
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     assert [f["rule"] for f in doc["findings"]] == ["STR001"]

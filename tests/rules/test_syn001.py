@@ -43,7 +43,9 @@ def test_launch_bound_counts_item_and_synchronize():
     gt = GT["launch_bound"]["item_calls"] + GT["launch_bound"]["synchronize_calls"]
     in_json = sum(1 for e in _json_events(rel) if e.get("cat") == "cuda_runtime" and e["name"] in BLOCKING)
     assert f.count >= gt == 25
-    assert f.count == in_json  # 20 cudaStreamSynchronize (.item()) + 6 cudaDeviceSynchronize (5 + profiler stop)
+    assert (
+        f.count == in_json
+    )  # 20 cudaStreamSynchronize (.item()) + 6 cudaDeviceSynchronize (5 + profiler stop)
     assert f.evidence["apis"] == {"cudaStreamSynchronize": 20, "cudaDeviceSynchronize": 6}
     assert f.evidence["culprit_ops"] == {"aten::_local_scalar_dense": 20}
     assert 0 < f.impact_ns <= f.evidence["host_wait_ms"] * 1e6  # impact <= host wait, by construction
@@ -55,8 +57,12 @@ def test_nsys_mix_counts_the_runtime_syncs():
     (f,) = _run(trace("nsys/h200_mix_h2d_gemm_launch.sqlite")).findings
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        names = [r[0] for r in con.execute(
-            "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId")]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
+            )
+        ]
     finally:
         con.close()
     # Event sync records filed under cudaEventQuery (non-blocking) must not count
@@ -73,7 +79,9 @@ def test_cuda_sync_records_are_not_double_counted():
 
 
 def test_sync_records_alone_and_amd_advice():
-    b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X", caps={"timeline", "kernels", "sync_events"})
+    b = TraceBuilder(
+        vendor="amd", device_name="AMD Instinct MI300X", caps={"timeline", "kernels", "sync_events"}
+    )
     for i in range(5):
         t = i * 1000.0
         b.kernel("Cijk_Ailk_Bljk_BBS_BH_MT128x128x64", t, 600.0)

@@ -32,16 +32,23 @@ def test_examples():
     assert _run(RM.module.example_good()).findings == []
 
 
-@pytest.mark.parametrize("rel", [
-    "torch/h200_compile_warmup.pt.trace.json.gz", "torch/h200_gemm_mix.pt.trace.json.gz",
-    "torch/h200_h2d_pageable.pt.trace.json.gz", "torch/h200_h2d_pinned.pt.trace.json.gz",
-    "torch/h200_launch_bound.pt.trace.json.gz", "torch/h200_memory_churn.pt.trace.json.gz",
-    "torch/tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz",  # 30% of GPU events launched before capture
-    "torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz",
-    "torch/tracelens_h100_bert_small_inference.json.gz",  # memsets without GPU records (CUPTI)
-    "torch/kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list.pt.trace.json.gz",
-    "nsys/h200_mix_h2d_gemm_launch.sqlite", "nsys/h200_compile_warmup.sqlite",
-])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "torch/h200_compile_warmup.pt.trace.json.gz",
+        "torch/h200_gemm_mix.pt.trace.json.gz",
+        "torch/h200_h2d_pageable.pt.trace.json.gz",
+        "torch/h200_h2d_pinned.pt.trace.json.gz",
+        "torch/h200_launch_bound.pt.trace.json.gz",
+        "torch/h200_memory_churn.pt.trace.json.gz",
+        "torch/tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz",  # 30% of GPU events launched before capture
+        "torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz",
+        "torch/tracelens_h100_bert_small_inference.json.gz",  # memsets without GPU records (CUPTI)
+        "torch/kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list.pt.trace.json.gz",
+        "nsys/h200_mix_h2d_gemm_launch.sqlite",
+        "nsys/h200_compile_warmup.sqlite",
+    ],
+)
 def test_healthy_traces_are_silent(rel):
     assert _run(trace(rel)).findings == []
 
@@ -75,8 +82,12 @@ def _linked(n: int, *, drop_kernels: int = 0, skew_us: float = 0.0) -> TraceBuil
         c = b.next_corr()
         b.runtime("cudaLaunchKernel", i * 100.0 + 1_000_000.0, 5.0, corr=c)
         if i >= drop_kernels or i == n - 1:
-            b.kernel("void at::native::vectorized_elementwise_kernel<4, add>", i * 100.0 + 1_000_010.0 - skew_us,
-                     50.0, corr=c)
+            b.kernel(
+                "void at::native::vectorized_elementwise_kernel<4, add>",
+                i * 100.0 + 1_000_010.0 - skew_us,
+                50.0,
+                corr=c,
+            )
     return b
 
 

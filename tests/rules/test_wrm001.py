@@ -55,8 +55,12 @@ def test_compile_spans_are_merged_not_summed():
     nested = sum(e["dur"] for e in ev if str(e.get("name")).endswith("(dynamo_timed)")) * 1e3
     compile_ns = rows.filter(pl.col("what") == "torch.compile")["impact_ns"].sum()
     assert nested > 3 * compile_ns
-    outer = [e for e in ev if e.get("name") in ("_compile.compile_inner (dynamo_timed)",
-                                                 "backward._backward_impl (dynamo_timed)")]
+    outer = [
+        e
+        for e in ev
+        if e.get("name")
+        in ("_compile.compile_inner (dynamo_timed)", "backward._backward_impl (dynamo_timed)")
+    ]
     assert compile_ns >= sum(e["dur"] for e in outer) * 1e3
 
 
@@ -74,7 +78,9 @@ def test_amd_module_loads_and_first_step():
         b.step(i, t, dur)
         if i == 0:
             b.runtime("hipModuleLoadData", t + 100.0, 3_000.0)
-        b.launch("Cijk_Ailk_Bljk_BBS_BH_MT128x128x64", t + 3_200.0 if i == 0 else t + 10.0, t + 3_300.0, 500.0)
+        b.launch(
+            "Cijk_Ailk_Bljk_BBS_BH_MT128x128x64", t + 3_200.0 if i == 0 else t + 10.0, t + 3_300.0, 500.0
+        )
     (f,) = _run(b.build()).findings
     cats = f.evidence["by_category_ms"]
     assert cats["module load / JIT"] == pytest.approx(3.0)

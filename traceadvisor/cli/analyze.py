@@ -20,7 +20,9 @@ def print_summary(res) -> None:
     con = Console(highlight=False, width=140)
     for t in res.traces:
         dev = ", ".join(sorted({d.model or d.name or "?" for d in t.meta.devices})) or "no GPU recorded"
-        con.print(f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}")
+        con.print(
+            f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}"
+        )
         for w in t.meta.warnings:
             con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not res.findings:
@@ -30,12 +32,23 @@ def print_summary(res) -> None:
         for h in ("#", "rule", "impact", "share", "conf.", "count", "summary"):
             tab.add_column(h)
         for i, f in enumerate(res.findings, 1):
-            tab.add_row(str(i), f"{f.rule} {f.name}", fmt_ns(f.impact_ns), f"{100 * f.share:.1f}%", f.confidence,
-                        str(f.count), escape(f.summary))
+            tab.add_row(
+                str(i),
+                f"{f.rule} {f.name}",
+                fmt_ns(f.impact_ns),
+                f"{100 * f.share:.1f}%",
+                f.confidence,
+                str(f.count),
+                escape(f.summary),
+            )
         con.print(tab)
     if res.skipped:
-        con.print("[dim]skipped: " + "; ".join(f"{s['rule']} ({escape(s['reason'])})" for s in res.skipped[:12])
-                  + (" ..." if len(res.skipped) > 12 else "") + "[/dim]")
+        con.print(
+            "[dim]skipped: "
+            + "; ".join(f"{s['rule']} ({escape(s['reason'])})" for s in res.skipped[:12])
+            + (" ..." if len(res.skipped) > 12 else "")
+            + "[/dim]"
+        )
     for e in res.errors:
         con.print(f"[red]rule {e['rule']} failed on {escape(e['trace'])}:[/red] {escape(e['error'])}")
 
@@ -47,24 +60,67 @@ def default_html_path(res) -> Path:
 
 @click.command("analyze")
 @click.argument("traces", nargs=-1)
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="HTML report path [default: reports/<trace>.html].")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="HTML report path [default: reports/<trace>.html].",
+)
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False), help="Markdown summary for a pull request ('-' = stdout).")
+@click.option(
+    "--md",
+    "md_path",
+    type=click.Path(dir_okay=False),
+    help="Markdown summary for a pull request ('-' = stdout).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Findings as JSON ('-' = stdout).")
 @click.option("--select", multiple=True, help="Run only these rules (code, prefix or name; comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these rules (code, prefix or name; comma-separated).")
-@click.option("--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder.")
-@click.option("--option", "-O", "opts", multiple=True, help="Rule option CODE.name=value, e.g. GEM001.low_utilization=0.4.")
-@click.option("--config", type=click.Path(dir_okay=False, exists=True), help="traceadvisor.toml or pyproject.toml.")
-@click.option("--fail-on", help="Exit 1 when a finding reaches a confidence and/or impact share, e.g. 'high', '5%', 'medium,2%'.")
-@click.option("--job", is_flag=True, help="The TRACES are the per-rank traces of one distributed job: merge them "
-              "(enables cross-rank rules such as STR001 straggler).")
+@click.option(
+    "--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder."
+)
+@click.option(
+    "--option",
+    "-O",
+    "opts",
+    multiple=True,
+    help="Rule option CODE.name=value, e.g. GEM001.low_utilization=0.4.",
+)
+@click.option(
+    "--config", type=click.Path(dir_okay=False, exists=True), help="traceadvisor.toml or pyproject.toml."
+)
+@click.option(
+    "--fail-on",
+    help="Exit 1 when a finding reaches a confidence and/or impact share, e.g. 'high', '5%', 'medium,2%'.",
+)
+@click.option(
+    "--job",
+    is_flag=True,
+    help="The TRACES are the per-rank traces of one distributed job: merge them "
+    "(enables cross-rank rules such as STR001 straggler).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 @no_cache_option
 @device_option
 @example_option
-def command(traces, html_path, no_html, md_path, json_path, select, ignore, packs, opts, config, fail_on, job, quiet,
-            no_cache, device, example) -> None:
+def command(
+    traces,
+    html_path,
+    no_html,
+    md_path,
+    json_path,
+    select,
+    ignore,
+    packs,
+    opts,
+    config,
+    fail_on,
+    job,
+    quiet,
+    no_cache,
+    device,
+    example,
+) -> None:
     """Analyze TRACES and report the bottlenecks, ranked by measured impact, with advice.
 
     \b
@@ -84,8 +140,14 @@ def command(traces, html_path, no_html, md_path, json_path, select, ignore, pack
         from traceadvisor.job import merge_job
 
         loaded = [merge_job(loaded)]
-    res, cfg = run_analysis(loaded, select=select, ignore=ignore, packs=packs, cli_options=opts,
-                            config=Path(config) if config else None)
+    res, cfg = run_analysis(
+        loaded,
+        select=select,
+        ignore=ignore,
+        packs=packs,
+        cli_options=opts,
+        config=Path(config) if config else None,
+    )
     if fo is None and cfg.get("fail-on"):
         fo = FailOn.parse(str(cfg["fail-on"]))
     if json_path:

@@ -25,16 +25,26 @@ def resolve_traces(traces: tuple[str, ...], example: bool, min_n: int = 1) -> li
     if example:
         paths.insert(0, example_trace())
     if len(paths) < min_n:
-        raise UsageError("no trace given", "Pass a trace file (or folder), or --example for the bundled sample")
+        raise UsageError(
+            "no trace given", "Pass a trace file (or folder), or --example for the bundled sample"
+        )
     return paths
 
 
-no_cache_option = click.option("--no-cache", is_flag=True, help="Parse the input again instead of using the import cache.")
-example_option = click.option("--example", is_flag=True, help="Use the sample trace shipped with the package.")
+no_cache_option = click.option(
+    "--no-cache", is_flag=True, help="Parse the input again instead of using the import cache."
+)
+example_option = click.option(
+    "--example", is_flag=True, help="Use the sample trace shipped with the package."
+)
 
 
-device_option = click.option("--device", "device", metavar="MODEL",
-                             help="GPU model when the trace does not record it, e.g. 'MI250X GCD' or 'H100 SXM5 80GB'.")
+device_option = click.option(
+    "--device",
+    "device",
+    metavar="MODEL",
+    help="GPU model when the trace does not record it, e.g. 'MI250X GCD' or 'H100 SXM5 80GB'.",
+)
 
 
 def load_all(paths: list[Path], no_cache: bool = False, device: str | None = None):

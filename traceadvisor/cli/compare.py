@@ -20,8 +20,9 @@ def parse_pct(text: str | None) -> float | None:
     try:
         v = float(t)
     except ValueError:
-        raise UsageError(f"bad --fail-on-regression value {text!r}",
-                         "Give a percentage, e.g. --fail-on-regression 5 or 5%") from None
+        raise UsageError(
+            f"bad --fail-on-regression value {text!r}", "Give a percentage, e.g. --fail-on-regression 5 or 5%"
+        ) from None
     if v < 0 or v != v:
         raise UsageError(f"bad --fail-on-regression value {text!r}", "Give a percentage of 0 or more")
     return v
@@ -44,15 +45,23 @@ def print_summary(c) -> None:
 
     con = Console(highlight=False, width=160)
     for s in (c.base, c.new):
-        con.print(f"[bold]{s.role.upper()}[/bold] {escape(s.name)}  {escape(s.format)}, {escape(s.vendor)}, "
-                  f"{escape(', '.join(s.devices) or 'no GPU recorded')}, {s.steps_total} steps ({escape(s.step_source)})")
+        con.print(
+            f"[bold]{s.role.upper()}[/bold] {escape(s.name)}  {escape(s.format)}, {escape(s.vendor)}, "
+            f"{escape(', '.join(s.devices) or 'no GPU recorded')}, {s.steps_total} steps ({escape(s.step_source)})"
+        )
     tab = Table(title=f"{escape(c.base.label)} -> {escape(c.new.label)} ({c.aligned_steps} aligned steps)")
     for h in ("metric", "BASE", "NEW", "change", "verdict", "reason"):
         tab.add_column(h)
     for r in c.headline.iter_rows(named=True):
         color = {"better": "green", "worse": "red", "mixed": "yellow"}.get(r["verdict"], "dim")
-        tab.add_row(r["metric"], value(r["unit"], r["base"]), value(r["unit"], r["new"]), pct_change(r["base"], r["new"]),
-                    f"[{color}]{r['verdict']}[/{color}]", escape(r["reason"]))
+        tab.add_row(
+            r["metric"],
+            value(r["unit"], r["base"]),
+            value(r["unit"], r["new"]),
+            pct_change(r["base"], r["new"]),
+            f"[{color}]{r['verdict']}[/{color}]",
+            escape(r["reason"]),
+        )
     con.print(tab)
     for n in c.notes:
         con.print(f"[yellow]note:[/yellow] {escape(n)}")
@@ -61,21 +70,44 @@ def print_summary(c) -> None:
 @click.command("compare")
 @click.argument("base")
 @click.argument("new")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False),
-              help="HTML report path [default: reports/compare_<base>_vs_<new>.html].")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="HTML report path [default: reports/compare_<base>_vs_<new>.html].",
+)
 @click.option("--no-html", is_flag=True, help="Do not write the HTML report.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False), help="Markdown for a pull request ('-' = stdout).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="The comparison as JSON ('-' = stdout).")
-@click.option("--fail-on-regression", "fail_pct", metavar="PCT",
-              help="Exit 1 when NEW's time per step is more than PCT percent slower than BASE's (same hardware only).")
+@click.option(
+    "--md", "md_path", type=click.Path(dir_okay=False), help="Markdown for a pull request ('-' = stdout)."
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="The comparison as JSON ('-' = stdout)."
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    metavar="PCT",
+    help="Exit 1 when NEW's time per step is more than PCT percent slower than BASE's (same hardware only).",
+)
 @click.option("--no-findings", is_flag=True, help="Do not run the rules on each side.")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 @click.option("--base-device", metavar="MODEL", help="GPU model of BASE when its trace does not record it.")
 @click.option("--new-device", metavar="MODEL", help="GPU model of NEW when its trace does not record it.")
 @no_cache_option
-def command(base: str, new: str, html_path: str | None, no_html: bool, md_path: str | None, json_path: str | None,
-            fail_pct: str | None, no_findings: bool, quiet: bool, base_device: str | None, new_device: str | None,
-            no_cache: bool) -> None:
+def command(
+    base: str,
+    new: str,
+    html_path: str | None,
+    no_html: bool,
+    md_path: str | None,
+    json_path: str | None,
+    fail_pct: str | None,
+    no_findings: bool,
+    quiet: bool,
+    base_device: str | None,
+    new_device: str | None,
+    no_cache: bool,
+) -> None:
     """Compare two runs BASE and NEW: time per step, GPU time by category, ops, kernels, GEMM shapes,
     memory, cold start and findings, each with a verdict and its reason.
 
@@ -116,10 +148,15 @@ def command(base: str, new: str, html_path: str | None, no_html: bool, md_path: 
     if pct is not None:
         reg = c.regression_pct()
         if not c.same_hardware:
-            click.echo(f"--fail-on-regression not applied: BASE ({', '.join(c.base.devices) or 'unknown'}) and NEW "
-                       f"({', '.join(c.new.devices) or 'unknown'}) ran on different hardware", err=True)
+            click.echo(
+                f"--fail-on-regression not applied: BASE ({', '.join(c.base.devices) or 'unknown'}) and NEW "
+                f"({', '.join(c.new.devices) or 'unknown'}) ran on different hardware",
+                err=True,
+            )
         elif reg is None:
             click.echo("--fail-on-regression not applied: no time per step on both sides", err=True)
         elif reg > pct:
-            click.echo(f"NEW is {reg:.1f}% slower per step than BASE (--fail-on-regression {pct:g}%)", err=True)
+            click.echo(
+                f"NEW is {reg:.1f}% slower per step than BASE (--fail-on-regression {pct:g}%)", err=True
+            )
             sys.exit(1)

@@ -34,7 +34,9 @@ def command(trace: str | None, output: str, no_cache: bool, example: bool) -> No
     from traceadvisor.io import META_KEY, write_parquet
 
     if not Path(output).resolve().parent.is_dir():
-        raise UsageError(f"the folder of {output} does not exist", "Create it first or choose another -o path")
+        raise UsageError(
+            f"the folder of {output} does not exist", "Create it first or choose another -o path"
+        )
     t0 = time.perf_counter()
     (src,) = resolve_traces((trace,) if trace else (), example)[:1]
     hit = None if no_cache else cached_file(src)

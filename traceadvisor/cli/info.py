@@ -25,7 +25,9 @@ def fmt_ns(ns: int | float | None) -> str:
 @no_cache_option
 @device_option
 @example_option
-def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, device: str | None, example: bool) -> None:
+def command(
+    traces: tuple[str, ...], as_json: bool, no_cache: bool, device: str | None, example: bool
+) -> None:
     """Show format, vendor, devices, span, counts per kind, ranks, capabilities and warnings of TRACES.
 
     \b
@@ -47,20 +49,31 @@ def command(traces: tuple[str, ...], as_json: bool, no_cache: bool, device: str 
         m = tr.meta
         s = trace_summary(tr)
         con.print(f"[bold]{escape(m.path)}[/bold]")
-        con.print(f"  format        {escape(m.format)} ({escape(str(m.producer or '-'))} {escape(str(m.producer_version or ''))})")
+        con.print(
+            f"  format        {escape(m.format)} ({escape(str(m.producer or '-'))} {escape(str(m.producer_version or ''))})"
+        )
         con.print(f"  vendor        {m.vendor}")
         for d in m.devices:
-            con.print(f"  device {d.index:<6} {escape(str(d.model or 'unknown model (name it with --device MODEL)'))}  [dim]{escape(str(d.name or ''))} "
-                      f"{escape(str(d.arch or ''))} {d.compute_units or ''}{' CUs/SMs' if d.compute_units else ''}[/dim]")
+            con.print(
+                f"  device {d.index:<6} {escape(str(d.model or 'unknown model (name it with --device MODEL)'))}  [dim]{escape(str(d.name or ''))} "
+                f"{escape(str(d.arch or ''))} {d.compute_units or ''}{' CUs/SMs' if d.compute_units else ''}[/dim]"
+            )
         if not m.devices:
             con.print("  devices       none recorded")
         con.print(f"  span          {fmt_ns(s['span_ns'])}")
-        ranks = (f"{m.rank} of {m.world_size}" if m.world_size else str(m.rank)) if m.rank is not None else "-"
+        ranks = (
+            (f"{m.rank} of {m.world_size}" if m.world_size else str(m.rank)) if m.rank is not None else "-"
+        )
         con.print(f"  rank          {ranks}")
         con.print("  events        " + ", ".join(f"{k} {v:,}" for k, v in s["events"].items()))
-        con.print(f"  total         {tr.events.height:,} imported" + (f" of {m.input_events:,} read" if m.input_events else ""))
+        con.print(
+            f"  total         {tr.events.height:,} imported"
+            + (f" of {m.input_events:,} read" if m.input_events else "")
+        )
         if m.skipped:
-            con.print("  skipped       " + ", ".join(f"{escape(k)}: {v:,}" for k, v in sorted(m.skipped.items())))
+            con.print(
+                "  skipped       " + ", ".join(f"{escape(k)}: {v:,}" for k, v in sorted(m.skipped.items()))
+            )
         con.print("  capabilities  " + ", ".join(sorted(m.capabilities)))
         for w in m.warnings:
             con.print(f"  [yellow]warning[/yellow]       {escape(w)}")

@@ -40,7 +40,9 @@ class LazyGroup(click.Group):
             raise
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="traceadvisor")
 def cli() -> None:
     """Read GPU profiling traces from NVIDIA and AMD profilers, find the bottlenecks, say what to change.
@@ -76,8 +78,11 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # noqa: BLE001 - never show a traceback to a user
         if os.environ.get("TRACEADVISOR_DEBUG"):
             raise
-        click.echo(f"Error: internal error {type(e).__name__}: {e}. Set TRACEADVISOR_DEBUG=1 for the traceback "
-                   "and report it with the trace.", err=True)
+        click.echo(
+            f"Error: internal error {type(e).__name__}: {e}. Set TRACEADVISOR_DEBUG=1 for the traceback "
+            "and report it with the trace.",
+            err=True,
+        )
         sys.exit(2)
     sys.exit(0)
 

@@ -51,7 +51,9 @@ class Target:
 def parse_command(cmd: list[str]) -> Target:
     """``python [-u] (SCRIPT | -m MODULE) ARGS`` or ``SCRIPT.py ARGS`` -> :class:`Target`."""
     if not cmd:
-        raise UsageError("no command to profile", "Put it after --, e.g. traceadvisor profile -- python train.py")
+        raise UsageError(
+            "no command to profile", "Put it after --, e.g. traceadvisor profile -- python train.py"
+        )
     rest = list(cmd)
     if _PYTHON.match(Path(rest[0]).name) or rest[0] == sys.executable:
         _note_interpreter(rest.pop(0))
@@ -65,16 +67,22 @@ def parse_command(cmd: list[str]) -> Target:
             t.args = rest
             return t
         else:
-            raise UsageError(f"the Python option {opt} is not supported by profile",
-                             "Run `python [-u] SCRIPT ARGS` or `python [-u] -m MODULE ARGS` after --")
+            raise UsageError(
+                f"the Python option {opt} is not supported by profile",
+                "Run `python [-u] SCRIPT ARGS` or `python [-u] -m MODULE ARGS` after --",
+            )
     if not rest:
-        raise UsageError("no script to profile", "Put it after --, e.g. traceadvisor profile -- python train.py")
+        raise UsageError(
+            "no script to profile", "Put it after --, e.g. traceadvisor profile -- python train.py"
+        )
     script = Path(rest[0])
     if not script.is_file():
         if shutil.which(rest[0]) and script.suffix != ".py":
-            raise UsageError(f"{rest[0]} is not a Python script",
-                             "profile runs Python scripts in-process: `traceadvisor profile -- python train.py`; "
-                             "for launchers such as torchrun, open traceadvisor.capture.capture() in the script")
+            raise UsageError(
+                f"{rest[0]} is not a Python script",
+                "profile runs Python scripts in-process: `traceadvisor profile -- python train.py`; "
+                "for launchers such as torchrun, open traceadvisor.capture.capture() in the script",
+            )
         raise InputError(f"{script} does not exist", "Check the script path")
     t.script, t.args = script, rest[1:]
     return t
@@ -83,8 +91,11 @@ def parse_command(cmd: list[str]) -> Target:
 def _note_interpreter(given: str) -> None:
     """A bare ``python`` means "the Python I use"; an explicit other interpreter path gets a note."""
     if os.sep in given and Path(given).absolute() != Path(sys.executable).absolute():
-        click.echo(f"traceadvisor: note: the script runs in-process with {sys.executable} (traceadvisor's "
-                   f"interpreter), not {given}", err=True)
+        click.echo(
+            f"traceadvisor: note: the script runs in-process with {sys.executable} (traceadvisor's "
+            f"interpreter), not {given}",
+            err=True,
+        )
 
 
 def run_target(t: Target) -> int:
@@ -126,8 +137,10 @@ def _exit_status(code: object) -> int:
 
 def check_step_on(step_on: str) -> str:
     if step_on not in ("none", "optimizer") and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", step_on):
-        raise UsageError(f"--step-on {step_on!r} is not a function name",
-                         "Use optimizer, none, or a function name such as train_step or Trainer.train_step")
+        raise UsageError(
+            f"--step-on {step_on!r} is not a function name",
+            "Use optimizer, none, or a function name such as train_step or Trainer.train_step",
+        )
     return step_on
 
 
@@ -143,29 +156,80 @@ def install_trigger(cap, step_on: str) -> Callable[[], None]:
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "-o", "out_dir", default="traces", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for the traces.")
+@click.option(
+    "--out",
+    "-o",
+    "out_dir",
+    default="traces",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the traces.",
+)
 @click.option("--name", help="Trace file name stem [default: the script's name].")
-@click.option("--wait", default=2, show_default=True, type=click.IntRange(min=0),
-              help="Steps skipped before the window (warm-up, compile, lazy init).")
-@click.option("--warmup", default=1, show_default=True, type=click.IntRange(min=0),
-              help="Steps the profiler runs but discards, just before the window.")
-@click.option("--steps", "active", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Steps recorded in the window.")
-@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=0),
-              help="Windows to record (0 = until the script ends); one file each.")
-@click.option("--step-on", default="optimizer", show_default=True,
-              help="What marks a step: optimizer (after each optimizer.step()), none, or a FUNCTION name "
-                   "(each call starts a step), e.g. train_step or Trainer.train_step.")
-@click.option("--activities", default="auto", show_default=True,
-              help="auto, or a comma list of cpu, cuda (also ROCm), xpu.")
+@click.option(
+    "--wait",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Steps skipped before the window (warm-up, compile, lazy init).",
+)
+@click.option(
+    "--warmup",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Steps the profiler runs but discards, just before the window.",
+)
+@click.option(
+    "--steps",
+    "active",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Steps recorded in the window.",
+)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Windows to record (0 = until the script ends); one file each.",
+)
+@click.option(
+    "--step-on",
+    default="optimizer",
+    show_default=True,
+    help="What marks a step: optimizer (after each optimizer.step()), none, or a FUNCTION name "
+    "(each call starts a step), e.g. train_step or Trainer.train_step.",
+)
+@click.option(
+    "--activities",
+    default="auto",
+    show_default=True,
+    help="auto, or a comma list of cpu, cuda (also ROCm), xpu.",
+)
 @click.option("--profile-memory", is_flag=True, help="Record allocator events (bigger traces).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (much bigger traces).")
-@click.option("--no-fallback", is_flag=True,
-              help="Do not record the lead-in (less overhead; no trace if the window is never reached).")
+@click.option(
+    "--no-fallback",
+    is_flag=True,
+    help="Do not record the lead-in (less overhead; no trace if the window is never reached).",
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="-- python SCRIPT|-m MODULE [ARGS]...")
-def command(out_dir, name, wait, warmup, active, repeat, step_on, activities, profile_memory, with_stack,
-            no_fallback, cmd) -> None:
+def command(
+    out_dir,
+    name,
+    wait,
+    warmup,
+    active,
+    repeat,
+    step_on,
+    activities,
+    profile_memory,
+    with_stack,
+    no_fallback,
+    cmd,
+) -> None:
     """Run a Python script under the PyTorch profiler and write a trace to analyze.
 
     The script runs in this process with CPU and GPU activity, operator shapes and step markers recorded;
@@ -181,9 +245,15 @@ def command(out_dir, name, wait, warmup, active, repeat, step_on, activities, pr
 
     target = parse_command(list(cmd))
     check_step_on(step_on)
-    cap = Capture(out_dir, name=name or target.stem, schedule=Schedule(wait, warmup, active, repeat),
-                  activities=activities, profile_memory=profile_memory, with_stack=with_stack,
-                  fallback=not no_fallback)
+    cap = Capture(
+        out_dir,
+        name=name or target.stem,
+        schedule=Schedule(wait, warmup, active, repeat),
+        activities=activities,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+        fallback=not no_fallback,
+    )
     with cap:
         remove = install_trigger(cap, step_on)
         try:
@@ -191,8 +261,11 @@ def command(out_dir, name, wait, warmup, active, repeat, step_on, activities, pr
         finally:
             remove()
     if cap.steps_taken == 0 and step_on != "none":
-        click.echo(f"traceadvisor: hint: --step-on {step_on} marked no step; name the function each iteration "
-                   "calls (--step-on train_step) or call traceadvisor.capture.step() in the loop", err=True)
+        click.echo(
+            f"traceadvisor: hint: --step-on {step_on} marked no step; name the function each iteration "
+            "calls (--step-on train_step) or call traceadvisor.capture.step() in the loop",
+            err=True,
+        )
     if status:
         click.echo(f"traceadvisor: the script exited with status {status}", err=True)
     if not cap.paths:

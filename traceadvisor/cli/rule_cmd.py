@@ -24,7 +24,9 @@ def render_rule_doc(rm) -> str:
 
 @click.command("rule")
 @click.argument("code")
-@click.option("--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder.")
+@click.option(
+    "--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder."
+)
 def command(code: str, packs: tuple[str, ...]) -> None:
     """Print the documentation of rule CODE (code or name).
 

@@ -6,7 +6,9 @@ import click
 
 
 @click.command("rules")
-@click.option("--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder.")
+@click.option(
+    "--rules", "packs", multiple=True, type=click.Path(file_okay=False), help="Extra rule pack folder."
+)
 def command(packs: tuple[str, ...]) -> None:
     """List the rules: code, name, needed facts and title.
 

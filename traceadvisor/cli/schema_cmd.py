@@ -19,8 +19,12 @@ def command(as_json: bool) -> None:
       traceadvisor schema --json
     """
     if as_json:
-        click.echo(json.dumps([{"name": c.name, "type": str(c.arrow), "unit": c.unit, "doc": c.doc} for c in COLUMNS],
-                              indent=2))
+        click.echo(
+            json.dumps(
+                [{"name": c.name, "type": str(c.arrow), "unit": c.unit, "doc": c.doc} for c in COLUMNS],
+                indent=2,
+            )
+        )
         return
     from rich.console import Console
     from rich.table import Table

@@ -1,12 +1,12 @@
 """Rule options and selection from ``[tool.traceadvisor]`` (pyproject.toml) or ``traceadvisor.toml``.
 
-    [tool.traceadvisor]
-    select = ["MEM", "GEM001"]
-    ignore = ["LNC001"]
-    rules = ["my_rules/"]          # extra rule packs, relative to the file
-    fail-on = "high"
-    [tool.traceadvisor.options.GEM001]
-    low_utilization = 0.4
+[tool.traceadvisor]
+select = ["MEM", "GEM001"]
+ignore = ["LNC001"]
+rules = ["my_rules/"]          # extra rule packs, relative to the file
+fail-on = "high"
+[tool.traceadvisor.options.GEM001]
+low_utilization = 0.4
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ def parse_cli_options(pairs: tuple[str, ...] | list[str]) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for p in pairs:
         if "=" not in p or "." not in p.split("=", 1)[0]:
-            raise UsageError(f"bad --option {p!r}", "Use CODE.option=value, e.g. --option GEM001.low_utilization=0.4")
+            raise UsageError(
+                f"bad --option {p!r}", "Use CODE.option=value, e.g. --option GEM001.low_utilization=0.4"
+            )
         k, v = p.split("=", 1)
         code, opt = k.split(".", 1)
         try:
@@ -76,7 +78,9 @@ def resolve_options(rm: RuleModule, *layers: dict[str, dict[str, Any]]) -> dict[
     for layer in layers:
         for k, v in (layer.get(rm.code) or layer.get(rm.rule.name) or {}).items():
             if k not in opts:
-                raise UsageError(f"rule {rm.code} has no option {k!r}",
-                                 f"Options: {', '.join(opts) or 'none'} (see `traceadvisor rule {rm.code}`)")
+                raise UsageError(
+                    f"rule {rm.code} has no option {k!r}",
+                    f"Options: {', '.join(opts) or 'none'} (see `traceadvisor rule {rm.code}`)",
+                )
             opts[k] = type(opts[k])(v) if opts[k] is not None and not isinstance(v, type(opts[k])) else v
     return opts

@@ -28,8 +28,10 @@ class FailOn:
             try:
                 share = float(t.rstrip("%")) / 100.0 if t.endswith("%") else float(t)
             except ValueError:
-                raise UsageError(f"bad --fail-on value {tok!r}",
-                                 "Use a confidence (low, medium, high) and/or a share like 5%, e.g. --fail-on high,5%") from None
+                raise UsageError(
+                    f"bad --fail-on value {tok!r}",
+                    "Use a confidence (low, medium, high) and/or a share like 5%, e.g. --fail-on high,5%",
+                ) from None
         return cls(conf, share)
 
     def hits(self, finding) -> bool:

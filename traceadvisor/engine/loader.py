@@ -36,11 +36,15 @@ def load_file(path: Path) -> RuleModule:
             spec.loader.exec_module(mod)
         except Exception as e:  # noqa: BLE001
             del sys.modules[modname]
-            raise UsageError(f"rule file {path} failed to import: {type(e).__name__}: {e}", "Fix the rule file") from e
+            raise UsageError(
+                f"rule file {path} failed to import: {type(e).__name__}: {e}", "Fix the rule file"
+            ) from e
     rule = getattr(mod, "RULE", None)
     if not isinstance(rule, Rule) or not callable(getattr(mod, "detect", None)):
-        raise UsageError(f"{path} is not a rule file (needs RULE = Rule(...) and detect())",
-                         "See `traceadvisor rule --help` for the rule-file contract")
+        raise UsageError(
+            f"{path} is not a rule file (needs RULE = Rule(...) and detect())",
+            "See `traceadvisor rule --help` for the rule-file contract",
+        )
     return RuleModule(rule=rule, module=mod, path=str(path))
 
 
@@ -53,18 +57,24 @@ def load_rules(extra_packs: Iterable[str | Path] = (), builtin: bool = True) -> 
         for f in rule_files(pack):
             rm = load_file(f)
             if rm.code in seen:
-                raise UsageError(f"rule code {rm.code} is defined twice ({seen[rm.code].path} and {f})",
-                                 "Give each rule its own code")
+                raise UsageError(
+                    f"rule code {rm.code} is defined twice ({seen[rm.code].path} and {f})",
+                    "Give each rule its own code",
+                )
             seen[rm.code] = rm
     return sorted(seen.values(), key=lambda r: r.code)
 
 
 def _matches(rm: RuleModule, token: str) -> bool:
     t = token.strip()
-    return bool(t) and (rm.code.upper().startswith(t.upper()) or rm.rule.name == t.lower() or t.upper() == "ALL")
+    return bool(t) and (
+        rm.code.upper().startswith(t.upper()) or rm.rule.name == t.lower() or t.upper() == "ALL"
+    )
 
 
-def select_rules(rules: list[RuleModule], select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[RuleModule]:
+def select_rules(
+    rules: list[RuleModule], select: Iterable[str] = (), ignore: Iterable[str] = ()
+) -> list[RuleModule]:
     sel = [s for x in select for s in str(x).split(",") if s.strip()]
     ign = [s for x in ignore for s in str(x).split(",") if s.strip()]
     for tok in sel + ign:

@@ -101,8 +101,18 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "rule": self.rule, "name": self.name, "title": self.title, "summary": self.summary,
-            "trace": self.trace, "rank": self.rank, "device": self.device, "count": self.count,
-            "impact_ns": self.impact_ns, "share": self.share, "confidence": self.confidence,
-            "evidence": self.evidence, "advice": self.advice, "ranges": [list(r) for r in self.ranges],
+            "rule": self.rule,
+            "name": self.name,
+            "title": self.title,
+            "summary": self.summary,
+            "trace": self.trace,
+            "rank": self.rank,
+            "device": self.device,
+            "count": self.count,
+            "impact_ns": self.impact_ns,
+            "share": self.share,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "ranges": [list(r) for r in self.ranges],
         }

@@ -34,8 +34,14 @@ def _vendor_advice(rm: RuleModule, vendor: str) -> dict[str, str]:
     adv = dict(rm.rule.advice)
     stack = vendor if vendor in ("nvidia", "amd") else "nvidia"
     other = "amd" if stack == "nvidia" else "nvidia"
-    out = {"stack": stack, "common": adv.get("common", ""), "torch": adv.get("torch", ""),
-           "primary": adv.get(stack, ""), "other_stack": other, "other": adv.get(other, "")}
+    out = {
+        "stack": stack,
+        "common": adv.get("common", ""),
+        "torch": adv.get("torch", ""),
+        "primary": adv.get(stack, ""),
+        "other_stack": other,
+        "other": adv.get(other, ""),
+    }
     return {k: v for k, v in out.items() if v}
 
 
@@ -46,7 +52,11 @@ def skip_reason(rm: RuleModule, trace: Trace) -> str | None:
             from traceadvisor.trace import CAPABILITIES
 
             what = " or ".join(CAPABILITIES.get(a, a) for a in alts)
-            why = "aggregate statistics only" if "aggregates_only" in trace.meta.capabilities else trace.meta.format
+            why = (
+                "aggregate statistics only"
+                if "aggregates_only" in trace.meta.capabilities
+                else trace.meta.format
+            )
             return f"needs {what}, which this input ({why}) does not provide"
     req = getattr(rm.module, "requires", None)
     if callable(req):
@@ -64,7 +74,9 @@ def _json_safe(v: Any) -> Any:
     return v
 
 
-def build_findings(rm: RuleModule, trace: Trace, rows: pl.DataFrame, options: dict[str, Any]) -> list[Finding]:
+def build_findings(
+    rm: RuleModule, trace: Trace, rows: pl.DataFrame, options: dict[str, Any]
+) -> list[Finding]:
     if rows.height == 0:
         return []
     missing = [c for c in REQUIRED_COLUMNS if c not in rows.columns]
@@ -103,17 +115,30 @@ def build_findings(rm: RuleModule, trace: Trace, rows: pl.DataFrame, options: di
         except (KeyError, ValueError, IndexError):
             summary = f"{rm.rule.title}: {count} occurrences, {impact / 1e6:.2f} ms"
         ranges = top.head(MAX_RANGES).select("start_ns", "end_ns").drop_nulls().sort("start_ns").rows()
-        out.append(Finding(
-            rule=rm.code, name=rm.rule.name, title=rm.rule.title, summary=summary, trace=trace.name,
-            rank=kv.get("rank", trace.meta.rank), device=kv.get("device"), count=count, impact_ns=impact,
-            share=round(impact / span, 6), confidence=conf, evidence=evidence,
-            advice=_vendor_advice(rm, trace.meta.vendor), ranges=[(int(a), int(b)) for a, b in ranges],
-        ))
+        out.append(
+            Finding(
+                rule=rm.code,
+                name=rm.rule.name,
+                title=rm.rule.title,
+                summary=summary,
+                trace=trace.name,
+                rank=kv.get("rank", trace.meta.rank),
+                device=kv.get("device"),
+                count=count,
+                impact_ns=impact,
+                share=round(impact / span, 6),
+                confidence=conf,
+                evidence=evidence,
+                advice=_vendor_advice(rm, trace.meta.vendor),
+                ranges=[(int(a), int(b)) for a, b in ranges],
+            )
+        )
     return out
 
 
-def analyze(traces: list[Trace], rules: list[RuleModule], options: dict[str, dict[str, Any]] | None = None
-            ) -> AnalysisResult:
+def analyze(
+    traces: list[Trace], rules: list[RuleModule], options: dict[str, dict[str, Any]] | None = None
+) -> AnalysisResult:
     """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options."""
     options = options or {}
     res = AnalysisResult(traces=list(traces), rules=list(rules))
@@ -122,7 +147,9 @@ def analyze(traces: list[Trace], rules: list[RuleModule], options: dict[str, dic
         for rm in rules:
             reason = skip_reason(rm, trace)
             if reason:
-                res.skipped.append({"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "reason": reason})
+                res.skipped.append(
+                    {"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "reason": reason}
+                )
                 continue
             opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
             try:
@@ -161,4 +188,9 @@ def _collect(plans, res: AnalysisResult) -> list[pl.DataFrame | None]:
 def _err(rm: RuleModule, trace: Trace, e: Exception) -> dict[str, Any]:
     tb = traceback.extract_tb(e.__traceback__)
     where = f"{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-    return {"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "error": f"{type(e).__name__}: {e} ({where})"}
+    return {
+        "rule": rm.code,
+        "name": rm.rule.name,
+        "trace": trace.name,
+        "error": f"{type(e).__name__}: {e} ({where})",
+    }

@@ -52,8 +52,10 @@ def detect(path: str | Path) -> ModuleType:
         if mod.sniff(probe):
             return mod
     if probe.is_gzip and probe.head.startswith(b"SQLite format 3\x00"):
-        raise UnknownFormatError(f"{probe.path} is a gzip-compressed SQLite database (.rpd / .sqlite / .db)",
-                                 f"SQLite files are read in place: decompress it first (gunzip -k {probe.path.name})")
+        raise UnknownFormatError(
+            f"{probe.path} is a gzip-compressed SQLite database (.rpd / .sqlite / .db)",
+            f"SQLite files are read in place: decompress it first (gunzip -k {probe.path.name})",
+        )
     raise UnknownFormatError(
         f"{probe.path} is not a trace format traceadvisor recognises ({probe.describe()})",
         "Supported: torch.profiler JSON, rocprof .rpd / CSV / JSON / rocpd .db, rocprofv3 outputs, "

@@ -64,17 +64,44 @@ CAT_KIND: dict[str, str] = {
     "Operator": "cpu_op",
 }
 # categories recorded on a GPU lane: pid is the device index and tid the stream
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "Kernel", "Memcpy", "Memset")
+GPU_CATS = (
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "gpu_user_annotation",
+    "cuda_sync",
+    "Kernel",
+    "Memcpy",
+    "Memset",
+)
 STEP_CATS = ("user_annotation", "cpu_op", "Operator")
 # flow categories that link a host launch to GPU work: their id is the correlation id
 LAUNCH_FLOW_CATS = ("ac2g", "async_cpu_to_gpu", "async_gpu", "async")
 IMPORTED_PHASES = ("X", "i", "I", "C")
 
-_COPY_KIND = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h", "HtoA": "h2d",
-              "AtoH": "d2h", "AtoA": "d2d", "AtoD": "d2d", "DtoA": "d2d"}
-_MEMORY = {"pageable": "pageable", "pinned": "pinned", "device": "device", "device static": "device",
-           "array": "device", "managed": "managed", "managed static": "managed", "host": "unknown",
-           "unknown": "unknown"}
+_COPY_KIND = {
+    "HtoD": "h2d",
+    "DtoH": "d2h",
+    "DtoD": "d2d",
+    "PtoP": "p2p",
+    "HtoH": "h2h",
+    "HtoA": "h2d",
+    "AtoH": "d2h",
+    "AtoA": "d2d",
+    "AtoD": "d2d",
+    "DtoA": "d2d",
+}
+_MEMORY = {
+    "pageable": "pageable",
+    "pinned": "pinned",
+    "device": "device",
+    "device static": "device",
+    "array": "device",
+    "managed": "managed",
+    "managed static": "managed",
+    "host": "unknown",
+    "unknown": "unknown",
+}
 _COPY_RE = re.compile(r"^Memcpy\s+(\S+)\s*(?:\((.*?)\s*->\s*(.*?)\))?")
 _SET_RE = re.compile(r"^Memset\s*\((.*?)\)")
 _STREAM_RE = r"(-?\d+)"
@@ -135,24 +162,62 @@ GPU_ARG_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "Kernel", "Me
 MEMORY_CATS = ("cpu_instant_event",)
 # per class of category: the args struct and (struct field -> raw column, how) for the columns it fills
 _CLASS_FIELDS: tuple[tuple[tuple[str, ...], type, tuple[tuple[str, str, str], ...]], ...] = (
-    (HOST_CATS, HostArgs, (
-        ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("dims", "input_dims", "raw"),
-        ("dims_legacy", "input_dims_legacy", "raw"), ("types", "input_types", "raw"))),
-    (RUNTIME_CATS, RuntimeArgs, (
-        ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("correlation", "a_corr", "int"),
-        ("bytes", "a_bytes", "int"), ("size", "a_size", "int"), ("grid", "grid_txt", "raw"),
-        ("block", "block_txt", "raw"), ("shared", "shared_mem_bytes", "int"))),
-    (GPU_ARG_CATS, GpuArgs, (
-        ("ext", "a_ext", "int"), ("ext_legacy", "a_ext_legacy", "int"), ("correlation", "a_corr", "int"),
-        ("device", "a_device", "int"), ("stream", "a_stream", "int"), ("bytes", "a_bytes", "int"),
-        ("grid", "grid_txt", "raw"), ("block", "block_txt", "raw"), ("registers", "registers", "int"),
-        ("shared", "shared_mem_bytes", "int"))),
-    (MEMORY_CATS, MemoryArgs, (
-        ("alloc_bytes", "a_alloc", "int"), ("device_id", "a_dev_id", "int"), ("device_type", "a_dev_type", "int"))),
+    (
+        HOST_CATS,
+        HostArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("dims", "input_dims", "raw"),
+            ("dims_legacy", "input_dims_legacy", "raw"),
+            ("types", "input_types", "raw"),
+        ),
+    ),
+    (
+        RUNTIME_CATS,
+        RuntimeArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("correlation", "a_corr", "int"),
+            ("bytes", "a_bytes", "int"),
+            ("size", "a_size", "int"),
+            ("grid", "grid_txt", "raw"),
+            ("block", "block_txt", "raw"),
+            ("shared", "shared_mem_bytes", "int"),
+        ),
+    ),
+    (
+        GPU_ARG_CATS,
+        GpuArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("correlation", "a_corr", "int"),
+            ("device", "a_device", "int"),
+            ("stream", "a_stream", "int"),
+            ("bytes", "a_bytes", "int"),
+            ("grid", "grid_txt", "raw"),
+            ("block", "block_txt", "raw"),
+            ("registers", "registers", "int"),
+            ("shared", "shared_mem_bytes", "int"),
+        ),
+    ),
+    (
+        MEMORY_CATS,
+        MemoryArgs,
+        (
+            ("alloc_bytes", "a_alloc", "int"),
+            ("device_id", "a_dev_id", "int"),
+            ("device_type", "a_dev_type", "int"),
+        ),
+    ),
 )
 # ... with decoders for a list of args objects and for one
-_CLASSES = tuple((cats, msgspec.json.Decoder(list[t]), fields, msgspec.json.Decoder(t))
-                 for cats, t, fields in _CLASS_FIELDS)
+_CLASSES = tuple(
+    (cats, msgspec.json.Decoder(list[t]), fields, msgspec.json.Decoder(t))
+    for cats, t, fields in _CLASS_FIELDS
+)
 # category -> 1-based index into _CLASSES (0: no known args)
 _CLASS_OF: dict[str, int] = {c: i + 1 for i, (cats, _, _) in enumerate(_CLASS_FIELDS) for c in cats}
 _GPU_CLASS = _CLASS_OF["kernel"]  # GPU_ARG_CATS, which hold the copy categories
@@ -167,8 +232,10 @@ def _int_series(values: list[Any]) -> pl.Series:
     try:
         return pl.Series(values, dtype=pl.Int64)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        ints = [v if v.__class__ is bool or (v.__class__ is int and _I64_MIN <= v <= _I64_MAX) else None
-                for v in values]
+        ints = [
+            v if v.__class__ is bool or (v.__class__ is int and _I64_MIN <= v <= _I64_MAX) else None
+            for v in values
+        ]
         strs = [v if v.__class__ is str else None for v in values]
         parsed = pl.Series(strs, dtype=pl.String).str.strip_chars().cast(pl.Int64, strict=False)
         return pl.Series(ints, dtype=pl.Int64).fill_null(parsed)
@@ -187,8 +254,13 @@ def text_column(data: list[bytes], lens: list[int]) -> pl.Series:
     sizes = pl.Series(lens, dtype=pl.Int64)
     ends = sizes.cum_sum().cast(pl.Int64 if big else pl.Int32).to_arrow()
     offsets = pa.concat_arrays([pa.array([0], type=ends.type), ends]).buffers()[1]
-    s = pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.large_string() if big else pa.string(), len(lens),
-                                                      [None, offsets, pa.py_buffer(text)])))
+    s = pl.Series(
+        pl.from_arrow(
+            pa.Array.from_buffers(
+                pa.large_string() if big else pa.string(), len(lens), [None, offsets, pa.py_buffer(text)]
+            )
+        )
+    )
     if 0 in lens:
         s = pl.select(pl.when(sizes > 0).then(s)).to_series()
     return s
@@ -207,8 +279,14 @@ def us_to_ns(txt: pl.Series) -> pl.Series:
     t = pl.col("t")
     quoted = t.str.starts_with('"') & t.str.ends_with('"') & (t.str.len_bytes() > 1)
     unquoted = (t.str.slice(1, t.str.len_bytes() - 2).cast(_US, strict=False) * 1000).cast(pl.Int64)
-    fix = (pl.when(quoted).then(unquoted).when(t == "true").then(pl.lit(1000, pl.Int64))
-           .when(t == "false").then(pl.lit(0, pl.Int64)))
+    fix = (
+        pl.when(quoted)
+        .then(unquoted)
+        .when(t == "true")
+        .then(pl.lit(1000, pl.Int64))
+        .when(t == "false")
+        .then(pl.lit(0, pl.Int64))
+    )
     return pl.DataFrame({"t": txt, "ns": ns}).select(pl.coalesce("ns", fix)).to_series()
 
 
@@ -311,8 +389,12 @@ class RangeColumns:
         fields = [copy_fields(names[i]) if names[i].__class__ is str else (None, None, None) for i in rows]
         for j, col in enumerate(("copy_kind", "src_memory", "dst_memory")):
             self._sparse(col, base, rows, [f[j] for f in fields])
-        self._sparse("memory_inferred", base, rows,
-                     [False if f[1] is not None or f[2] is not None else None for f in fields])
+        self._sparse(
+            "memory_inferred",
+            base,
+            rows,
+            [False if f[1] is not None or f[2] is not None else None for f in fields],
+        )
 
     def _text(self, col: str, raws: list[Any]) -> None:
         data, lens = self.texts[col]
@@ -346,8 +428,10 @@ class RangeColumns:
     def frame(self) -> pl.DataFrame:
         """The raw frame: one row per event; arg columns no event of the range has stay absent."""
         n = self.n
-        cols = {c: pl.concat(p) if p else pl.Series([], dtype=t) for (c, t), p in
-                zip(_PIECE_COLUMNS.items(), self.parts.values(), strict=True)}
+        cols = {
+            c: pl.concat(p) if p else pl.Series([], dtype=t)
+            for (c, t), p in zip(_PIECE_COLUMNS.items(), self.parts.values(), strict=True)
+        }
         cols["ts_ns"] = us_to_ns(text_column(*self.texts["ts"]))
         cols["args_raw"] = text_column(*self.texts["args_raw"])
         cols["class_code"] = pl.Series(self.codes, dtype=pl.Int8)
@@ -378,13 +462,27 @@ class RangeColumns:
 _DIMS = {"grid_txt": "grid", "block_txt": "block"}
 XYZ_COLUMNS = tuple(f"{p}_{a}" for p in _DIMS.values() for a in "xyz")
 # columns set on few rows, besides the known args
-_LANE_COLUMNS: dict[str, pl.DataType] = {"pid_str": pl.String, "tid_str": pl.String, "flow_id": pl.Int64,
-                                         "scope": pl.String}
-_COPY_COLUMNS: dict[str, pl.DataType] = {"copy_kind": pl.String, "src_memory": pl.String, "dst_memory": pl.String,
-                                         "memory_inferred": pl.Boolean}
+_LANE_COLUMNS: dict[str, pl.DataType] = {
+    "pid_str": pl.String,
+    "tid_str": pl.String,
+    "flow_id": pl.Int64,
+    "scope": pl.String,
+}
+_COPY_COLUMNS: dict[str, pl.DataType] = {
+    "copy_kind": pl.String,
+    "src_memory": pl.String,
+    "dst_memory": pl.String,
+    "memory_inferred": pl.Boolean,
+}
 COPY_CATS = frozenset(("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
-_PIECE_COLUMNS: dict[str, pl.DataType] = {"ph": pl.String, "cat": pl.String, "name": pl.String,
-                                          "pid_int": pl.Int64, "tid_int": pl.Int64, "dur": pl.Float64}
+_PIECE_COLUMNS: dict[str, pl.DataType] = {
+    "ph": pl.String,
+    "cat": pl.String,
+    "name": pl.String,
+    "pid_int": pl.Int64,
+    "tid_int": pl.Int64,
+    "dur": pl.Float64,
+}
 
 
 def _class_codes(cats: list[Any]) -> list[int]:
@@ -410,12 +508,17 @@ def _one_args(decoder: Any, raw: Raw) -> Any:
         return decoder.decode(b"{}")
 
 
-def chunk_result(pieces: Iterable[list[Event]], rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+def chunk_result(
+    pieces: Iterable[list[Event]], rank: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one range of events
     given piece by piece."""
     meta = TraceMeta(path="", format="kineto")
     raw = range_frame(pieces)
-    info: dict[str, Any] = {"not_objects": raw.get_column("ph").null_count(), "metadata": metadata_events(raw)}
+    info: dict[str, Any] = {
+        "not_objects": raw.get_column("ph").null_count(),
+        "metadata": metadata_events(raw),
+    }
     flows = flow_frame(raw)
     ev = build(raw, meta, rank)
     info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
@@ -437,10 +540,18 @@ def merge_info(meta: TraceMeta, info: dict[str, Any], totals: dict[str, Any]) ->
 
 def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
     """The "M" events (process/thread names, labels, sort indices) as small dicts for the trace metadata."""
-    rows = raw.lazy().filter(pl.col("ph") == "M").select(
-        "name", pid=pl.coalesce(pl.col("pid_int").cast(pl.String), pl.col("pid_str")),
-        tid=pl.coalesce(pl.col("tid_int").cast(pl.String), pl.col("tid_str")), args=pl.col("args_raw"),
-    ).collect().iter_rows()
+    rows = (
+        raw.lazy()
+        .filter(pl.col("ph") == "M")
+        .select(
+            "name",
+            pid=pl.coalesce(pl.col("pid_int").cast(pl.String), pl.col("pid_str")),
+            tid=pl.coalesce(pl.col("tid_int").cast(pl.String), pl.col("tid_str")),
+            args=pl.col("args_raw"),
+        )
+        .collect()
+        .iter_rows()
+    )
     out = []
     for name, pid, tid, args in rows:
         try:
@@ -458,8 +569,9 @@ def with_order_key(ev: pl.DataFrame, index: int) -> pl.DataFrame:
     return ev.select(pl.exclude("class_code"), order_key=pl.col("class_code").cast(pl.Int32) + 8 * index)
 
 
-def range_result(text: EventText, a: int, b: int,
-                 rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+def range_result(
+    text: EventText, a: int, b: int, rank: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """``chunk_result`` of the events in text range [a, b); when a piece cut falls inside an event, the range is
     split exactly instead. Raises ``msgspec.DecodeError`` when [a, b) itself does not hold whole events."""
     try:
@@ -468,8 +580,9 @@ def range_result(text: EventText, a: int, b: int,
         return chunk_result(text.exact_pieces(a, b), rank)
 
 
-def import_chunks(text: EventText, meta: TraceMeta, rank: int | None,
-                  progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+def import_chunks(
+    text: EventText, meta: TraceMeta, rank: int | None, progress: Progress | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Canonical events and flow events of the whole events array, built range by range so that only one
     range's intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``).
 
@@ -501,8 +614,10 @@ def import_chunks(text: EventText, meta: TraceMeta, rank: int | None,
 def _xyz(prefix: str) -> dict[str, pl.Expr]:
     """x/y/z columns from a recorded "[x, y, z]" list (other shapes, like Inductor's "grid(100,)", give null)."""
     parts = pl.col(f"{prefix}_txt").str.strip_chars("[] \t\r\n").str.split(",")
-    return {f"{prefix}_{a}": parts.list.get(i, null_on_oob=True).str.strip_chars().cast(pl.Int32, strict=False)
-            for i, a in enumerate("xyz")}
+    return {
+        f"{prefix}_{a}": parts.list.get(i, null_on_oob=True).str.strip_chars().cast(pl.Int32, strict=False)
+        for i, a in enumerate("xyz")
+    }
 
 
 @lru_cache(maxsize=4096)
@@ -513,7 +628,11 @@ def copy_fields(name: str) -> tuple[str | None, str | None, str | None]:
         kind = _COPY_KIND.get(m.group(1))
         if m.group(2) is None:
             return kind, None, None
-        return kind, _MEMORY.get(m.group(2).strip().lower(), "unknown"), _MEMORY.get(m.group(3).strip().lower(), "unknown")
+        return (
+            kind,
+            _MEMORY.get(m.group(2).strip().lower(), "unknown"),
+            _MEMORY.get(m.group(3).strip().lower(), "unknown"),
+        )
     m = _SET_RE.match(name)
     if m:
         return None, None, _MEMORY.get(m.group(1).strip().lower(), "unknown")
@@ -523,8 +642,10 @@ def copy_fields(name: str) -> tuple[str | None, str | None, str | None]:
 def kind_expr() -> pl.Expr:
     cat = pl.col("cat")
     return (
-        pl.when(pl.col("name").str.starts_with("ProfilerStep#") & cat.is_in(STEP_CATS)).then(pl.lit("step"))
-        .when((cat == "cpu_instant_event") & (pl.col("name") == "[memory]")).then(pl.lit("memory"))
+        pl.when(pl.col("name").str.starts_with("ProfilerStep#") & cat.is_in(STEP_CATS))
+        .then(pl.lit("step"))
+        .when((cat == "cpu_instant_event") & (pl.col("name") == "[memory]"))
+        .then(pl.lit("memory"))
         .otherwise(cat.replace_strict(CAT_KIND, default="other", return_dtype=pl.String))
     )
 
@@ -538,25 +659,42 @@ def args_expr() -> pl.Expr:
     parts = []
     for col, key in (("cat", "cat"), ("pid_str", "pid"), ("tid_str", "tid"), ("scope", "s")):
         c = pl.col(col)
-        parts.append(pl.when(c.is_not_null()).then(pl.lit(f'"{key}":') + c.map_elements(
-            _json_str, return_dtype=pl.String, skip_nulls=True) + pl.lit(",")).otherwise(pl.lit("")))
+        parts.append(
+            pl.when(c.is_not_null())
+            .then(
+                pl.lit(f'"{key}":')
+                + c.map_elements(_json_str, return_dtype=pl.String, skip_nulls=True)
+                + pl.lit(",")
+            )
+            .otherwise(pl.lit(""))
+        )
     extra = pl.concat_str(parts)
     raw = pl.col("args_raw").str.strip_chars()
-    body = pl.when(raw.str.starts_with("{")).then(raw.str.slice(1).str.strip_chars_start()).otherwise(pl.lit("}"))
+    body = (
+        pl.when(raw.str.starts_with("{"))
+        .then(raw.str.slice(1).str.strip_chars_start())
+        .otherwise(pl.lit("}"))
+    )
     # extra ends with "," : drop it when the recorded object is empty
     return (
-        pl.when(body == "}").then(pl.lit("{") + extra.str.strip_suffix(",") + pl.lit("}"))
+        pl.when(body == "}")
+        .then(pl.lit("{") + extra.str.strip_suffix(",") + pl.lit("}"))
         .otherwise(pl.lit("{") + extra + body)
     )
 
 
 def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
     ph = pl.col("ph")
-    c = raw.lazy().select(
-        meta_events=(ph == "M").sum(),
-        not_objects=ph.is_null().sum(),
-        no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_null()).sum(),
-    ).collect().row(0, named=True)
+    c = (
+        raw.lazy()
+        .select(
+            meta_events=(ph == "M").sum(),
+            not_objects=ph.is_null().sum(),
+            no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_null()).sum(),
+        )
+        .collect()
+        .row(0, named=True)
+    )
     meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
     meta.skip("array element is not an event object", c["not_objects"])
     meta.skip("event without a timestamp", c["no_ts"])
@@ -574,7 +712,11 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
     ext = pl.coalesce(pl.col("a_ext"), pl.col("a_ext_legacy"))
     legacy_stream = pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False)
     gpu_stream = pl.coalesce(pl.col("a_stream"), pl.col("tid_int"), legacy_stream)
-    absent = [pl.lit(None, dtype=t).alias(c) for c, t in ARG_COLUMNS.items() if c not in raw.columns and c not in _DIMS]
+    absent = [
+        pl.lit(None, dtype=t).alias(c)
+        for c, t in ARG_COLUMNS.items()
+        if c not in raw.columns and c not in _DIMS
+    ]
     absent += [pl.lit(None, dtype=pl.Int32).alias(c) for c in XYZ_COLUMNS if c not in raw.columns]
     absent += [pl.lit(None, dtype=t).alias(c) for c, t in _COPY_COLUMNS.items() if c not in raw.columns]
     lf = raw.lazy().with_columns(absent).filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null())
@@ -583,39 +725,88 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         rank=pl.lit(rank, dtype=pl.Int32),
         pid=pl.col("pid_int"),
         tid=lane_tid(),
-        device=pl.when(is_gpu).then(pl.coalesce(pl.col("a_device"), pl.col("pid_int")))
-        .when((pl.col("cat") == "cpu_instant_event") & (pl.col("a_dev_type") != 0)).then(pl.col("a_dev_id"))
+        device=pl.when(is_gpu)
+        .then(pl.coalesce(pl.col("a_device"), pl.col("pid_int")))
+        .when((pl.col("cat") == "cpu_instant_event") & (pl.col("a_dev_type") != 0))
+        .then(pl.col("a_dev_id"))
         .cast(pl.Int32),
         stream=pl.when(is_gpu & (gpu_stream >= 0)).then(gpu_stream),
         start_ns=pl.col("ts_ns"),
         dur_ns=pl.when(ph == "X").then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
         correlation_id=pl.when(pl.col("a_corr") != 0).then(pl.col("a_corr")),
         external_id=pl.when(ext != 0).then(ext),
-        bytes=pl.when(pl.col("kind") == "memory").then(pl.col("a_alloc"))
+        bytes=pl.when(pl.col("kind") == "memory")
+        .then(pl.col("a_alloc"))
         .otherwise(pl.coalesce(pl.col("a_bytes"), pl.col("a_size"))),
         input_dims=pl.coalesce(pl.col("input_dims"), pl.col("input_dims_legacy")),
         input_types=pl.col("input_types"),
         registers=pl.col("registers").cast(pl.Int32, strict=False),
         shared_mem_bytes=pl.col("shared_mem_bytes"),
     )
-    keep = ("kind", "name", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns", "correlation_id",
-            "external_id", "bytes", "copy_kind", "src_memory", "dst_memory", "memory_inferred", "grid_x", "grid_y",
-            "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem_bytes", "input_dims", "input_types",
-            "args_raw", "cat", "pid_str", "tid_str", "scope", "class_code")
+    keep = (
+        "kind",
+        "name",
+        "rank",
+        "pid",
+        "tid",
+        "device",
+        "stream",
+        "start_ns",
+        "dur_ns",
+        "correlation_id",
+        "external_id",
+        "bytes",
+        "copy_kind",
+        "src_memory",
+        "dst_memory",
+        "memory_inferred",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "registers",
+        "shared_mem_bytes",
+        "input_dims",
+        "input_types",
+        "args_raw",
+        "cat",
+        "pid_str",
+        "tid_str",
+        "scope",
+        "class_code",
+    )
     return with_args(lf.select(keep).collect())
 
 
 # categories whose value is implied by the row's kind (and device), so args need not repeat them
-IMPLIED_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cpu_op", "user_annotation",
-                "gpu_user_annotation", "python_function", "cuda_sync", "Kernel", "Memcpy", "Memset", "Runtime",
-                "Operator")
+IMPLIED_CATS = (
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cpu_op",
+    "user_annotation",
+    "gpu_user_annotation",
+    "python_function",
+    "cuda_sync",
+    "Kernel",
+    "Memcpy",
+    "Memset",
+    "Runtime",
+    "Operator",
+)
 
 
 def with_args(ev: pl.DataFrame) -> pl.DataFrame:
     """``args`` = the recorded args object, plus cat/pid/tid/s on the few rows where those say more."""
     need = (
-        (~pl.col("cat").is_in(IMPLIED_CATS) & (pl.col("kind") != "memory")) | pl.col("cat").is_null()
-        | (pl.col("kind") == "step") | pl.col("pid_str").is_not_null() | pl.col("tid_str").is_not_null()
+        (~pl.col("cat").is_in(IMPLIED_CATS) & (pl.col("kind") != "memory"))
+        | pl.col("cat").is_null()
+        | (pl.col("kind") == "step")
+        | pl.col("pid_str").is_not_null()
+        | pl.col("tid_str").is_not_null()
         | pl.col("scope").is_not_null()
     )
     sub = ev.lazy().with_row_index("_r").filter(need).select("_r", a=args_expr()).collect()
@@ -627,14 +818,21 @@ def with_args(ev: pl.DataFrame) -> pl.DataFrame:
 
 def lane_tid() -> pl.Expr:
     """Thread/stream lane as an int: OS tid, CUDA stream, or the number in a legacy "stream 7" tid."""
-    return pl.coalesce(pl.col("tid_int"), pl.col("tid_str").cast(pl.Int64, strict=False),
-                       pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False))
+    return pl.coalesce(
+        pl.col("tid_int"),
+        pl.col("tid_str").cast(pl.Int64, strict=False),
+        pl.col("tid_str").str.extract(_STREAM_RE).cast(pl.Int64, strict=False),
+    )
 
 
 def flow_frame(raw: pl.DataFrame) -> pl.DataFrame:
     """The flow events (s/f/t) with their lane and time in ns."""
-    return raw.lazy().filter(pl.col("ph").is_in(("s", "f", "t"))).select(
-        "ph", "cat", "flow_id", "ts_ns", pid=pl.col("pid_int"), tid=lane_tid()).collect()
+    return (
+        raw.lazy()
+        .filter(pl.col("ph").is_in(("s", "f", "t")))
+        .select("ph", "cat", "flow_id", "ts_ns", pid=pl.col("pid_int"), tid=lane_tid())
+        .collect()
+    )
 
 
 def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.DataFrame:
@@ -649,7 +847,9 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
         return ev
     corr = ev.get_column("correlation_id").drop_nulls().unique().implode()
     redundant = pl.col("cat").is_in(LAUNCH_FLOW_CATS) & pl.col("flow_id").is_in(corr)
-    meta.skip("launch flow (ac2g): same id as the correlation_id of both ends", flows.filter(redundant).height)
+    meta.skip(
+        "launch flow (ac2g): same id as the correlation_id of both ends", flows.filter(redundant).height
+    )
     rest = flows.filter(~redundant)
     if rest.height == 0:
         return ev
@@ -659,20 +859,38 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
         .select("_row", "pid", "tid", "start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns"))
         .sort("start_ns")
     )
-    bound = rest.sort("ts_ns").join_asof(slices, left_on="ts_ns", right_on="start_ns", by=["pid", "tid"],
-                                         strategy="backward", check_sortedness=False)
+    bound = rest.sort("ts_ns").join_asof(
+        slices,
+        left_on="ts_ns",
+        right_on="start_ns",
+        by=["pid", "tid"],
+        strategy="backward",
+        check_sortedness=False,
+    )
     ok = pl.col("_row").is_not_null() & (pl.col("ts_ns") <= pl.col("end_ns"))
     meta.skip("flow event with no slice at its timestamp", bound.filter(~ok).height)
     bound = bound.filter(ok)
     meta.skip("flow event (stored in args.flows of its slice)", bound.height)
-    frag = bound.with_columns(
-        f=pl.concat_str(pl.lit('{"ph":"'), pl.col("ph"), pl.lit('","cat":'),
-                        pl.col("cat").map_elements(_json_str, return_dtype=pl.String, skip_nulls=True).fill_null("null"),
-                        pl.lit(',"id":'), pl.col("flow_id").cast(pl.String).fill_null("null"), pl.lit("}")),
-        launch=pl.col("cat").is_in(LAUNCH_FLOW_CATS),
-    ).group_by("_row").agg(
-        flows=pl.lit('"flows":[') + pl.col("f").str.join(",") + pl.lit("],"),
-        flow_corr=pl.col("flow_id").filter(pl.col("launch")).first(),
+    frag = (
+        bound.with_columns(
+            f=pl.concat_str(
+                pl.lit('{"ph":"'),
+                pl.col("ph"),
+                pl.lit('","cat":'),
+                pl.col("cat")
+                .map_elements(_json_str, return_dtype=pl.String, skip_nulls=True)
+                .fill_null("null"),
+                pl.lit(',"id":'),
+                pl.col("flow_id").cast(pl.String).fill_null("null"),
+                pl.lit("}"),
+            ),
+            launch=pl.col("cat").is_in(LAUNCH_FLOW_CATS),
+        )
+        .group_by("_row")
+        .agg(
+            flows=pl.lit('"flows":[') + pl.col("f").str.join(",") + pl.lit("],"),
+            flow_corr=pl.col("flow_id").filter(pl.col("launch")).first(),
+        )
     )
     ev = ev.join(frag, on="_row", how="left", maintain_order="left")
     return ev.with_columns(

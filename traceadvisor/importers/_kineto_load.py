@@ -127,7 +127,7 @@ def read_bytes(path: Path, progress: Progress | None = None) -> tuple[Any, bool,
                 view = memoryview(data)
                 got = 0
                 while got < total:
-                    n = f.readinto(view[got:got + CHUNK])
+                    n = f.readinto(view[got : got + CHUNK])
                     if not n:
                         break
                     got += n
@@ -183,34 +183,72 @@ def load(path: Path, progress: Progress | None = None, quick: bool = False) -> L
         del data[:start]  # O(1) on a bytearray
     text = data
     if not text:
-        raise InputError(f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing")
+        raise InputError(
+            f"{path} holds no JSON", "Re-export the trace; the profiler may have been killed before writing"
+        )
     legacy = text[:1] == b"["
     base = None if gz else start
     quick_split = _quick_split(text, legacy) if quick else None
     if quick_split is not None:
         doc, a, b = quick_split
-        return Loaded(doc, memoryview(text)[a:b], legacy, size, truncated=gz_short, recovered_bytes=size,
-                      gzip_truncated=gz_short, path=str(path), text=text, text_offset=base, events_offset=a,
-                      validated=False)
+        return Loaded(
+            doc,
+            memoryview(text)[a:b],
+            legacy,
+            size,
+            truncated=gz_short,
+            recovered_bytes=size,
+            gzip_truncated=gz_short,
+            path=str(path),
+            text=text,
+            text_offset=base,
+            events_offset=a,
+            validated=False,
+        )
     try:
         doc, events = _split(text, legacy, path)
-        return Loaded(doc, events, legacy, size, truncated=gz_short, recovered_bytes=size,
-                      gzip_truncated=gz_short, path=str(path), text=text, text_offset=base,
-                      events_offset=_offset_in(text, events, legacy))
+        return Loaded(
+            doc,
+            events,
+            legacy,
+            size,
+            truncated=gz_short,
+            recovered_bytes=size,
+            gzip_truncated=gz_short,
+            path=str(path),
+            text=text,
+            text_offset=base,
+            events_offset=_offset_in(text, events, legacy),
+        )
     except msgspec.ValidationError as e:
         raise _not_a_trace(path, e) from e
     except msgspec.DecodeError as e:
         err = e
     rec = _recover(text, legacy, path)
     if rec is None and not legacy and b'"traceEvents"' not in text:
-        raise InputError(f"{path} is a torch.profiler trace cut off before its events ({err})",
-                         "The profiler or the copy stopped early; export the trace again") from err
+        raise InputError(
+            f"{path} is a torch.profiler trace cut off before its events ({err})",
+            "The profiler or the copy stopped early; export the trace again",
+        ) from err
     if rec is None:
-        raise InputError(f"{path} is not valid JSON ({err})",
-                         "Is this a torch.profiler trace? Re-export it with export_chrome_trace()") from err
+        raise InputError(
+            f"{path} is not valid JSON ({err})",
+            "Is this a torch.profiler trace? Re-export it with export_chrome_trace()",
+        ) from err
     doc, events, cut, closed = rec
-    return Loaded(doc, events, legacy, size, truncated=True, recovered_bytes=cut, gzip_truncated=gz_short,
-                  path=str(path), text=closed, text_offset=base, events_offset=_offset_in(closed, events, legacy))
+    return Loaded(
+        doc,
+        events,
+        legacy,
+        size,
+        truncated=True,
+        recovered_bytes=cut,
+        gzip_truncated=gz_short,
+        path=str(path),
+        text=closed,
+        text_offset=base,
+        events_offset=_offset_in(closed, events, legacy),
+    )
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -240,7 +278,7 @@ def _quick_split(text: Any, legacy: bool) -> tuple[Document, int, int] | None:
         if not _AFTER_ARRAY.match(text, q + 1):
             continue
         try:
-            doc = _DOC.decode(b"".join((head, b"[]", text[q + 1:])))
+            doc = _DOC.decode(b"".join((head, b"[]", text[q + 1 :])))
         except msgspec.ValidationError:  # JSON, but not a trace document: _split says what is wrong
             return None
         except msgspec.DecodeError:
@@ -263,7 +301,7 @@ def _offset_in(text: Any, events: Any, legacy: bool) -> int | None:
     mv = memoryview(events)
     probe = bytes(mv[:64])
     off = text.find(probe, max(0, text.find(b'"traceEvents"')))
-    if off < 0 or off + len(mv) > len(text) or text[off + len(mv) - 16:off + len(mv)] != mv[-16:]:
+    if off < 0 or off + len(mv) > len(text) or text[off + len(mv) - 16 : off + len(mv)] != mv[-16:]:
         return None
     return off
 
@@ -277,8 +315,10 @@ def _content_start(data: bytearray) -> int:
 
 
 def _not_a_trace(path: Path, e: Exception) -> InputError:
-    return InputError(f"{path} is JSON but not a torch.profiler trace ({e})",
-                      "Expected an object with traceEvents (or a list of events)")
+    return InputError(
+        f"{path} is JSON but not a torch.profiler trace ({e})",
+        "Expected an object with traceEvents (or a list of events)",
+    )
 
 
 def _split(text: bytes, legacy: bool, path: Path) -> tuple[Document, Any]:
@@ -394,7 +434,7 @@ class EventText:
     def __init__(self, events: Any, text: Any = None, offset: int | None = None) -> None:
         self.mv = memoryview(events)
         in_place = isinstance(text, (bytearray, mmap.mmap)) and offset is not None
-        self.w = memoryview(text)[offset:offset + len(self.mv)] if in_place else None
+        self.w = memoryview(text)[offset : offset + len(self.mv)] if in_place else None
         self.end = _array_bounds(self.mv)[1]
         self.map = text if in_place and isinstance(text, mmap.mmap) else None
         self.offset = offset or 0
@@ -428,7 +468,7 @@ class EventText:
         when [a, b) is not a sequence of whole array elements."""
         raws = _RAWS.decode(b"".join((b"[", self.mv[a:b], b"]")))
         for i in range(0, len(raws), EXACT_PIECE_EVENTS):
-            part = raws[i:i + EXACT_PIECE_EVENTS]
+            part = raws[i : i + EXACT_PIECE_EVENTS]
             try:
                 yield _EVENTS.decode(b"".join((b"[", b",".join(part), b"]")))
             except msgspec.ValidationError:
@@ -436,7 +476,7 @@ class EventText:
 
     def exact_ranges(self, a: int) -> list[tuple[int, int]]:
         """Exact ranges of about ``CHUNK_TEXT`` bytes from ``a`` to the end of the array (one raw pass)."""
-        raws = _RAWS.decode(b"".join((b"[", self.mv[a:self.end], b"]")))
+        raws = _RAWS.decode(b"".join((b"[", self.mv[a : self.end], b"]")))
         ranges, start, size = [], a, 0
         pos = a
         for r in raws:  # element k starts at the first non-separator byte after element k-1
@@ -458,7 +498,7 @@ class EventText:
         before, after = w[a - 1], w[b]
         w[a - 1], w[b] = 0x5B, 0x5D  # "[", "]"
         try:
-            return _EVENTS.decode(w[a - 1:b + 1])
+            return _EVENTS.decode(w[a - 1 : b + 1])
         finally:
             w[a - 1], w[b] = before, after
 

@@ -10,12 +10,21 @@ from traceadvisor.devices import BY_KEY, match_model
 from traceadvisor.importers._kineto_load import Document
 from traceadvisor.trace import Device, TraceMeta
 
-AMD_VERSION_KEYS = ("roctracer_version", "rocprofiler_sdk_version", "hip_runtime_version", "hip_driver_version")
+AMD_VERSION_KEYS = (
+    "roctracer_version",
+    "rocprofiler_sdk_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+)
 NVIDIA_VERSION_KEYS = ("cupti_version", "cuda_runtime_version", "cuda_driver_version")
 _VERSION_LABELS = {
-    "cupti_version": "CUPTI", "cuda_runtime_version": "CUDA runtime", "cuda_driver_version": "CUDA driver",
-    "roctracer_version": "roctracer", "rocprofiler_sdk_version": "rocprofiler-sdk",
-    "hip_runtime_version": "HIP runtime", "hip_driver_version": "HIP driver",
+    "cupti_version": "CUPTI",
+    "cuda_runtime_version": "CUDA runtime",
+    "cuda_driver_version": "CUDA driver",
+    "roctracer_version": "roctracer",
+    "rocprofiler_sdk_version": "rocprofiler-sdk",
+    "hip_runtime_version": "HIP runtime",
+    "hip_driver_version": "HIP driver",
 }
 # names ROCm reports when it does not know the marketing name
 _GENERIC_AMD = ("AMD RADEON GRAPHICS", "AMD GRAPHICS", "DEVICE 0X")
@@ -49,7 +58,11 @@ def device_vendor(props: dict[str, Any]) -> str | None:
 
 
 def device_arch(vendor: str | None, props: dict[str, Any]) -> str | None:
-    major, minor, cus = _int(props.get("computeMajor")), _int(props.get("computeMinor")), _int(props.get("numSms"))
+    major, minor, cus = (
+        _int(props.get("computeMajor")),
+        _int(props.get("computeMinor")),
+        _int(props.get("numSms")),
+    )
     if major is None or minor is None:
         return None
     if vendor == "nvidia":
@@ -75,11 +88,20 @@ def make_device(props: dict[str, Any], fallback_vendor: str | None) -> Device:
         # ROCm 6.x reports MI250 GCDs as "AMD Radeon Graphics"; MI210 reports its own name
         model = BY_KEY["MI250X GCD"] if cus == 110 else BY_KEY["MI250 GCD"]
     else:
-        model = match_model(None if generic and vendor == "amd" else name, arch=arch, compute_units=cus,
-                            memory_bytes=mem)
+        model = match_model(
+            None if generic and vendor == "amd" else name, arch=arch, compute_units=cus, memory_bytes=mem
+        )
     idx = _int(props.get("id"))
-    return Device(index=idx if idx is not None else 0, name=name, model=model.key if model else None,
-                  vendor=vendor, arch=arch, compute_units=cus, memory_bytes=mem, properties=dict(props))
+    return Device(
+        index=idx if idx is not None else 0,
+        name=name,
+        model=model.key if model else None,
+        vendor=vendor,
+        arch=arch,
+        compute_units=cus,
+        memory_bytes=mem,
+        properties=dict(props),
+    )
 
 
 def vendor_of(doc: Document, devices: list[Device], ev: pl.DataFrame) -> str:
@@ -90,10 +112,16 @@ def vendor_of(doc: Document, devices: list[Device], ev: pl.DataFrame) -> str:
         return "amd"
     if any(getattr(doc, k) is not None for k in NVIDIA_VERSION_KEYS):
         return "nvidia"
-    names = ev.lazy().filter(pl.col("kind").is_in(("runtime", "kernel"))).select(
-        amd=(pl.col("name").str.starts_with("hip") | pl.col("name").str.starts_with("Cijk_")).sum(),
-        nv=(pl.col("name").str.starts_with("cuda") | pl.col("name").str.starts_with("cu")).sum(),
-    ).collect().row(0)
+    names = (
+        ev.lazy()
+        .filter(pl.col("kind").is_in(("runtime", "kernel")))
+        .select(
+            amd=(pl.col("name").str.starts_with("hip") | pl.col("name").str.starts_with("Cijk_")).sum(),
+            nv=(pl.col("name").str.starts_with("cuda") | pl.col("name").str.starts_with("cu")).sum(),
+        )
+        .collect()
+        .row(0)
+    )
     if names[0] > names[1]:
         return "amd"
     if names[1] > 0:
@@ -117,12 +145,24 @@ def fill_meta(meta: TraceMeta, doc: Document, ev: pl.DataFrame) -> None:
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     meta.rank = _int(dist.get("rank"))
     meta.world_size = _int(dist.get("world_size"))
-    versions = [f"{_VERSION_LABELS[k]} {getattr(doc, k)}" for k in (*NVIDIA_VERSION_KEYS, *AMD_VERSION_KEYS)
-                if getattr(doc, k) is not None]
+    versions = [
+        f"{_VERSION_LABELS[k]} {getattr(doc, k)}"
+        for k in (*NVIDIA_VERSION_KEYS, *AMD_VERSION_KEYS)
+        if getattr(doc, k) is not None
+    ]
     meta.producer_version = ", ".join(versions) or None
     extra: dict[str, Any] = {}
-    for k in ("schemaVersion", "displayTimeUnit", "trace_id", "traceName", "record_shapes", "with_stack",
-              "with_flops", "with_modules", "profile_memory"):
+    for k in (
+        "schemaVersion",
+        "displayTimeUnit",
+        "trace_id",
+        "traceName",
+        "record_shapes",
+        "with_stack",
+        "with_flops",
+        "with_modules",
+        "profile_memory",
+    ):
         v = getattr(doc, k)
         if v is not None:
             extra[k] = v
@@ -135,16 +175,32 @@ def capabilities(ev: pl.DataFrame, has_props: bool) -> set[str]:
     """Which facts this trace can provide, from what the events actually hold."""
     kinds = set(ev.get_column("kind").unique().to_list())
     copies = ev.lazy().filter(pl.col("kind") == "memcpy")
-    c = copies.select(
-        direction=pl.col("copy_kind").is_not_null().any(),
-        nbytes=pl.col("bytes").is_not_null().any(),
-        memkind=(pl.col("src_memory").is_in(("pageable", "pinned")) | pl.col("dst_memory").is_in(("pageable", "pinned"))).any(),
-    ).collect().row(0) if "memcpy" in kinds else (False, False, False)
+    c = (
+        copies.select(
+            direction=pl.col("copy_kind").is_not_null().any(),
+            nbytes=pl.col("bytes").is_not_null().any(),
+            memkind=(
+                pl.col("src_memory").is_in(("pageable", "pinned"))
+                | pl.col("dst_memory").is_in(("pageable", "pinned"))
+            ).any(),
+        )
+        .collect()
+        .row(0)
+        if "memcpy" in kinds
+        else (False, False, False)
+    )
     caps = set()
     if ev.height:
         caps.add("timeline")
-    for kind, cap in (("kernel", "kernels"), ("runtime", "runtime_api"), ("cpu_op", "cpu_ops"), ("step", "steps"),
-                      ("annotation", "annotations"), ("sync", "sync_events"), ("memory", "memory_events")):
+    for kind, cap in (
+        ("kernel", "kernels"),
+        ("runtime", "runtime_api"),
+        ("cpu_op", "cpu_ops"),
+        ("step", "steps"),
+        ("annotation", "annotations"),
+        ("sync", "sync_events"),
+        ("memory", "memory_events"),
+    ):
         if kind in kinds:
             caps.add(cap)
     if c[0]:
@@ -158,9 +214,18 @@ def capabilities(ev: pl.DataFrame, has_props: bool) -> set[str]:
     if has_props:
         caps.add("device_properties")
     if "runtime" in kinds:
-        linked = ev.lazy().filter(pl.col("kind").is_in(("kernel", "memcpy", "memset"))).select("correlation_id").join(
-            ev.lazy().filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi"
-        ).limit(1).collect()
+        linked = (
+            ev.lazy()
+            .filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
+            .select("correlation_id")
+            .join(
+                ev.lazy().filter(pl.col("kind") == "runtime").select("correlation_id"),
+                on="correlation_id",
+                how="semi",
+            )
+            .limit(1)
+            .collect()
+        )
         if linked.height:
             caps.add("correlation")
     return caps

@@ -79,7 +79,9 @@ def _busy(cpus: int) -> bool:
 _BUSY_SAMPLES = 5
 
 
-def build_range(src: str, start: int, length: int, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def build_range(
+    src: str, start: int, length: int, rank: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Decode the events in file bytes [start, start+length) and build their canonical rows and flows."""
     text = bytearray(length + 2)  # the range between "[" and "]", read in place (no copy)
     text[0], text[-1] = 0x5B, 0x5D
@@ -168,9 +170,20 @@ class Helpers:
             cmd = [sys.executable, "-m", __name__, str(self.work)]
             # the helpers import this package from where this process found it
             root = str(Path(__file__).resolve().parents[2])
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-            self.procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL, env=env) for _ in range(self.count)]
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+            }
+            self.procs = [
+                subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
+                for _ in range(self.count)
+            ]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -185,8 +198,9 @@ class Helpers:
                 h.wait()
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def run(self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None,
-            progress: Progress | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    def run(
+        self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, progress: Progress | None = None
+    ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
         """Canonical events, flows and the merged bookkeeping (see ``chunk_result``), built here and by helpers.
 
         Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
@@ -224,8 +238,15 @@ def _read_ipc(path: Path) -> pl.DataFrame:
         return pl.from_arrow(pa.ipc.open_file(source).read_all())
 
 
-def _collect(ranges: list[tuple[int, int]], mine: dict[int, Any], work: Path, src: str, base: int,
-             rank: int | None, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def _collect(
+    ranges: list[tuple[int, int]],
+    mine: dict[int, Any],
+    work: Path,
+    src: str,
+    base: int,
+    rank: int | None,
+    meta: TraceMeta,
+) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """All ranges' results in order; a range a helper took but did not finish is built here."""
     if list(work.glob("badcut-*")):
         raise BadCut("a range did not decode on its own")

@@ -40,20 +40,33 @@ from traceadvisor.trace import Device, Trace, TraceMeta
 # direction / kind vocabularies
 
 COPY_OPTYPES = {  # RPD opType, rocprof v1 COPY op names
-    "CopyHostToDevice": "h2d", "CopyDeviceToHost": "d2h", "CopyDeviceToDevice": "d2d", "CopyHostToHost": "h2h",
-    "CopyDeviceToDevicePeer": "p2p", "CopyPeer": "p2p",
+    "CopyHostToDevice": "h2d",
+    "CopyDeviceToHost": "d2h",
+    "CopyDeviceToDevice": "d2d",
+    "CopyHostToHost": "h2h",
+    "CopyDeviceToDevicePeer": "p2p",
+    "CopyPeer": "p2p",
 }
 MEMSET_OPTYPES = ("FillBuffer", "Memset", "MemsetOp")
-HIP_MEMCPY_KIND = {0: "h2h", 1: "h2d", 2: "d2h", 3: "d2d"}  # 4 (Default) = resolved at run time -> from the op
+HIP_MEMCPY_KIND = {
+    0: "h2h",
+    1: "h2d",
+    2: "d2h",
+    3: "d2d",
+}  # 4 (Default) = resolved at run time -> from the op
 ROCPROF_DIRECTIONS = {  # rocprofv3 memory copy operation names
-    "MEMORY_COPY_HOST_TO_HOST": "h2h", "MEMORY_COPY_HOST_TO_DEVICE": "h2d", "MEMORY_COPY_DEVICE_TO_HOST": "d2h",
+    "MEMORY_COPY_HOST_TO_HOST": "h2h",
+    "MEMORY_COPY_HOST_TO_DEVICE": "h2d",
+    "MEMORY_COPY_DEVICE_TO_HOST": "d2h",
     "MEMORY_COPY_DEVICE_TO_DEVICE": "d2d",
 }
 # launch APIs whose recorded grid is in work-items (global size), not blocks (formats.md 2.2 and 6.2)
 WORKITEM_GRID_APIS = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
 PINNED_ALLOC_RE = r"^(hipHostMalloc|hipHostAlloc|hipMallocHost|hipHostRegister|hipExtHostAlloc)"
 STEP_RE = r"^ProfilerStep#\d+$"
-UNKNOWN_OP = "Unknown command type"  # rocprof v1 label for a GPU op it could not decode (not known to be a kernel)
+UNKNOWN_OP = (
+    "Unknown command type"  # rocprof v1 label for a GPU op it could not decode (not known to be a kernel)
+)
 
 MIB = 1 << 20
 
@@ -130,7 +143,9 @@ class SqliteInput:
         except OSError as e:
             raise InputError(f"cannot read {self.path}: {e.strerror}", "Check the file's permissions") from e
         if len(head) < 100:
-            raise InputError(f"{self.path} is truncated ({len(head)} bytes)", "Copy or record the trace again")
+            raise InputError(
+                f"{self.path} is truncated ({len(head)} bytes)", "Copy or record the trace again"
+            )
         page = int.from_bytes(head[16:18], "big")
         page = 65536 if page == 1 else page
         pages = int.from_bytes(head[28:32], "big")
@@ -144,7 +159,9 @@ class SqliteInput:
         import tempfile
 
         if self.path.stat().st_size < page:
-            raise InputError(f"{self.path} is truncated inside its first page", "Copy or record the trace again")
+            raise InputError(
+                f"{self.path} is truncated inside its first page", "Copy or record the trace again"
+            )
         self._tmp = tempfile.mkdtemp(prefix="traceadvisor-")
         dst = Path(self._tmp) / "truncated.sqlite"
         whole = self.path.stat().st_size // page
@@ -168,11 +185,15 @@ class SqliteInput:
         try:
             con = self.connect()
             try:
-                rows = con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+                rows = con.execute(
+                    "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')"
+                ).fetchall()
             finally:
                 con.close()
         except sqlite3.DatabaseError as e:
-            raise InputError(f"{self.path} is a damaged SQLite file ({e})", "Copy or record the trace again") from e
+            raise InputError(
+                f"{self.path} is a damaged SQLite file ({e})", "Copy or record the trace again"
+            ) from e
         return {n: t for n, t in rows}
 
     def close(self) -> None:
@@ -192,9 +213,11 @@ def _select_sql(spec: TableSpec, typed: bool) -> str:
     seed = ", ".join(f"{chr(39) * 2 if c in spec.text else '0'} AS {_q(c)}" for c in spec.columns)
     if typed:
         cols = ", ".join(
-            f"CAST({_q(c)} AS TEXT)" if c in spec.text else
-            f"CASE typeof({_q(c)}) WHEN 'integer' THEN {_q(c)} WHEN 'real' THEN CAST({_q(c)} AS INTEGER) END"
-            for c in spec.columns)
+            f"CAST({_q(c)} AS TEXT)"
+            if c in spec.text
+            else f"CASE typeof({_q(c)}) WHEN 'integer' THEN {_q(c)} WHEN 'real' THEN CAST({_q(c)} AS INTEGER) END"
+            for c in spec.columns
+        )
     else:
         cols = ", ".join(_q(c) for c in spec.columns)
     return f"SELECT {seed} UNION ALL SELECT {cols} FROM {_q(spec.table)}"
@@ -262,8 +285,10 @@ def _salvage(db: SqliteInput, spec: TableSpec) -> tuple[pl.DataFrame, str]:
         err = str(e) or "damaged page"
     finally:
         con.close()
-    data = {c: pl.Series(c, [None if r[i] is None else str(r[i]) for r in rows], dtype=pl.String)
-            for i, c in enumerate(spec.columns)}
+    data = {
+        c: pl.Series(c, [None if r[i] is None else str(r[i]) for r in rows], dtype=pl.String)
+        for i, c in enumerate(spec.columns)
+    }
     return _typed(pl.DataFrame(data, schema={c: pl.String for c in spec.columns}), spec), err
 
 
@@ -315,7 +340,9 @@ def _scan_by_rowid(con: sqlite3.Connection, table: str, cols: str, out: list[tup
 def _probe_rowid(con: sqlite3.Connection, table: str, at: int) -> int | None | bool:
     """First rowid >= ``at`` (None: none, the table ends before it; False: the pages there are damaged)."""
     try:
-        r = con.execute(f"SELECT rowid FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (at,)).fetchone()
+        r = con.execute(
+            f"SELECT rowid FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (at,)
+        ).fetchone()
     except sqlite3.DatabaseError as e:
         if isinstance(e, sqlite3.OperationalError) and "rowid" in str(e):
             raise
@@ -380,7 +407,9 @@ def read_table(db: SqliteInput, table: str, schema: dict[str, pl.DataType]) -> t
     return df.select([pl.col(c).cast(t) for c, t in schema.items()]), errors.get(table, "")
 
 
-def read_tables(db: SqliteInput, specs: Sequence[TableSpec], *, workers: int = 2) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+def read_tables(
+    db: SqliteInput, specs: Sequence[TableSpec], *, workers: int = 2
+) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
     """Read each table in bulk into Arrow (ADBC SQLite driver, read-only URI), tables in parallel.
 
     A table that fails (damaged page) is read again row by row up to the damage. Returns frames by table
@@ -408,7 +437,9 @@ def read_tables(db: SqliteInput, specs: Sequence[TableSpec], *, workers: int = 2
     return frames, errors
 
 
-def fetch_frame(con: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType], params: tuple = ()) -> pl.DataFrame:
+def fetch_frame(
+    con: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType], params: tuple = ()
+) -> pl.DataFrame:
     """Small query (string and info tables) read with one fetchall."""
     rows = con.execute(sql, params).fetchall()
     if not rows:
@@ -457,8 +488,11 @@ def pack(df: pl.DataFrame, raw: Iterable[str] = ()) -> pl.DataFrame:
         return df
     plain = [c for c in extra if c not in raw_set]
     raws = [c for c in extra if c in raw_set]
-    mask = pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int64) * (1 << i) for i, c in enumerate(plain)]) \
-        if plain else pl.lit(0, dtype=pl.Int64)
+    mask = (
+        pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int64) * (1 << i) for i, c in enumerate(plain)])
+        if plain
+        else pl.lit(0, dtype=pl.Int64)
+    )
     work = df.select(plain + raws).with_row_index("_r").with_columns(mask.alias("_m"))
     parts = []
     for (m,), g in work.group_by("_m"):
@@ -479,12 +513,16 @@ def merge_json(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     b_body = b.str.strip_prefix("{").str.strip_suffix("}")
     a_body = pl.when(a_body == "").then(None).otherwise(a_body)
     b_body = pl.when(b_body == "").then(None).otherwise(b_body)
-    return pl.concat_str([pl.lit("{"), pl.concat_str([a_body, b_body], separator=",", ignore_nulls=True), pl.lit("}")])
+    return pl.concat_str(
+        [pl.lit("{"), pl.concat_str([a_body, b_body], separator=",", ignore_nulls=True), pl.lit("}")]
+    )
 
 
 def json_str_expr(col: str) -> pl.Expr:
     """A string column as a JSON string literal (quoted, escaped)."""
-    return pl.struct(pl.col(col).alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
+    return (
+        pl.struct(pl.col(col).alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -506,8 +544,9 @@ def demangle(df: pl.DataFrame, col: str = "name") -> pl.DataFrame:
     if not names or tool is None:
         return df
     try:
-        out = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120,
-                             check=True).stdout.splitlines()
+        out = subprocess.run(
+            [tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120, check=True
+        ).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         return df
     if len(out) != len(names):
@@ -518,7 +557,10 @@ def demangle(df: pl.DataFrame, col: str = "name") -> pl.DataFrame:
     hit = pl.col(col).is_in(list(mapping))
     return df.with_columns(
         pl.when(hit).then(pl.col(col)).otherwise(pl.col("mangled_name")).alias("mangled_name"),
-        pl.when(hit).then(pl.col(col).replace_strict(mapping, default=None)).otherwise(pl.col(col)).alias(col),
+        pl.when(hit)
+        .then(pl.col(col).replace_strict(mapping, default=None))
+        .otherwise(pl.col(col))
+        .alias(col),
     )
 
 
@@ -544,7 +586,9 @@ def duration(start: str = "start_ns", end: str = "end_ns") -> pl.Expr:
 
 def runtime_kind(name: pl.Expr) -> pl.Expr:
     """Host API call kind: profiler self-overhead rows are ``overhead``, everything else ``runtime``."""
-    overhead = name.is_in(["hcc_activity_callback", "rpdflush", "run_to_completion"]) | name.str.ends_with("::writeRows")
+    overhead = name.is_in(["hcc_activity_callback", "rpdflush", "run_to_completion"]) | name.str.ends_with(
+        "::writeRows"
+    )
     return pl.when(overhead).then(pl.lit("overhead")).otherwise(pl.lit("runtime"))
 
 
@@ -597,12 +641,22 @@ def parse_rocminfo(text: str) -> list[Agent]:
                 pools.append(int(m2.group(1)) * 1024)
         if top.get("Device Type", "").upper() != "GPU":
             continue
-        gpus.append(Agent(
-            name=top.get("Marketing Name") or None, arch=top.get("Name") or None,
-            compute_units=_int_prefix(top.get("Compute Unit")), memory_bytes=max(pools) if pools else None,
-            pci_id=_int_prefix(top.get("Chip ID")), node=_int_prefix(top.get("Node")), ordinal=len(gpus),
-            properties={k: top[k] for k in ("Uuid", "Max Clock Freq. (MHz)", "Wavefront Size", "Chip ID") if k in top},
-        ))
+        gpus.append(
+            Agent(
+                name=top.get("Marketing Name") or None,
+                arch=top.get("Name") or None,
+                compute_units=_int_prefix(top.get("Compute Unit")),
+                memory_bytes=max(pools) if pools else None,
+                pci_id=_int_prefix(top.get("Chip ID")),
+                node=_int_prefix(top.get("Node")),
+                ordinal=len(gpus),
+                properties={
+                    k: top[k]
+                    for k in ("Uuid", "Max Clock Freq. (MHz)", "Wavefront Size", "Chip ID")
+                    if k in top
+                },
+            )
+        )
     return gpus
 
 
@@ -617,8 +671,16 @@ def agents_from_kv(kv: dict[str, str]) -> list[Agent]:
     for _, d in sorted(by.items()):
         if d.get("DeviceType", "").upper() != "GPU":
             continue
-        gpus.append(Agent(name=d.get("MarketingName"), arch=d.get("Name"), compute_units=_int_prefix(d.get("ComputeUnit")),
-                          pci_id=_int_prefix(d.get("ChipID")), node=_int_prefix(d.get("Node")), ordinal=len(gpus)))
+        gpus.append(
+            Agent(
+                name=d.get("MarketingName"),
+                arch=d.get("Name"),
+                compute_units=_int_prefix(d.get("ComputeUnit")),
+                pci_id=_int_prefix(d.get("ChipID")),
+                node=_int_prefix(d.get("Node")),
+                ordinal=len(gpus),
+            )
+        )
     return gpus
 
 
@@ -660,14 +722,27 @@ def arch_hint(names: pl.Series) -> tuple[str | None, str | None]:
 def device_from_agent(index: int, agent: Agent | None, source: str) -> Device:
     if agent is None:
         return Device(index=index, vendor="amd")
-    m = match_model(agent.name, arch=agent.arch, compute_units=agent.compute_units, memory_bytes=agent.memory_bytes,
-                    pci_id=agent.pci_id)
+    m = match_model(
+        agent.name,
+        arch=agent.arch,
+        compute_units=agent.compute_units,
+        memory_bytes=agent.memory_bytes,
+        pci_id=agent.pci_id,
+    )
     props = dict(agent.properties or {})
     props["source"] = source
     if agent.pci_id:
         props["pci_device_id"] = agent.pci_id
-    return Device(index=index, name=agent.name, model=m.key if m else None, vendor="amd", arch=agent.arch,
-                  compute_units=agent.compute_units, memory_bytes=agent.memory_bytes, properties=props)
+    return Device(
+        index=index,
+        name=agent.name,
+        model=m.key if m else None,
+        vendor="amd",
+        arch=agent.arch,
+        compute_units=agent.compute_units,
+        memory_bytes=agent.memory_bytes,
+        properties=props,
+    )
 
 
 def devices_for(indices: Iterable[int], agents: list[Agent], source: str) -> list[Device]:
@@ -704,19 +779,31 @@ def apply_arch_hint(meta: TraceMeta, names: pl.Series) -> None:
 
         alts = [k for k in GFX_MODELS.get(arch, ()) if k != m.key]
         also = f" (could also be {' / '.join(alts)})" if alts else ""
-        meta.warn(f"device model inferred, not recorded: {arch} from kernel names ({why}); assumed {m.key}{also}. "
-                  f"Put the run's rocminfo output beside the trace as results.sysinfo.txt to identify it")
+        meta.warn(
+            f"device model inferred, not recorded: {arch} from kernel names ({why}); assumed {m.key}{also}. "
+            f"Put the run's rocminfo output beside the trace as results.sysinfo.txt to identify it"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # pageable / pinned inference (formats.md 6.2)
 
-LOW_BW_FRACTION = 0.6  # below: likely pageable (between observed pageable max and pinned min, devices.md section 4)
+LOW_BW_FRACTION = (
+    0.6  # below: likely pageable (between observed pageable max and pinned min, devices.md section 4)
+)
 HIGH_BW_FRACTION = 0.8  # at or above: likely pinned
 BLOCKING_FRACTION = 0.8  # host call lasting >= 0.8x the copy: it waited for (staged) the transfer
 DEFAULT_LINK_GBS = 25.0  # PCIe Gen4 x16 practical pinned rate when the device model is unknown
-SYNC_COPY_APIS = ("hipMemcpy", "hipMemcpyWithStream", "hipMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpy2D",
-                  "hipMemcpyFromSymbol", "hipMemcpyToSymbol", "cudaMemcpy")
+SYNC_COPY_APIS = (
+    "hipMemcpy",
+    "hipMemcpyWithStream",
+    "hipMemcpyHtoD",
+    "hipMemcpyDtoH",
+    "hipMemcpy2D",
+    "hipMemcpyFromSymbol",
+    "hipMemcpyToSymbol",
+    "cudaMemcpy",
+)
 
 
 def _device_links(devices: list[Device]) -> pl.DataFrame:
@@ -725,17 +812,33 @@ def _device_links(devices: list[Device]) -> pl.DataFrame:
     rows = []
     for d in devices:
         m: Model | None = BY_KEY.get(d.model or "")
-        rows.append({"device": d.index, "_link": m.link_pinned_gbs if m else None,
-                     "_link_name": m.link if m else None, "_integrated": bool(m.integrated) if m else False})
-    return pl.DataFrame(rows, schema={"device": pl.Int32, "_link": pl.Float64, "_link_name": pl.String,
-                                      "_integrated": pl.Boolean})
+        rows.append(
+            {
+                "device": d.index,
+                "_link": m.link_pinned_gbs if m else None,
+                "_link_name": m.link if m else None,
+                "_integrated": bool(m.integrated) if m else False,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={"device": pl.Int32, "_link": pl.Float64, "_link_name": pl.String, "_integrated": pl.Boolean},
+    )
 
 
 def _lower(conf: pl.Expr) -> pl.Expr:
-    return pl.when(conf == "high").then(pl.lit("medium")).when(conf == "medium").then(pl.lit("low")).otherwise(conf)
+    return (
+        pl.when(conf == "high")
+        .then(pl.lit("medium"))
+        .when(conf == "medium")
+        .then(pl.lit("low"))
+        .otherwise(conf)
+    )
 
 
-def infer_host_memory(ev: pl.DataFrame, devices: list[Device], *, runtime_traced: bool) -> tuple[pl.DataFrame, int]:
+def infer_host_memory(
+    ev: pl.DataFrame, devices: list[Device], *, runtime_traced: bool
+) -> tuple[pl.DataFrame, int]:
     """Fill ``src_memory``/``dst_memory`` of host copies with an inferred pageable/pinned and its evidence.
 
     ``ev`` is the canonical frame (``args`` already JSON). Device-to-device copies get ``device``/``device``
@@ -755,25 +858,43 @@ def infer_host_memory(ev: pl.DataFrame, devices: list[Device], *, runtime_traced
     is_copy = pl.col("kind") == "memcpy"
     d2d = pl.col("copy_kind").is_in(["d2d", "p2p"])
     ev = ev.with_columns(
-        src_memory=pl.when(is_copy & d2d).then(pl.lit("device"))
-        .when(is_copy & (pl.col("copy_kind") == "d2h")).then(pl.lit("device"))
-        .when(is_copy).then(pl.lit("unknown")),
-        dst_memory=pl.when(is_copy & d2d).then(pl.lit("device"))
-        .when(is_copy & (pl.col("copy_kind") == "h2d")).then(pl.lit("device"))
-        .when(is_copy).then(pl.lit("unknown")),
+        src_memory=pl.when(is_copy & d2d)
+        .then(pl.lit("device"))
+        .when(is_copy & (pl.col("copy_kind") == "d2h"))
+        .then(pl.lit("device"))
+        .when(is_copy)
+        .then(pl.lit("unknown")),
+        dst_memory=pl.when(is_copy & d2d)
+        .then(pl.lit("device"))
+        .when(is_copy & (pl.col("copy_kind") == "h2d"))
+        .then(pl.lit("device"))
+        .when(is_copy)
+        .then(pl.lit("unknown")),
         memory_inferred=pl.when(is_copy & d2d).then(pl.lit(False)).otherwise(pl.lit(None, dtype=pl.Boolean)),
     )
-    cand_mask = is_copy & pl.col("copy_kind").is_in(["h2d", "d2h"]) & (pl.col("bytes") >= MIB) & (pl.col("dur_ns") > 0)
+    cand_mask = (
+        is_copy
+        & pl.col("copy_kind").is_in(["h2d", "d2h"])
+        & (pl.col("bytes") >= MIB)
+        & (pl.col("dur_ns") > 0)
+    )
     if ev.select(cand_mask.any()).item() is not True:
         return ev, 0
     ev = ev.with_row_index("_i")
     rt = ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
     n_pinned = count_pinned_allocs(rt.get_column("name")) if runtime_traced else None
-    api = rt.select("correlation_id", pl.col("name").alias("_api"), pl.col("start_ns").alias("_api_start"),
-                    pl.col("dur_ns").alias("_api_dur")).unique(subset=["correlation_id"], keep="first")
-    c = (ev.filter(cand_mask).select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind")
-         .join(api, on="correlation_id", how="left")
-         .join(_device_links(devices), on="device", how="left"))
+    api = rt.select(
+        "correlation_id",
+        pl.col("name").alias("_api"),
+        pl.col("start_ns").alias("_api_start"),
+        pl.col("dur_ns").alias("_api_dur"),
+    ).unique(subset=["correlation_id"], keep="first")
+    c = (
+        ev.filter(cand_mask)
+        .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind")
+        .join(api, on="correlation_id", how="left")
+        .join(_device_links(devices), on="device", how="left")
+    )
     link_known = pl.col("_link").is_not_null()
     link = pl.col("_link").fill_null(DEFAULT_LINK_GBS)
     gbps = pl.col("bytes") / pl.col("dur_ns")
@@ -787,54 +908,113 @@ def infer_host_memory(ev: pl.DataFrame, devices: list[Device], *, runtime_traced
     returned_early = (pl.col("_api_start") + pl.col("_api_dur")) < (pl.col("start_ns") + pl.col("dur_ns"))
     bw_txt = pl.format("{} GB/s vs {} GB/s practical pinned rate", pl.col("gbps").round(2), pl.col("_lk"))
     result = (
-        pl.when(pl.col("_integrated").fill_null(False)).then(pl.lit("unknown"))
-        .when(is_async & blocking & ~high).then(pl.lit("pageable"))
-        .when(is_async & returned_early & low).then(pl.lit("unknown"))
-        .when(is_async & returned_early).then(pl.lit("pinned"))
-        .when(low).then(pl.lit("pageable"))
-        .when(high).then(pl.lit("pinned"))
+        pl.when(pl.col("_integrated").fill_null(False))
+        .then(pl.lit("unknown"))
+        .when(is_async & blocking & ~high)
+        .then(pl.lit("pageable"))
+        .when(is_async & returned_early & low)
+        .then(pl.lit("unknown"))
+        .when(is_async & returned_early)
+        .then(pl.lit("pinned"))
+        .when(low)
+        .then(pl.lit("pageable"))
+        .when(high)
+        .then(pl.lit("pinned"))
         .otherwise(pl.lit("unknown"))
     )
     conf = (
-        pl.when(result == "unknown").then(None)
-        .when(is_async & blocking & low).then(pl.lit("high"))
-        .when(is_async & returned_early & ~low).then(pl.lit("high"))
+        pl.when(result == "unknown")
+        .then(None)
+        .when(is_async & blocking & low)
+        .then(pl.lit("high"))
+        .when(is_async & returned_early & ~low)
+        .then(pl.lit("high"))
         .otherwise(pl.lit("medium"))
     )
     reason = (
-        pl.when(pl.col("_integrated").fill_null(False)).then(pl.lit("integrated GPU: host and device share memory"))
-        .when(is_async & blocking & ~high).then(pl.concat_str([
-            pl.lit("async copy call blocked the host for "), (pl.col("_api_dur") / pl.col("dur_ns")).round(2),
-            pl.lit("x the transfer (staged through a bounce buffer); "), bw_txt]))
-        .when(is_async & returned_early & low).then(pl.concat_str([
-            pl.lit("conflicting: async call returned before the copy ended, but "), bw_txt]))
-        .when(is_async & returned_early).then(pl.concat_str([
-            pl.lit("async copy call returned before the transfer ended (DMA from pinned memory); "), bw_txt]))
-        .when(low | high).then(pl.concat_str([
-            pl.when(sync_api).then(pl.lit("blocking copy API (host blocking says nothing); "))
-            .when(~has_api).then(pl.lit("no linked host call; ")).otherwise(pl.lit("")), bw_txt]))
+        pl.when(pl.col("_integrated").fill_null(False))
+        .then(pl.lit("integrated GPU: host and device share memory"))
+        .when(is_async & blocking & ~high)
+        .then(
+            pl.concat_str(
+                [
+                    pl.lit("async copy call blocked the host for "),
+                    (pl.col("_api_dur") / pl.col("dur_ns")).round(2),
+                    pl.lit("x the transfer (staged through a bounce buffer); "),
+                    bw_txt,
+                ]
+            )
+        )
+        .when(is_async & returned_early & low)
+        .then(pl.concat_str([pl.lit("conflicting: async call returned before the copy ended, but "), bw_txt]))
+        .when(is_async & returned_early)
+        .then(
+            pl.concat_str(
+                [
+                    pl.lit("async copy call returned before the transfer ended (DMA from pinned memory); "),
+                    bw_txt,
+                ]
+            )
+        )
+        .when(low | high)
+        .then(
+            pl.concat_str(
+                [
+                    pl.when(sync_api)
+                    .then(pl.lit("blocking copy API (host blocking says nothing); "))
+                    .when(~has_api)
+                    .then(pl.lit("no linked host call; "))
+                    .otherwise(pl.lit("")),
+                    bw_txt,
+                ]
+            )
+        )
         .otherwise(pl.concat_str([pl.lit("bandwidth between the pageable and pinned bands: "), bw_txt]))
     )
     c = c.with_columns(result=result, confidence=conf, reason=reason)
     if n_pinned is not None:
         c = c.with_columns(
-            confidence=pl.when((pl.col("result") == "pageable") & pl.lit(n_pinned > 0)).then(_lower(pl.col("confidence")))
+            confidence=pl.when((pl.col("result") == "pageable") & pl.lit(n_pinned > 0))
+            .then(_lower(pl.col("confidence")))
             .otherwise(pl.col("confidence")),
-            reason=pl.concat_str([pl.col("reason"), pl.lit(
-                f"; {n_pinned} pinned-allocation calls (hipHostMalloc/hipHostRegister) in the trace" if n_pinned
-                else "; no hipHostMalloc/hipHostRegister in the trace")]),
+            reason=pl.concat_str(
+                [
+                    pl.col("reason"),
+                    pl.lit(
+                        f"; {n_pinned} pinned-allocation calls (hipHostMalloc/hipHostRegister) in the trace"
+                        if n_pinned
+                        else "; no hipHostMalloc/hipHostRegister in the trace"
+                    ),
+                ]
+            ),
         )
     c = c.with_columns(
-        confidence=pl.when(~pl.col("_lk_known") & (pl.col("confidence") == "high")).then(pl.lit("medium"))
+        confidence=pl.when(~pl.col("_lk_known") & (pl.col("confidence") == "high"))
+        .then(pl.lit("medium"))
         .otherwise(pl.col("confidence")),
-        reason=pl.when(pl.col("_lk_known")).then(pl.col("reason"))
-        .otherwise(pl.concat_str([pl.col("reason"), pl.lit(f" (device model unknown: PCIe Gen4 {DEFAULT_LINK_GBS:g} GB/s assumed)")])),
-        link_pinned_gbs=pl.col("_lk"), api=pl.col("_api"), api_dur_ns=pl.col("_api_dur"),
-        copy_dur_ns=pl.col("dur_ns"), gbps=pl.col("gbps").round(3),
+        reason=pl.when(pl.col("_lk_known"))
+        .then(pl.col("reason"))
+        .otherwise(
+            pl.concat_str(
+                [
+                    pl.col("reason"),
+                    pl.lit(f" (device model unknown: PCIe Gen4 {DEFAULT_LINK_GBS:g} GB/s assumed)"),
+                ]
+            )
+        ),
+        link_pinned_gbs=pl.col("_lk"),
+        api=pl.col("_api"),
+        api_dur_ns=pl.col("_api_dur"),
+        copy_dur_ns=pl.col("dur_ns"),
+        gbps=pl.col("gbps").round(3),
     )
-    evid = c.select("_i", "result", json_object(
-        ["result", "confidence", "reason", "gbps", "link_pinned_gbs", "api", "api_dur_ns", "copy_dur_ns"]
-    ).alias("_ev"))
+    evid = c.select(
+        "_i",
+        "result",
+        json_object(
+            ["result", "confidence", "reason", "gbps", "link_pinned_gbs", "api", "api_dur_ns", "copy_dur_ns"]
+        ).alias("_ev"),
+    )
     ev = ev.join(evid, on="_i", how="left", maintain_order="left")
     inferred = pl.col("result").is_in(["pageable", "pinned"])
     host_side_src = pl.col("copy_kind") == "h2d"
@@ -842,8 +1022,12 @@ def infer_host_memory(ev: pl.DataFrame, devices: list[Device], *, runtime_traced
         src_memory=pl.when(inferred & host_side_src).then(pl.col("result")).otherwise(pl.col("src_memory")),
         dst_memory=pl.when(inferred & ~host_side_src).then(pl.col("result")).otherwise(pl.col("dst_memory")),
         memory_inferred=pl.when(inferred).then(pl.lit(True)).otherwise(pl.col("memory_inferred")),
-        args=pl.when(pl.col("_ev").is_not_null()).then(
-            merge_json(pl.col("args"), pl.concat_str([pl.lit('{"memory_inference":'), pl.col("_ev"), pl.lit("}")])))
+        args=pl.when(pl.col("_ev").is_not_null())
+        .then(
+            merge_json(
+                pl.col("args"), pl.concat_str([pl.lit('{"memory_inference":'), pl.col("_ev"), pl.lit("}")])
+            )
+        )
         .otherwise(pl.col("args")),
     )
     n = int(ev.select(inferred.sum()).item() or 0)
@@ -887,7 +1071,9 @@ class Records:
         self.n += int(k)
 
 
-def read_csv_strings(path: Path, meta: TraceMeta | None = None, records: Records | None = None) -> pl.DataFrame:
+def read_csv_strings(
+    path: Path, meta: TraceMeta | None = None, records: Records | None = None
+) -> pl.DataFrame:
     """A CSV with every field as a string (rocprof quotes inconsistently); blank lines dropped.
 
     A file cut inside a quoted field (polars refuses it) is read again with Python's csv module up to the cut.
@@ -895,7 +1081,9 @@ def read_csv_strings(path: Path, meta: TraceMeta | None = None, records: Records
     ``meta`` then gets a warning and ``truncated``; ``records`` gets the rows read.
     """
     try:
-        df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, quote_char='"', encoding="utf8-lossy")
+        df = pl.read_csv(
+            path, infer_schema=False, truncate_ragged_lines=True, quote_char='"', encoding="utf8-lossy"
+        )
     except pl.exceptions.NoDataError as e:
         raise InputError(f"{path} is empty", "Export the profile again") from e
     except (pl.exceptions.ComputeError, OSError) as e:
@@ -950,7 +1138,9 @@ def _count_cut_row(path: Path, meta: TraceMeta | None) -> None:
 def _csv_salvage(path: Path, err: Exception) -> pl.DataFrame:
     header, rows, _ = _csv_rows(path)
     if not header:
-        raise InputError(f"{path} is not a readable CSV ({str(err).splitlines()[0][:120]})", "Export the profile again")
+        raise InputError(
+            f"{path} is not a readable CSV ({str(err).splitlines()[0][:120]})", "Export the profile again"
+        )
     data = {h: [r[i] if i < len(r) else None for r in rows] for i, h in enumerate(header)}
     return pl.DataFrame(data, schema={h: pl.String for h in header})
 
@@ -999,7 +1189,9 @@ def read_json_bytes(path: Path) -> tuple[bytes, bool]:
             out += d.decompress(rest)
         except zlib.error as e:
             if not out:
-                raise InputError(f"{path} is a corrupt gzip file ({e})", "Copy or record the profile again") from e
+                raise InputError(
+                    f"{path} is a corrupt gzip file ({e})", "Copy or record the profile again"
+                ) from e
             return bytes(out), True
         if not d.eof:
             cut = True
@@ -1007,7 +1199,9 @@ def read_json_bytes(path: Path) -> tuple[bytes, bool]:
             break
         rest = d.unused_data
     if not out:
-        raise InputError(f"{path} is a gzip file that ends before any data", "Copy or record the profile again")
+        raise InputError(
+            f"{path} is a gzip file that ends before any data", "Copy or record the profile again"
+        )
     return bytes(out), cut
 
 
@@ -1081,14 +1275,18 @@ def _last_gap(text: bytes, end: int) -> int:
 def require_columns(df: pl.DataFrame, path: Path, needed: Sequence[str], what: str) -> None:
     missing = [c for c in needed if c not in df.columns]
     if missing:
-        raise InputError(f"{path.name} looks like a {what} but lacks the column(s) {', '.join(missing)}",
-                         "The file was cut or edited; export it again from the profiler")
+        raise InputError(
+            f"{path.name} looks like a {what} but lacks the column(s) {', '.join(missing)}",
+            "The file was cut or edited; export it again from the profiler",
+        )
 
 
 def int_col(name: str) -> pl.Expr:
     """A CSV string column as Int64 (quotes, spaces and decimals tolerated: '12.000000' -> 12)."""
     s = pl.col(name).str.strip_chars().str.strip_chars('"')
-    return pl.coalesce(s.cast(pl.Int64, strict=False), s.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False))
+    return pl.coalesce(
+        s.cast(pl.Int64, strict=False), s.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False)
+    )
 
 
 def float_col(name: str) -> pl.Expr:
@@ -1119,32 +1317,52 @@ def stats_table(path: Path, meta: TraceMeta | None = None, records: Records | No
         records.add(len(rows) + cut)
     short = sum(1 for r in rows if len(r) < width)
     if short and meta is not None:
-        meta.warn(f"{short} rows of {path.name} have fewer fields than its header; their missing values are unknown")
+        meta.warn(
+            f"{short} rows of {path.name} have fewer fields than its header; their missing values are unknown"
+        )
     lead = header[0] == "Name"
-    fixed = [([",".join(r[: len(r) - width + 1]), *r[len(r) - width + 1:]] if lead and len(r) > width else r)
-             for r in rows]
+    fixed = [
+        ([",".join(r[: len(r) - width + 1]), *r[len(r) - width + 1 :]] if lead and len(r) > width else r)
+        for r in rows
+    ]
     data = {h: [r[i] if i < len(r) else None for r in fixed] for i, h in enumerate(header)}
     return pl.DataFrame(data, schema={h: pl.String for h in header})
 
 
-API_NAME_RE = r"^_{0,2}(hip|hsa|rccl|nccl|roctx)[A-Za-z0-9_]*$"  # hipMemcpy, __hipPushCallConfiguration, hsa_*
+API_NAME_RE = (
+    r"^_{0,2}(hip|hsa|rccl|nccl|roctx)[A-Za-z0-9_]*$"  # hipMemcpy, __hipPushCallConfiguration, hsa_*
+)
 DOMAIN_NAME_RE = r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$"  # rocprofv3 domain_stats: HIP_RUNTIME_API, KERNEL_DISPATCH
 # stats file-name fragments -> content class, used only to break a tie between classes of the rows
-STATS_FILE_HINTS = (("marker_api_stats", "marker"), ("domain_stats", "domain"), ("api_stats", "runtime"),
-                    ("hip_stats", "runtime"), ("hsa_stats", "runtime"))
+STATS_FILE_HINTS = (
+    ("marker_api_stats", "marker"),
+    ("domain_stats", "domain"),
+    ("api_stats", "runtime"),
+    ("hip_stats", "runtime"),
+    ("hsa_stats", "runtime"),
+)
 
 
 def _row_class(name: pl.Expr) -> pl.Expr:
     """What one stats name is, by its text: a GPU op label, a copy/memset op, an API call, a domain, or generic."""
     copies = [*COPY_OPTYPES, *ROCPROF_DIRECTIONS]
-    return (pl.when(name == "<barrier packet>").then(pl.lit("sync"))
-            .when(name == UNKNOWN_OP).then(pl.lit("other"))
-            .when(name.is_in(list(MEMSET_OPTYPES))).then(pl.lit("memset"))
-            .when(name.is_in(copies) | name.str.starts_with("MEMORY_COPY_")).then(pl.lit("memcpy"))
-            .when(name.str.starts_with("MEMORY_ALLOCATION_")).then(pl.lit("memory"))
-            .when(name.str.contains(API_NAME_RE)).then(pl.lit("runtime"))
-            .when(name.str.contains(DOMAIN_NAME_RE)).then(pl.lit("domain"))
-            .otherwise(pl.lit("generic")))
+    return (
+        pl.when(name == "<barrier packet>")
+        .then(pl.lit("sync"))
+        .when(name == UNKNOWN_OP)
+        .then(pl.lit("other"))
+        .when(name.is_in(list(MEMSET_OPTYPES)))
+        .then(pl.lit("memset"))
+        .when(name.is_in(copies) | name.str.starts_with("MEMORY_COPY_"))
+        .then(pl.lit("memcpy"))
+        .when(name.str.starts_with("MEMORY_ALLOCATION_"))
+        .then(pl.lit("memory"))
+        .when(name.str.contains(API_NAME_RE))
+        .then(pl.lit("runtime"))
+        .when(name.str.contains(DOMAIN_NAME_RE))
+        .then(pl.lit("domain"))
+        .otherwise(pl.lit("generic"))
+    )
 
 
 def stats_file_class(fname: str, classes: pl.Series) -> str:
@@ -1169,8 +1387,9 @@ def stats_file_class(fname: str, classes: pl.Series) -> str:
 FILE_CLASS_KIND = {"runtime": "runtime", "domain": "other", "generic": "kernel", "marker": "annotation"}
 
 
-def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None,
-               records: Records | None = None) -> pl.DataFrame:
+def read_stats(
+    path: Path, run: str | None = None, meta: TraceMeta | None = None, records: Records | None = None
+) -> pl.DataFrame:
     """One aggregate row per name: ``dur_ns`` = total time; calls/avg/min/max/percentage in args.
 
     The event kind comes from the content: copy/memset op names, GPU op labels and API call names are known by
@@ -1191,12 +1410,20 @@ def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None
     ).with_columns(_cls=_row_class(pl.col("name")))
     file_kind = FILE_CLASS_KIND[stats_file_class(path.name, out.get_column("_cls"))]
     ordinary = pl.col("_cls").is_in(["runtime", "domain", "generic"])
-    out = out.with_columns(kind=pl.when(ordinary).then(pl.lit(file_kind)).otherwise(pl.col("_cls"))).drop("_cls")
-    out = out.with_columns(name=pl.when(pl.col("kind") == "kernel").then(clean_kernel_name(pl.col("name")))
-                           .otherwise(pl.col("name")))
+    out = out.with_columns(kind=pl.when(ordinary).then(pl.lit(file_kind)).otherwise(pl.col("_cls"))).drop(
+        "_cls"
+    )
     out = out.with_columns(
-        start_ns=pl.lit(None, pl.Int64), aggregate=pl.lit(True), stats_file=pl.lit(path.name),
-        run=pl.lit(run), copy_kind=pl.col("name").replace_strict({**COPY_OPTYPES, **ROCPROF_DIRECTIONS}, default=None),
+        name=pl.when(pl.col("kind") == "kernel")
+        .then(clean_kernel_name(pl.col("name")))
+        .otherwise(pl.col("name"))
+    )
+    out = out.with_columns(
+        start_ns=pl.lit(None, pl.Int64),
+        aggregate=pl.lit(True),
+        stats_file=pl.lit(path.name),
+        run=pl.lit(run),
+        copy_kind=pl.col("name").replace_strict({**COPY_OPTYPES, **ROCPROF_DIRECTIONS}, default=None),
     )
     return out.with_columns(copy_kind=pl.when(pl.col("kind") == "memcpy").then(pl.col("copy_kind")))
 
@@ -1206,8 +1433,15 @@ def read_stats(path: Path, run: str | None = None, meta: TraceMeta | None = None
 
 
 def new_meta(path: Path, fmt: str, producer: str, version: str | None, clock: str) -> TraceMeta:
-    return TraceMeta(path=str(path), format=fmt, producer=producer, producer_version=version, vendor="amd",
-                     rank=0, clock_base=clock)
+    return TraceMeta(
+        path=str(path),
+        format=fmt,
+        producer=producer,
+        producer_version=version,
+        vendor="amd",
+        rank=0,
+        clock_base=clock,
+    )
 
 
 def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, read: int, raw: Iterable[str] = ()) -> Trace:
@@ -1229,7 +1463,9 @@ def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, read: int, raw: It
 def aggregates_meta(meta: TraceMeta) -> None:
     meta.capabilities.discard("timeline")
     meta.capabilities.add("aggregates_only")
-    meta.warn("input holds aggregate statistics only (no timeline): rules that need a timeline will be skipped")
+    meta.warn(
+        "input holds aggregate statistics only (no timeline): rules that need a timeline will be skipped"
+    )
 
 
 def timeline_caps(meta: TraceMeta, ev_kinds: set[str], *, copy_bytes: bool, correlation: bool) -> None:
@@ -1252,13 +1488,17 @@ def timeline_caps(meta: TraceMeta, ev_kinds: set[str], *, copy_bytes: bool, corr
         caps.add("steps")
     if "memory" in ev_kinds:
         caps.add("memory_events")
-    if any(d.model or d.name for d in meta.devices) and any(not d.properties.get("model_inferred") for d in meta.devices):
+    if any(d.model or d.name for d in meta.devices) and any(
+        not d.properties.get("model_inferred") for d in meta.devices
+    ):
         caps.add("device_properties")
 
 
 def with_memory_inference(trace: Trace) -> Trace:
     """Run the pageable/pinned inference on a finished timeline trace (adds ``copy_memory_inferred``)."""
-    ev, n = infer_host_memory(trace.events, trace.meta.devices, runtime_traced="runtime_api" in trace.meta.capabilities)
+    ev, n = infer_host_memory(
+        trace.events, trace.meta.devices, runtime_traced="runtime_api" in trace.meta.capabilities
+    )
     if n:
         trace.meta.capabilities.add("copy_memory_inferred")
     return Trace(ev.select(COLUMN_NAMES), trace.meta)
@@ -1267,8 +1507,18 @@ def with_memory_inference(trace: Trace) -> Trace:
 # ---------------------------------------------------------------------------------------------------------------
 # rocprof output files: what each one is (by content), for file and folder inputs
 
-V3_TYPES = ("v3_kernel_trace", "v3_memory_copy", "v3_api", "v3_counter_collection", "v3_agent_info",
-            "v3_memory_allocation", "v3_scratch_memory", "v3_stats", "v3_json", "rocpd_db")
+V3_TYPES = (
+    "v3_kernel_trace",
+    "v3_memory_copy",
+    "v3_api",
+    "v3_counter_collection",
+    "v3_agent_info",
+    "v3_memory_allocation",
+    "v3_scratch_memory",
+    "v3_stats",
+    "v3_json",
+    "rocpd_db",
+)
 V1_TYPES = ("v1_kernel_csv", "v1_stats", "v1_json", "v1_db", "sysinfo")
 STATS_TYPES = ("v1_stats", "v3_stats")
 
@@ -1301,10 +1551,17 @@ def file_type(probe) -> str | None:
     if probe.is_dir:
         return None
     if probe.is_sqlite:
-        names = {re.sub(r"_[0-9a-fA-F]{8}(_[0-9a-fA-F]{4}){3}_[0-9a-fA-F]{12}$", "", n) for n in sqlite_names(probe)}
+        names = {
+            re.sub(r"_[0-9a-fA-F]{8}(_[0-9a-fA-F]{4}){3}_[0-9a-fA-F]{12}$", "", n)
+            for n in sqlite_names(probe)
+        }
         if "rocpd_api" in names:
             return None  # rocmProfileData .rpd
-        if "rocpd_metadata" in names and names & {"rocpd_kernel_dispatch", "rocpd_region", "rocpd_memory_copy"}:
+        if "rocpd_metadata" in names and names & {
+            "rocpd_kernel_dispatch",
+            "rocpd_region",
+            "rocpd_memory_copy",
+        }:
             return "rocpd_db"
         if names & {"HIP", "OPS", "COPY", "HSA", "rocTX"}:
             return "v1_db"
@@ -1314,8 +1571,11 @@ def file_type(probe) -> str | None:
     if body.startswith("{") or body.startswith("["):
         if '"rocprofiler-sdk-tool"' in head:
             return "v3_json"
-        if '"traceEvents"' in head and ('"otherData"' in head or '"BeginNs"' in head) and re.search(
-                r'"name"\s*:\s*"(CPU HIP API|COPY|GPU\d+|Markers and Ranges|CPU HSA API)"', head):
+        if (
+            '"traceEvents"' in head
+            and ('"otherData"' in head or '"BeginNs"' in head)
+            and re.search(r'"name"\s*:\s*"(CPU HIP API|COPY|GPU\d+|Markers and Ranges|CPU HSA API)"', head)
+        ):
             return "v1_json"
         return None
     if "HSA System Attributes" in head or re.search(r"ROCk module (version .* )?is loaded", head):
@@ -1357,8 +1617,15 @@ def merge_traces(traces: Sequence[Trace], path: Path, fmt: str) -> Trace:
         t.meta.path = str(path)
         return t
     first = traces[0].meta
-    meta = TraceMeta(path=str(path), format=fmt, producer=first.producer, producer_version=first.producer_version,
-                     vendor="amd", rank=0, clock_base=first.clock_base)
+    meta = TraceMeta(
+        path=str(path),
+        format=fmt,
+        producer=first.producer,
+        producer_version=first.producer_version,
+        vendor="amd",
+        rank=0,
+        clock_base=first.clock_base,
+    )
     seen: dict[int, Device] = {}
     for t in traces:
         m = t.meta

@@ -26,7 +26,9 @@ from traceadvisor.schema.columns import COLUMN_NAMES, conform
 from traceadvisor.trace import Trace, TraceMeta
 
 NAME = "kineto"
-DESCRIPTION = "PyTorch profiler (Kineto) trace JSON, .json or .json.gz, CUDA and ROCm builds, legacy list layout"
+DESCRIPTION = (
+    "PyTorch profiler (Kineto) trace JSON, .json or .json.gz, CUDA and ROCm builds, legacy list layout"
+)
 PRODUCER = "PyTorch profiler (Kineto)"
 
 _OBJECT_SIGNS = re.compile(
@@ -34,7 +36,9 @@ _OBJECT_SIGNS = re.compile(
     rb'|"cat"\s*:\s*"(?:cpu_op|kernel|cuda_runtime|cuda_driver|user_annotation|python_function|gpu_memcpy|ac2g)"'
 )
 _KINETO_KEYS = re.compile(rb'"(?:deviceProperties|distributedInfo|baseTimeNanoseconds)"\s*:')
-_LIST_SIGNS = re.compile(rb'"cat"\s*:\s*"(?:Operator|Runtime|Kernel|Memcpy|Memset|cpu_op|kernel|cuda_runtime)"')
+_LIST_SIGNS = re.compile(
+    rb'"cat"\s*:\s*"(?:Operator|Runtime|Kernel|Memcpy|Memset|cpu_op|kernel|cuda_runtime)"'
+)
 _OTHER_TOOLS = re.compile(rb'"(?:rocprofiler-sdk-tool|otherData)"\s*:')
 # ROCm launch calls whose recorded grid counts work-items, not blocks (formats.md 1.9)
 _WORKITEM_GRID_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
@@ -67,8 +71,10 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
         doc = loaded.doc
     not_objects = totals["not_objects"]
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
-        raise InputError(f"{path} has traceEvents but none of them is an event object",
-                         "Is this a torch.profiler trace? Re-export it with export_chrome_trace()")
+        raise InputError(
+            f"{path} has traceEvents but none of them is an event object",
+            "Is this a torch.profiler trace? Re-export it with export_chrome_trace()",
+        )
     ev = link_flows(flows, ev, meta)
     ev = _fix_rocm_grids(ev)
     ev = _copy_bytes_from_host(ev)
@@ -89,8 +95,10 @@ def _warn_synthetic(meta: TraceMeta, ev: pl.DataFrame) -> None:
     other = ev.filter(pl.col("kind") == "other").get_column("args")  # few rows: scan only those
     count = other.str.contains('"cat":"cuda_profiler_range"', literal=True).sum()
     if count:
-        meta.warn(f"{count:,} cuda_profiler_range events hold counter values on synthetic timestamps; they are "
-                  "kept as kind other and must not be used for timing")
+        meta.warn(
+            f"{count:,} cuda_profiler_range events hold counter values on synthetic timestamps; they are "
+            "kept as kind other and must not be used for timing"
+        )
 
 
 def _text_size_hint(path: Path) -> int:
@@ -103,8 +111,9 @@ def _text_size_hint(path: Path) -> int:
         return 0
 
 
-def _import_events(loaded: Loaded, path: Path, meta: TraceMeta, helpers: Helpers,
-                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict, Loaded]:
+def _import_events(
+    loaded: Loaded, path: Path, meta: TraceMeta, helpers: Helpers, progress: Progress | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict, Loaded]:
     """Decode and build all events: with helper processes for big texts, else range by range here.
 
     ``loaded`` may be unchecked (``load(quick=True)``): when its events do not decode, the file is loaded again
@@ -136,8 +145,9 @@ def _reload(path: Path, meta: TraceMeta) -> Loaded:
     return load(path)
 
 
-def _import_serial(loaded: Loaded, path: Path, meta: TraceMeta,
-                   progress: Progress | None) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def _import_serial(
+    loaded: Loaded, path: Path, meta: TraceMeta, progress: Progress | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     text = EventText(loaded.events, loaded.text, loaded.events_offset)
     if progress is not None:
         progress.start(len(text.ranges()), f"decoding {path.name}")
@@ -159,7 +169,9 @@ def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
     if "order_key" in ev.columns:  # see _kineto_build.with_order_key
         keys.append(ev.get_column("order_key").rechunk())
     del ev
-    order = pl.select(pl.int_range(keys[0].len(), dtype=pl.UInt32).sort_by(keys, maintain_order=True)).to_series()
+    order = pl.select(
+        pl.int_range(keys[0].len(), dtype=pl.UInt32).sort_by(keys, maintain_order=True)
+    ).to_series()
     del keys
     for name in cols:
         cols[name] = cols[name].rechunk().gather(order)
@@ -170,11 +182,21 @@ def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
     """ROCm launch geometry: kernels without a grid (ROCm 6.2) take their launch call's; launches through
     hipExtModuleLaunchKernel record the grid in work-items, which is divided by the block size into blocks."""
     geo = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem_bytes")
-    launches = ev.lazy().filter(
-        (pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
-        & (pl.col("grid_x").is_not_null() | pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES))
-    ).select("correlation_id", wi=pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES),
-             **{f"l_{c}": pl.col(c) for c in geo}).unique("correlation_id", keep="first").collect()
+    launches = (
+        ev.lazy()
+        .filter(
+            (pl.col("kind") == "runtime")
+            & pl.col("correlation_id").is_not_null()
+            & (pl.col("grid_x").is_not_null() | pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES))
+        )
+        .select(
+            "correlation_id",
+            wi=pl.col("name").is_in(_WORKITEM_GRID_LAUNCHES),
+            **{f"l_{c}": pl.col(c) for c in geo},
+        )
+        .unique("correlation_id", keep="first")
+        .collect()
+    )
     if launches.height == 0:
         return ev
     ev = ev.join(launches, on="correlation_id", how="left", maintain_order="left")
@@ -194,10 +216,17 @@ def _copy_bytes_from_host(ev: pl.DataFrame) -> pl.DataFrame:
     need = (pl.col("kind") == "memcpy") & pl.col("bytes").is_null()
     if not ev.select(need.any()).item():
         return ev
-    host = ev.lazy().filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null()).select(
-        "correlation_id", host_bytes=pl.col("bytes")).unique("correlation_id").collect()
+    host = (
+        ev.lazy()
+        .filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null())
+        .select("correlation_id", host_bytes=pl.col("bytes"))
+        .unique("correlation_id")
+        .collect()
+    )
     ev = ev.join(host, on="correlation_id", how="left", maintain_order="left")
-    return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop("host_bytes")
+    return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop(
+        "host_bytes"
+    )
 
 
 def _clock(meta: TraceMeta, doc, ev: pl.DataFrame) -> None:
@@ -217,12 +246,16 @@ def _truncation(meta: TraceMeta, loaded: Loaded, kept: int) -> None:
         return
     meta.truncated = True
     if loaded.gzip_truncated and loaded.recovered_bytes >= loaded.size:
-        meta.warn(f"the gzip stream ends early (file cut off); all {loaded.size:,} bytes that decompressed "
-                  f"form complete JSON, {kept:,} events imported")
+        meta.warn(
+            f"the gzip stream ends early (file cut off); all {loaded.size:,} bytes that decompressed "
+            f"form complete JSON, {kept:,} events imported"
+        )
         return
     lost = loaded.size - loaded.recovered_bytes
     where = "the gzip stream ends early and the JSON" if loaded.gzip_truncated else "the JSON"
     of = f"the {loaded.size:,} bytes that decompressed" if loaded.gzip_truncated else f"{loaded.size:,} bytes"
-    meta.warn(f"trace is cut off ({where} stops mid-file): recovered {meta.input_events or 0:,} complete events "
-              f"from the first {loaded.recovered_bytes:,} of {of}; the {lost:,} bytes after the last complete event "
-              "were dropped")
+    meta.warn(
+        f"trace is cut off ({where} stops mid-file): recovered {meta.input_events or 0:,} complete events "
+        f"from the first {loaded.recovered_bytes:,} of {of}; the {lost:,} bytes after the last complete event "
+        "were dropped"
+    )

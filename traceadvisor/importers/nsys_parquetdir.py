@@ -79,7 +79,9 @@ class ParquetSource:
 
     def _damaged(self, table: str, e: Exception) -> None:
         self.truncated = True
-        self.warnings.append(f"table {table} could not be read ({' '.join(str(e).split())[:200]}); it was left out")
+        self.warnings.append(
+            f"table {table} could not be read ({' '.join(str(e).split())[:200]}); it was left out"
+        )
 
     def read(self, table: str, columns: list[str]) -> pl.DataFrame:
         decl = self.columns(table)

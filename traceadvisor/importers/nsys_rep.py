@@ -53,8 +53,10 @@ def find_nsys() -> str | None:
         p = Path(env)
         if p.is_file() and os.access(p, os.X_OK):
             return str(p)
-        raise InputError(f"{ENV_VAR} is set to {env}, which is not an executable file",
-                         f"Point {ENV_VAR} at the nsys program (e.g. /opt/nvidia/nsight-systems/2025.3.1/bin/nsys)")
+        raise InputError(
+            f"{ENV_VAR} is set to {env}, which is not an executable file",
+            f"Point {ENV_VAR} at the nsys program (e.g. /opt/nvidia/nsight-systems/2025.3.1/bin/nsys)",
+        )
     found = shutil.which("nsys")
     if found:
         return found
@@ -67,8 +69,10 @@ def find_nsys() -> str | None:
 
 def manual_hint(path: Path) -> str:
     out = path.with_suffix(".sqlite").name
-    return (f"Export it by hand with `nsys export --type sqlite --output {out} {path}` and run traceadvisor on "
-            f"{out}, or set {ENV_VAR} to the nsys executable")
+    return (
+        f"Export it by hand with `nsys export --type sqlite --output {out} {path}` and run traceadvisor on "
+        f"{out}, or set {ENV_VAR} to the nsys executable"
+    )
 
 
 def export_path(path: Path) -> Path:

@@ -90,31 +90,93 @@ SKIP_REASONS = {
 }
 
 # ENUM name suffix -> canonical value. Enum *names* are stable across versions; numbers may not be.
-COPY_KIND = {"HTOD": "h2d", "HTOA": "h2d", "DTOH": "d2h", "ATOH": "d2h", "DTOD": "d2d", "ATOA": "d2d",
-             "ATOD": "d2d", "DTOA": "d2d", "HTOH": "h2h", "PTOP": "p2p"}
-COPY_ABBR = {"HTOD": "HtoD", "HTOA": "HtoA", "DTOH": "DtoH", "ATOH": "AtoH", "DTOD": "DtoD", "ATOA": "AtoA",
-             "ATOD": "AtoD", "DTOA": "DtoA", "HTOH": "HtoH", "PTOP": "PtoP"}
-MEM_KIND = {"PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", "DEVICE_STATIC": "device",
-            "ARRAY": "device", "MANAGED": "managed", "MANAGED_STATIC": "managed", "UNKNOWN": "unknown"}
-SYNC_NAME = {"EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream Wait Event",
-             "STREAM_SYNCHRONIZE": "Stream Sync", "CONTEXT_SYNCHRONIZE": "Context Sync", "UNKNOWN": "Unknown Sync"}
+COPY_KIND = {
+    "HTOD": "h2d",
+    "HTOA": "h2d",
+    "DTOH": "d2h",
+    "ATOH": "d2h",
+    "DTOD": "d2d",
+    "ATOA": "d2d",
+    "ATOD": "d2d",
+    "DTOA": "d2d",
+    "HTOH": "h2h",
+    "PTOP": "p2p",
+}
+COPY_ABBR = {
+    "HTOD": "HtoD",
+    "HTOA": "HtoA",
+    "DTOH": "DtoH",
+    "ATOH": "AtoH",
+    "DTOD": "DtoD",
+    "ATOA": "AtoA",
+    "ATOD": "AtoD",
+    "DTOA": "DtoA",
+    "HTOH": "HtoH",
+    "PTOP": "PtoP",
+}
+MEM_KIND = {
+    "PAGEABLE": "pageable",
+    "PINNED": "pinned",
+    "DEVICE": "device",
+    "DEVICE_STATIC": "device",
+    "ARRAY": "device",
+    "MANAGED": "managed",
+    "MANAGED_STATIC": "managed",
+    "UNKNOWN": "unknown",
+}
+SYNC_NAME = {
+    "EVENT_SYNCHRONIZE": "Event Sync",
+    "STREAM_WAIT_EVENT": "Stream Wait Event",
+    "STREAM_SYNCHRONIZE": "Stream Sync",
+    "CONTEXT_SYNCHRONIZE": "Context Sync",
+    "UNKNOWN": "Unknown Sync",
+}
 # Fallbacks when an export has no ENUM table (values read from the 2023-2025 sample exports, formats.md 4.4)
-COPY_ENUM_FALLBACK = {0: "CUDA_MEMCPY_KIND_UNKNOWN", 1: "CUDA_MEMCPY_KIND_HTOD", 2: "CUDA_MEMCPY_KIND_DTOH",
-                      3: "CUDA_MEMCPY_KIND_HTOA", 4: "CUDA_MEMCPY_KIND_ATOH", 5: "CUDA_MEMCPY_KIND_ATOA",
-                      6: "CUDA_MEMCPY_KIND_ATOD", 7: "CUDA_MEMCPY_KIND_DTOA", 8: "CUDA_MEMCPY_KIND_DTOD",
-                      9: "CUDA_MEMCPY_KIND_HTOH", 10: "CUDA_MEMCPY_KIND_PTOP", 11: "CUDA_MEMCPY_KIND_UVM_HTOD",
-                      12: "CUDA_MEMCPY_KIND_UVM_DTOH", 13: "CUDA_MEMCPY_KIND_UVM_DTOD"}
-MEM_ENUM_FALLBACK = {0: ("PAGEABLE", "Pageable"), 1: ("PINNED", "Pinned"), 2: ("DEVICE", "Device"),
-                     3: ("ARRAY", "Array"), 4: ("MANAGED", "Managed"), 5: ("DEVICE_STATIC", "Device Static"),
-                     6: ("MANAGED_STATIC", "Managed Static"), 7: ("UNKNOWN", "Unknown")}
-SYNC_ENUM_FALLBACK = {0: "UNKNOWN", 1: "EVENT_SYNCHRONIZE", 2: "STREAM_WAIT_EVENT", 3: "STREAM_SYNCHRONIZE",
-                      4: "CONTEXT_SYNCHRONIZE"}
+COPY_ENUM_FALLBACK = {
+    0: "CUDA_MEMCPY_KIND_UNKNOWN",
+    1: "CUDA_MEMCPY_KIND_HTOD",
+    2: "CUDA_MEMCPY_KIND_DTOH",
+    3: "CUDA_MEMCPY_KIND_HTOA",
+    4: "CUDA_MEMCPY_KIND_ATOH",
+    5: "CUDA_MEMCPY_KIND_ATOA",
+    6: "CUDA_MEMCPY_KIND_ATOD",
+    7: "CUDA_MEMCPY_KIND_DTOA",
+    8: "CUDA_MEMCPY_KIND_DTOD",
+    9: "CUDA_MEMCPY_KIND_HTOH",
+    10: "CUDA_MEMCPY_KIND_PTOP",
+    11: "CUDA_MEMCPY_KIND_UVM_HTOD",
+    12: "CUDA_MEMCPY_KIND_UVM_DTOH",
+    13: "CUDA_MEMCPY_KIND_UVM_DTOD",
+}
+MEM_ENUM_FALLBACK = {
+    0: ("PAGEABLE", "Pageable"),
+    1: ("PINNED", "Pinned"),
+    2: ("DEVICE", "Device"),
+    3: ("ARRAY", "Array"),
+    4: ("MANAGED", "Managed"),
+    5: ("DEVICE_STATIC", "Device Static"),
+    6: ("MANAGED_STATIC", "Managed Static"),
+    7: ("UNKNOWN", "Unknown"),
+}
+SYNC_ENUM_FALLBACK = {
+    0: "UNKNOWN",
+    1: "EVENT_SYNCHRONIZE",
+    2: "STREAM_WAIT_EVENT",
+    3: "STREAM_SYNCHRONIZE",
+    4: "CONTEXT_SYNCHRONIZE",
+}
 EVENT_CLASS_FALLBACK = {0: "cuda_runtime", 1: "cuda_driver"}
 
 NVTX_RANGE_TYPES = {"NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange"}
 NVTX_MARK_TYPES = {"NvtxMark", "NvtxtMark"}
-NVTX_TYPE_FALLBACK = {33: "NvtxCategory", 34: "NvtxMark", 59: "NvtxPushPopRange", 60: "NvtxStartEndRange",
-                      75: "NvtxDomainCreate", 76: "NvtxDomainDestroy"}
+NVTX_TYPE_FALLBACK = {
+    33: "NvtxCategory",
+    34: "NvtxMark",
+    59: "NvtxPushPopRange",
+    60: "NvtxStartEndRange",
+    75: "NvtxDomainCreate",
+    76: "NvtxDomainDestroy",
+}
 # NVTX ranges that mark iterations: torch's ProfilerStep#N (under emit_nvtx) and the usual loop labels.
 STEP_PATTERN = r"(?i)^(ProfilerStep#\d+|(train(ing)?[_ ])?(step|iteration|iter)[_ #-]?\d+)(,.*)?$"
 CUPTI_VERSION_SUFFIX = r"(_v\d{4,})+$"  # cudaLaunchKernel_v7000 -> cudaLaunchKernel; keeps real _v2 names
@@ -187,7 +249,9 @@ class SqliteSource:
                 con.close()
         except sqlite3.DatabaseError as e:
             self.close()
-            raise InputError(f"{path} is a damaged SQLite file ({e})", "Export the report again with nsys export") from e
+            raise InputError(
+                f"{path} is a damaged SQLite file ({e})", "Export the report again with nsys export"
+            ) from e
 
     def _table_info(self, con: sqlite3.Connection, table: str) -> dict[str, str]:
         try:
@@ -204,7 +268,9 @@ class SqliteSource:
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
         if len(head) < 100:
-            raise InputError(f"{path} is truncated (only {len(head)} bytes)", "Export the report again with nsys export")
+            raise InputError(
+                f"{path} is truncated (only {len(head)} bytes)", "Export the report again with nsys export"
+            )
         page_size = struct.unpack(">H", head[16:18])[0]
         page_size = 65536 if page_size == 1 else page_size
         pages = struct.unpack(">I", head[28:32])[0]
@@ -270,7 +336,9 @@ class SqliteSource:
                 rows.extend(batch)
         except sqlite3.DatabaseError as e:
             self.truncated = True
-            self.warnings.append(f"table {table}: read {len(rows):,} rows, then the file was unreadable ({e})")
+            self.warnings.append(
+                f"table {table}: read {len(rows):,} rows, then the file was unreadable ({e})"
+            )
         finally:
             con.close()
         return pl.DataFrame(rows, schema=schema, orient="row", strict=False)
@@ -312,7 +380,9 @@ def read(path: str | Path, progress: Progress | None = None) -> Trace:
 def _args(df: pl.DataFrame, fields: dict[str, str]) -> pl.Expr:
     """``args`` JSON built from columns of ``df`` (key -> column); a column that is absent or null in every
     row (older exports, features not used) is left out. Encoded by polars, escaping included."""
-    cols = [pl.col(c).alias(k) for k, c in fields.items() if c in df.columns and df[c].null_count() < df.height]
+    cols = [
+        pl.col(c).alias(k) for k, c in fields.items() if c in df.columns and df[c].null_count() < df.height
+    ]
     if not cols or df.height == 0:
         return pl.lit(None, dtype=pl.String).alias("args")
     return pl.struct(cols).struct.json_encode().alias("args")
@@ -389,7 +459,9 @@ class _Context:
             df = self.src.read("StringIds", ["id", "value"]) if self.has("StringIds") else None
             if df is None or df.height == 0:
                 df = pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
-            self._strings = df.select(pl.col("id").cast(pl.Int64).alias("__sid"), pl.col("value").cast(pl.String))
+            self._strings = df.select(
+                pl.col("id").cast(pl.Int64).alias("__sid"), pl.col("value").cast(pl.String)
+            )
         return self._strings
 
     def string_of(self, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -444,17 +516,54 @@ def _lookup(col: str, mapping: dict[int, str], alias: str) -> pl.Expr:
 
 
 # --------------------------------------------------------------------------------------------- GPU tables
-KERNEL_COLS = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
-               "demangledName", "shortName", "launchType", "registersPerThread", "gridX", "gridY", "gridZ",
-               "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
-               "localMemoryTotal", "gridId", "sharedMemoryExecuted", "graphNodeId", "graphId", "clusterX",
-               "clusterY", "clusterZ"]
-KERNEL_ARGS = {"context_id": "contextId", "green_context_id": "greenContextId", "grid_id": "gridId",
-               "launch_type": "__launch", "static_shared_memory": "staticSharedMemory",
-               "dynamic_shared_memory": "dynamicSharedMemory", "local_memory_per_thread": "localMemoryPerThread",
-               "local_memory_total": "localMemoryTotal", "shared_memory_executed": "sharedMemoryExecuted",
-               "graph_node_id": "graphNodeId", "graph_id": "graphId", "cluster_x": "clusterX",
-               "cluster_y": "clusterY", "cluster_z": "clusterZ", "short_name": "__sname"}
+KERNEL_COLS = [
+    "start",
+    "end",
+    "deviceId",
+    "contextId",
+    "greenContextId",
+    "streamId",
+    "correlationId",
+    "globalPid",
+    "demangledName",
+    "shortName",
+    "launchType",
+    "registersPerThread",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+    "localMemoryPerThread",
+    "localMemoryTotal",
+    "gridId",
+    "sharedMemoryExecuted",
+    "graphNodeId",
+    "graphId",
+    "clusterX",
+    "clusterY",
+    "clusterZ",
+]
+KERNEL_ARGS = {
+    "context_id": "contextId",
+    "green_context_id": "greenContextId",
+    "grid_id": "gridId",
+    "launch_type": "__launch",
+    "static_shared_memory": "staticSharedMemory",
+    "dynamic_shared_memory": "dynamicSharedMemory",
+    "local_memory_per_thread": "localMemoryPerThread",
+    "local_memory_total": "localMemoryTotal",
+    "shared_memory_executed": "sharedMemoryExecuted",
+    "graph_node_id": "graphNodeId",
+    "graph_id": "graphId",
+    "cluster_x": "clusterX",
+    "cluster_y": "clusterY",
+    "cluster_z": "clusterZ",
+    "short_name": "__sname",
+}
 GPU_ID_COLS = ["globalPid", "streamId", "deviceId", "correlationId"]
 
 
@@ -474,12 +583,23 @@ def _kernels(ctx: _Context) -> pl.DataFrame | None:
     df = ctx.read(KERNEL, KERNEL_COLS)
     if df is None:
         return None
-    df = _ensure(df, ["demangledName", "shortName", "launchType", "staticSharedMemory", "dynamicSharedMemory",
-                      *GPU_ID_COLS])
+    df = _ensure(
+        df,
+        [
+            "demangledName",
+            "shortName",
+            "launchType",
+            "staticSharedMemory",
+            "dynamicSharedMemory",
+            *GPU_ID_COLS,
+        ],
+    )
     df = ctx.string_of(ctx.string_of(df, "demangledName", "__dname"), "shortName", "__sname")
     if df["__dname"].null_count():  # no demangled name: fall back to the mangled one, read only when needed
         mangled = ctx.src.read(KERNEL, ["mangledName"])
-        df = ctx.string_of(df.with_columns(mangled.to_series().alias("mangledName")), "mangledName", "__mname")
+        df = ctx.string_of(
+            df.with_columns(mangled.to_series().alias("mangledName")), "mangledName", "__mname"
+        )
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("__mname"))
     launch = ctx.enum_any("ENUM_CUDA_KERNEL_LAUNCH_TYPE", "ENUM_CUDA_KRENEL_LAUNCH_TYPE")
@@ -495,9 +615,18 @@ def _kernels(ctx: _Context) -> pl.DataFrame | None:
         "name",
         "category",
         *_gpu_common(),
-        *[_opt(df, c).cast(pl.Int32).alias(o) for c, o in
-          (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"), ("blockX", "block_x"),
-           ("blockY", "block_y"), ("blockZ", "block_z"), ("registersPerThread", "registers"))],
+        *[
+            _opt(df, c).cast(pl.Int32).alias(o)
+            for c, o in (
+                ("gridX", "grid_x"),
+                ("gridY", "grid_y"),
+                ("gridZ", "grid_z"),
+                ("blockX", "block_x"),
+                ("blockY", "block_y"),
+                ("blockZ", "block_z"),
+                ("registersPerThread", "registers"),
+            )
+        ],
         pl.when(has_smem).then(smem).otherwise(None).alias("shared_mem_bytes"),
         _args(df, KERNEL_ARGS),
     )
@@ -505,16 +634,46 @@ def _kernels(ctx: _Context) -> pl.DataFrame | None:
 
 def _categories(names: pl.Series) -> pl.DataFrame:
     """Category per distinct kernel name (the shared classification table), to join on ``name``."""
-    u = names.unique().to_frame("name").with_columns(kind=pl.lit("kernel"), category=pl.lit(None, dtype=pl.String))
+    u = (
+        names.unique()
+        .to_frame("name")
+        .with_columns(kind=pl.lit("kernel"), category=pl.lit(None, dtype=pl.String))
+    )
     return classify_frame(u).select("name", "category")
 
 
-MEMCPY_COLS = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
-               "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId",
-               "dstContextId", "migrationCause", "graphNodeId", "copyCount"]
-MEMCPY_ARGS = {"context_id": "contextId", "green_context_id": "greenContextId", "src_device": "srcDeviceId",
-               "dst_device": "dstDeviceId", "src_context": "srcContextId", "dst_context": "dstContextId",
-               "migration_cause": "migrationCause", "graph_node_id": "graphNodeId", "copy_count": "copyCount"}
+MEMCPY_COLS = [
+    "start",
+    "end",
+    "deviceId",
+    "contextId",
+    "greenContextId",
+    "streamId",
+    "correlationId",
+    "globalPid",
+    "bytes",
+    "copyKind",
+    "srcKind",
+    "dstKind",
+    "srcDeviceId",
+    "srcContextId",
+    "dstDeviceId",
+    "dstContextId",
+    "migrationCause",
+    "graphNodeId",
+    "copyCount",
+]
+MEMCPY_ARGS = {
+    "context_id": "contextId",
+    "green_context_id": "greenContextId",
+    "src_device": "srcDeviceId",
+    "dst_device": "dstDeviceId",
+    "src_context": "srcContextId",
+    "dst_context": "dstContextId",
+    "migration_cause": "migrationCause",
+    "graph_node_id": "graphNodeId",
+    "copy_count": "copyCount",
+}
 
 
 def _mem_kinds(ctx: _Context) -> tuple[dict[int, str], dict[int, str]]:
@@ -533,8 +692,10 @@ def _copy_names(ctx: _Context, combos: pl.DataFrame, labels: dict[int, str]) -> 
     for i, (n, _lb) in copy_enum.items():
         abbr = next((v for k, v in COPY_ABBR.items() if n.upper().endswith("_" + k)), None)
         names[i] = (f"Memcpy {abbr}" + (" Unified" if "_UVM_" in n.upper() else "")) if abbr else "Memcpy"
-    out = [f"{names.get(c, 'Memcpy')} ({labels.get(sk, 'Unknown')} -> {labels.get(dk, 'Unknown')})"
-           for c, sk, dk in combos.iter_rows()]
+    out = [
+        f"{names.get(c, 'Memcpy')} ({labels.get(sk, 'Unknown')} -> {labels.get(dk, 'Unknown')})"
+        for c, sk, dk in combos.iter_rows()
+    ]
     return combos.with_columns(pl.Series("name", out, dtype=pl.String))
 
 
@@ -548,34 +709,71 @@ def _memcpy(ctx: _Context) -> pl.DataFrame | None:
     key = ["copyKind", "srcKind", "dstKind"]
     df = df.join(_copy_names(ctx, df.select(key).unique(), labels), on=key, how="left", nulls_equal=True)
     return df.select(
-        pl.lit("memcpy").alias("kind"), pl.lit("copy").alias("category"), "name", *_gpu_common(), pl.col("bytes"),
-        _lookup("copyKind", direction, "copy_kind"), _lookup("srcKind", kinds, "src_memory"),
-        _lookup("dstKind", kinds, "dst_memory"), pl.lit(False).alias("memory_inferred"), _args(df, MEMCPY_ARGS),
+        pl.lit("memcpy").alias("kind"),
+        pl.lit("copy").alias("category"),
+        "name",
+        *_gpu_common(),
+        pl.col("bytes"),
+        _lookup("copyKind", direction, "copy_kind"),
+        _lookup("srcKind", kinds, "src_memory"),
+        _lookup("dstKind", kinds, "dst_memory"),
+        pl.lit(False).alias("memory_inferred"),
+        _args(df, MEMCPY_ARGS),
     )
 
 
 def _memset(ctx: _Context) -> pl.DataFrame | None:
-    cols = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
-            "value", "bytes", "graphNodeId", "memKind"]
+    cols = [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "value",
+        "bytes",
+        "graphNodeId",
+        "memKind",
+    ]
     df = ctx.read(MEMSET, cols)
     if df is None:
         return None
     df = _ensure(df, ["memKind", "bytes", *GPU_ID_COLS])
     kinds, labels = _mem_kinds(ctx)
     names = {i: f"Memset ({lb})" for i, lb in labels.items()}
-    fields = {"context_id": "contextId", "green_context_id": "greenContextId", "value": "value",
-              "graph_node_id": "graphNodeId"}
+    fields = {
+        "context_id": "contextId",
+        "green_context_id": "greenContextId",
+        "value": "value",
+        "graph_node_id": "graphNodeId",
+    }
     return df.select(
-        pl.lit("memset").alias("kind"), pl.lit("memset").alias("category"),
+        pl.lit("memset").alias("kind"),
+        pl.lit("memset").alias("category"),
         pl.col("memKind").replace_strict(names, default="Memset", return_dtype=pl.String).alias("name"),
-        *_gpu_common(), pl.col("bytes"), _lookup("memKind", kinds, "dst_memory"),
-        pl.lit(False).alias("memory_inferred"), _args(df, fields),
+        *_gpu_common(),
+        pl.col("bytes"),
+        _lookup("memKind", kinds, "dst_memory"),
+        pl.lit(False).alias("memory_inferred"),
+        _args(df, fields),
     )
 
 
 def _graphs(ctx: _Context) -> pl.DataFrame | None:
-    cols = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
-            "graphId", "graphExecId"]
+    cols = [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "graphId",
+        "graphExecId",
+    ]
     df = ctx.read(GRAPH, cols)
     if df is None or df.height == 0:
         return None
@@ -584,15 +782,23 @@ def _graphs(ctx: _Context) -> pl.DataFrame | None:
         f"{df.height} CUDA graph launches were traced per whole graph (--cuda-graph-trace=graph): their kernels "
         "are not listed one by one; profile with --cuda-graph-trace=node to see them"
     )
-    fields = {"domain": "__domain", "graph_id": "graphId", "graph_exec_id": "graphExecId", "context_id": "contextId"}
-    return df.select(pl.lit("other").alias("kind"), pl.lit("CUDA Graph").alias("name"), *_gpu_common(),
-                     _args(df, fields))
+    fields = {
+        "domain": "__domain",
+        "graph_id": "graphId",
+        "graph_exec_id": "graphExecId",
+        "context_id": "contextId",
+    }
+    return df.select(
+        pl.lit("other").alias("kind"), pl.lit("CUDA Graph").alias("name"), *_gpu_common(), _args(df, fields)
+    )
 
 
 # --------------------------------------------------------------------------------------------- host tables
 def _runtime(ctx: _Context, table: str, default_class: int) -> pl.DataFrame | None:
-    df = ctx.read(table, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue",
-                          "callchainId"])
+    df = ctx.read(
+        table,
+        ["start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"],
+    )
     if df is None:
         return None
     df = _ensure(df, ["eventClass", "nameId", "globalTid", "correlationId", "returnValue", "callchainId"])
@@ -604,13 +810,22 @@ def _runtime(ctx: _Context, table: str, default_class: int) -> pl.DataFrame | No
     df = df.join(keys, on=key, how="left", nulls_equal=True)
     args = pl.col("__args")
     if df["callchainId"].null_count() < df.height:
-        with_chain = pl.concat_str(args.str.strip_suffix("}"), pl.lit(',"callchain_id":'),
-                                   pl.col("callchainId").cast(pl.String), pl.lit("}"))
+        with_chain = pl.concat_str(
+            args.str.strip_suffix("}"),
+            pl.lit(',"callchain_id":'),
+            pl.col("callchainId").cast(pl.String),
+            pl.lit("}"),
+        )
         args = pl.when(pl.col("callchainId").is_null()).then(args).otherwise(with_chain)
     return df.select(
-        pl.lit("runtime").alias("kind"), "name", pl.col("start").alias("start_ns"), _dur(),
-        _pid("globalTid").alias("pid"), _tid("globalTid").alias("tid"),
-        pl.col("correlationId").alias("correlation_id"), args.alias("args"),
+        pl.lit("runtime").alias("kind"),
+        "name",
+        pl.col("start").alias("start_ns"),
+        _dur(),
+        _pid("globalTid").alias("pid"),
+        _tid("globalTid").alias("tid"),
+        pl.col("correlationId").alias("correlation_id"),
+        args.alias("args"),
     )
 
 
@@ -626,7 +841,8 @@ def _api_keys(ctx: _Context, keys: pl.DataFrame) -> pl.DataFrame:
     keys = keys.with_columns(__cupti=pl.when(pl.col("name") != pl.col("__raw")).then(pl.col("__raw")))
     fields = {"domain": "__domain", "cupti_name": "__cupti", "return_value": "returnValue"}
     return keys.with_columns(_args(keys, fields).alias("__args")).select(
-        "nameId", "eventClass", "returnValue", "name", "__args")
+        "nameId", "eventClass", "returnValue", "name", "__args"
+    )
 
 
 def _domain_of(name: str, label: str) -> str:
@@ -638,56 +854,108 @@ def _domain_of(name: str, label: str) -> str:
 
 
 def _sync(ctx: _Context, runtime: list[pl.DataFrame]) -> pl.DataFrame | None:
-    cols = ["start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId", "globalPid",
-            "syncType", "eventId", "eventSyncId"]
+    cols = [
+        "start",
+        "end",
+        "deviceId",
+        "contextId",
+        "greenContextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "syncType",
+        "eventId",
+        "eventSyncId",
+    ]
     df = ctx.read(SYNC, cols)
     if df is None:
         return None
     df = _ensure(df, ["syncType", "eventId", "eventSyncId", *GPU_ID_COLS])
     enum = ctx.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_ENUM_FALLBACK)
     names = _suffix_map(enum, SYNC_NAME)
-    df = df.with_columns(_pid("globalPid").alias("pid"), _lookup("syncType", {i: lb for i, (_n, lb) in enum.items()},
-                                                                  "__type"),
-                         _none_if_sentinel("eventId").alias("__event"), _none_if_sentinel("eventSyncId").alias("__esync"))
+    df = df.with_columns(
+        _pid("globalPid").alias("pid"),
+        _lookup("syncType", {i: lb for i, (_n, lb) in enum.items()}, "__type"),
+        _none_if_sentinel("eventId").alias("__event"),
+        _none_if_sentinel("eventSyncId").alias("__esync"),
+    )
     # the host thread that waited: the runtime call with the same (pid, correlationId)
     wanted = df["correlationId"].drop_nulls().unique()
-    calls = [f.filter(pl.col("correlation_id").is_in(wanted.implode()))
-             .select("pid", pl.col("correlation_id").alias("correlationId"), pl.col("tid").alias("__tid"))
-             for f in runtime]
+    calls = [
+        f.filter(pl.col("correlation_id").is_in(wanted.implode())).select(
+            "pid", pl.col("correlation_id").alias("correlationId"), pl.col("tid").alias("__tid")
+        )
+        for f in runtime
+    ]
     threads = pl.concat(calls).unique(["pid", "correlationId"]) if calls else None
     if threads is not None:
         df = df.join(threads, on=["pid", "correlationId"], how="left")
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("__tid"))
-    fields = {"sync_type": "__type", "context_id": "contextId", "green_context_id": "greenContextId",
-              "event_id": "__event", "event_sync_id": "__esync"}
+    fields = {
+        "sync_type": "__type",
+        "context_id": "contextId",
+        "green_context_id": "greenContextId",
+        "event_id": "__event",
+        "event_sync_id": "__esync",
+    }
     return df.select(
         pl.lit("sync").alias("kind"),
-        pl.col("syncType").replace_strict(names, default="Unknown Sync", return_dtype=pl.String).alias("name"),
-        pl.col("start").alias("start_ns"), _dur(), pl.col("deviceId").cast(pl.Int32).alias("device"),
-        _none_if_sentinel("streamId").alias("stream"), "pid", pl.col("__tid").alias("tid"),
-        pl.col("correlationId").alias("correlation_id"), _args(df, fields),
+        pl.col("syncType")
+        .replace_strict(names, default="Unknown Sync", return_dtype=pl.String)
+        .alias("name"),
+        pl.col("start").alias("start_ns"),
+        _dur(),
+        pl.col("deviceId").cast(pl.Int32).alias("device"),
+        _none_if_sentinel("streamId").alias("stream"),
+        "pid",
+        pl.col("__tid").alias("tid"),
+        pl.col("correlationId").alias("correlation_id"),
+        _args(df, fields),
     )
 
 
 def _host_ranges(ctx: _Context, table: str, kind: str, domain: str) -> pl.DataFrame | None:
     """OSRT_API, PROFILER_OVERHEAD, CUBLAS_EVENTS, CUDNN_EVENTS: (start, end, globalTid, nameId, ...)."""
-    df = ctx.read(table, ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel", "callchainId"])
+    df = ctx.read(
+        table, ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel", "callchainId"]
+    )
     if df is None:
         return None
     df = ctx.string_of(_ensure(df, ["nameId", "globalTid"]), "nameId", "name")
     df = df.with_columns(pl.lit(domain).alias("__domain"))
-    fields = {"domain": "__domain", "return_value": "returnValue", "nesting_level": "nestingLevel",
-              "callchain_id": "callchainId"}
+    fields = {
+        "domain": "__domain",
+        "return_value": "returnValue",
+        "nesting_level": "nestingLevel",
+        "callchain_id": "callchainId",
+    }
     return df.select(
-        pl.lit(kind).alias("kind"), "name", pl.col("start").alias("start_ns"), _dur(),
-        _pid("globalTid").alias("pid"), _tid("globalTid").alias("tid"), _args(df, fields),
+        pl.lit(kind).alias("kind"),
+        "name",
+        pl.col("start").alias("start_ns"),
+        _dur(),
+        _pid("globalTid").alias("pid"),
+        _tid("globalTid").alias("tid"),
+        _args(df, fields),
     )
 
 
 NVTX_PAYLOAD = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue")
-NVTX_COLS = ["start", "end", "eventType", "rangeId", "category", "text", "globalTid", "endGlobalTid", "textId",
-             "domainId", "jsonText", *NVTX_PAYLOAD]
+NVTX_COLS = [
+    "start",
+    "end",
+    "eventType",
+    "rangeId",
+    "category",
+    "text",
+    "globalTid",
+    "endGlobalTid",
+    "textId",
+    "domainId",
+    "jsonText",
+    *NVTX_PAYLOAD,
+]
 
 
 def _nvtx(ctx: _Context) -> pl.DataFrame | None:
@@ -699,12 +967,17 @@ def _nvtx(ctx: _Context) -> pl.DataFrame | None:
     types = {i: n for i, (n, _lb) in ctx.enum("ENUM_NSYS_EVENT_TYPE", NVTX_TYPE_FALLBACK).items()}
     df = df.with_columns(__type=pl.col("eventType").replace_strict(types, default="", return_dtype=pl.String))
     df = ctx.string_of(df, "textId", "__stext").with_columns(__text=pl.coalesce("text", "__stext"))
-    domains = df.filter(pl.col("__type") == "NvtxDomainCreate").select(
-        "domainId", pl.col("__text").alias("__domain")).unique("domainId", keep="first")
+    domains = (
+        df.filter(pl.col("__type") == "NvtxDomainCreate")
+        .select("domainId", pl.col("__text").alias("__domain"))
+        .unique("domainId", keep="first")
+    )
     is_range = pl.col("__type").is_in(sorted(NVTX_RANGE_TYPES))
     keep = is_range | pl.col("__type").is_in(sorted(NVTX_MARK_TYPES))
-    ctx.skip("NVTX registration records (domain, category or name definitions): no time range",
-                  df.filter(~keep).height)
+    ctx.skip(
+        "NVTX registration records (domain, category or name definitions): no time range",
+        df.filter(~keep).height,
+    )
     df = df.filter(keep).join(domains, on="domainId", how="left")
     unended = df.filter(is_range & pl.col("end").is_null()).height
     if unended:
@@ -714,23 +987,51 @@ def _nvtx(ctx: _Context) -> pl.DataFrame | None:
         pl.when(pl.col("category") != 0).then(pl.col("category")).alias("__category"),
         pl.when(pl.col("endGlobalTid") != pl.col("globalTid")).then(_tid("endGlobalTid")).alias("__end_tid"),
     )
-    fields = {"source": "__source", "domain": "__domain", "category": "__category", "range_id": "rangeId",
-              "end_tid": "__end_tid", "json": "jsonText",
-              **{f"payload_{c[:-5].lower()}": c for c in NVTX_PAYLOAD}}
+    fields = {
+        "source": "__source",
+        "domain": "__domain",
+        "category": "__category",
+        "range_id": "rangeId",
+        "end_tid": "__end_tid",
+        "json": "jsonText",
+        **{f"payload_{c[:-5].lower()}": c for c in NVTX_PAYLOAD},
+    }
     is_step = is_range & pl.col("__text").str.contains(STEP_PATTERN).fill_null(False)
     dur = pl.when(is_range).then(_dur()).otherwise(pl.lit(0, dtype=pl.Int64)).alias("dur_ns")
     return df.select(
         pl.when(is_step).then(pl.lit("step")).otherwise(pl.lit("annotation")).alias("kind"),
-        pl.col("__text").alias("name"), pl.col("start").alias("start_ns"), dur,
-        _pid("globalTid").alias("pid"), _tid("globalTid").alias("tid"), _args(df, fields),
+        pl.col("__text").alias("name"),
+        pl.col("start").alias("start_ns"),
+        dur,
+        _pid("globalTid").alias("pid"),
+        _tid("globalTid").alias("tid"),
+        _args(df, fields),
     )
 
 
 # --------------------------------------------------------------------------------------------- metadata
 def _devices(ctx: _Context, used: set[int]) -> list[Device]:
-    gcols = ["vmId", "id", "name", "busLocation", "totalMemory", "memoryBandwidth", "clockRate", "smCount",
-             "l2CacheSize", "chipName", "computeMajor", "computeMinor", "maxShmemPerBlockOptin", "maxShmemPerSm",
-             "maxRegistersPerSm", "maxWarpsPerSm", "maxBlocksPerSm", "asyncEngines", "uuid"]
+    gcols = [
+        "vmId",
+        "id",
+        "name",
+        "busLocation",
+        "totalMemory",
+        "memoryBandwidth",
+        "clockRate",
+        "smCount",
+        "l2CacheSize",
+        "chipName",
+        "computeMajor",
+        "computeMinor",
+        "maxShmemPerBlockOptin",
+        "maxShmemPerSm",
+        "maxRegistersPerSm",
+        "maxWarpsPerSm",
+        "maxBlocksPerSm",
+        "asyncEngines",
+        "uuid",
+    ]
     gpus = ctx.src.read("TARGET_INFO_GPU", gcols) if ctx.has("TARGET_INFO_GPU") else pl.DataFrame()
     ordinal: dict[int, int] = {}
     if ctx.has("TARGET_INFO_CUDA_DEVICE"):
@@ -739,8 +1040,10 @@ def _devices(ctx: _Context, used: set[int]) -> list[Device]:
         if per_gpu.height and per_gpu["n"].max() == 1 and m["cudaId"].n_unique() == m["gpuId"].n_unique():
             ordinal = {int(g): int(c) for g, c in per_gpu.select("gpuId", "cudaId").iter_rows()}
         elif m.height:
-            ctx.meta.warn("processes saw the GPUs under different CUDA ordinals (CUDA_VISIBLE_DEVICES); "
-                          "device numbers are each process's own ordinal")
+            ctx.meta.warn(
+                "processes saw the GPUs under different CUDA ordinals (CUDA_VISIBLE_DEVICES); "
+                "device numbers are each process's own ordinal"
+            )
     devices: dict[int, Device] = {}
     for row in gpus.iter_rows(named=True):
         gid = row.get("id")
@@ -748,7 +1051,9 @@ def _devices(ctx: _Context, used: set[int]) -> list[Device]:
             continue
         idx = ordinal.get(int(gid), int(gid))
         if idx in devices:
-            ctx.meta.warn(f"TARGET_INFO_GPU lists GPU {gid} more than once (several machines?); kept the first")
+            ctx.meta.warn(
+                f"TARGET_INFO_GPU lists GPU {gid} more than once (several machines?); kept the first"
+            )
             continue
         devices[idx] = _device(idx, row)
     for i in sorted(used - set(devices)):
@@ -760,19 +1065,32 @@ def _device(idx: int, row: dict) -> Device:
     name = row.get("name")
     major, minor = row.get("computeMajor"), row.get("computeMinor")
     arch = f"sm_{major}{minor}" if major is not None and minor is not None else None
-    dev = Device(index=idx, name=name, vendor="nvidia", arch=arch, compute_units=row.get("smCount"),
-                 memory_bytes=row.get("totalMemory"))
+    dev = Device(
+        index=idx,
+        name=name,
+        vendor="nvidia",
+        arch=arch,
+        compute_units=row.get("smCount"),
+        memory_bytes=row.get("totalMemory"),
+    )
     m = match_model(name, arch=arch, compute_units=dev.compute_units, memory_bytes=dev.memory_bytes)
     if m is not None:
         dev.model = m.key
     props = {
-        "gpu_id": row.get("id"), "bus_location": row.get("busLocation"), "chip": row.get("chipName"),
-        "memory_bandwidth_bytes_per_s": row.get("memoryBandwidth"), "clock_rate_hz": row.get("clockRate"),
-        "l2_cache_bytes": row.get("l2CacheSize"), "compute_capability": f"{major}.{minor}" if arch else None,
+        "gpu_id": row.get("id"),
+        "bus_location": row.get("busLocation"),
+        "chip": row.get("chipName"),
+        "memory_bandwidth_bytes_per_s": row.get("memoryBandwidth"),
+        "clock_rate_hz": row.get("clockRate"),
+        "l2_cache_bytes": row.get("l2CacheSize"),
+        "compute_capability": f"{major}.{minor}" if arch else None,
         "max_shared_memory_per_block_optin": row.get("maxShmemPerBlockOptin"),
-        "max_shared_memory_per_sm": row.get("maxShmemPerSm"), "max_registers_per_sm": row.get("maxRegistersPerSm"),
-        "max_warps_per_sm": row.get("maxWarpsPerSm"), "max_blocks_per_sm": row.get("maxBlocksPerSm"),
-        "async_engines": row.get("asyncEngines"), "uuid": row.get("uuid"),
+        "max_shared_memory_per_sm": row.get("maxShmemPerSm"),
+        "max_registers_per_sm": row.get("maxRegistersPerSm"),
+        "max_warps_per_sm": row.get("maxWarpsPerSm"),
+        "max_blocks_per_sm": row.get("maxBlocksPerSm"),
+        "async_engines": row.get("asyncEngines"),
+        "uuid": row.get("uuid"),
     }
     dev.properties = {k: v for k, v in props.items() if v is not None}
     return dev
@@ -850,7 +1168,9 @@ def _names(ctx: _Context, events: pl.DataFrame) -> None:
         t = ctx.src.read("ThreadNames", ["nameId", "globalTid"])
         t = ctx.string_of(t, "nameId", "name").with_columns(pid=_pid("globalTid"), tid=_tid("globalTid"))
         t = t.filter(pl.col("pid").is_in(sorted(pids)) & pl.col("name").is_not_null())
-        ctx.meta.extra["threads"] = {f"{p}:{i}": n for p, i, n in t.select("pid", "tid", "name").unique().iter_rows()}
+        ctx.meta.extra["threads"] = {
+            f"{p}:{i}": n for p, i, n in t.select("pid", "tid", "name").unique().iter_rows()
+        }
 
 
 def _capabilities(ctx: _Context, events: pl.DataFrame) -> set[str]:
@@ -885,8 +1205,9 @@ def _skip_other_tables(ctx: _Context) -> None:
 # --------------------------------------------------------------------------------------------- assembly
 def build_trace(src: TableSource, path: Path, fmt: str, progress: Progress | None = None) -> Trace:
     """Read every known table of ``src`` into one canonical Trace."""
-    meta = TraceMeta(path=str(path), format=fmt, producer="NVIDIA Nsight Systems", vendor="nvidia",
-                     clock_base="session")
+    meta = TraceMeta(
+        path=str(path), format=fmt, producer="NVIDIA Nsight Systems", vendor="nvidia", clock_base="session"
+    )
     ctx = _Context(src, meta, progress)
     if progress is not None:
         progress.start(None, f"reading {path.name}")
@@ -905,8 +1226,10 @@ def build_trace(src: TableSource, path: Path, fmt: str, progress: Progress | Non
         meta.warn(w)
     meta.truncated = meta.truncated or src.truncated
     if not events.height and not meta.devices:
-        raise InputError(f"{path} holds no Nsight Systems events or GPU information",
-                         "Profile with --trace=cuda (and nvtx) and export again")
+        raise InputError(
+            f"{path} holds no Nsight Systems events or GPU information",
+            "Profile with --trace=cuda (and nvtx) and export again",
+        )
     return Trace(events, meta)
 
 
@@ -914,9 +1237,15 @@ def _read_events(ctx: _Context) -> list[pl.DataFrame]:
     """Read the event tables, several at once (SQLite and polars work outside the GIL)."""
     _ = ctx.strings  # load the shared lookups before the workers start
     readers: list[Callable[[], pl.DataFrame | None]] = [
-        lambda: _kernels(ctx), lambda: _memcpy(ctx), lambda: _memset(ctx), lambda: _graphs(ctx),
-        lambda: _runtime(ctx, RUNTIME, 0), lambda: _runtime(ctx, DRIVER, 1), lambda: _nvtx(ctx),
-        lambda: _host_ranges(ctx, OSRT, "other", "osrt"), lambda: _host_ranges(ctx, OVERHEAD, "overhead", "nsys"),
+        lambda: _kernels(ctx),
+        lambda: _memcpy(ctx),
+        lambda: _memset(ctx),
+        lambda: _graphs(ctx),
+        lambda: _runtime(ctx, RUNTIME, 0),
+        lambda: _runtime(ctx, DRIVER, 1),
+        lambda: _nvtx(ctx),
+        lambda: _host_ranges(ctx, OSRT, "other", "osrt"),
+        lambda: _host_ranges(ctx, OVERHEAD, "overhead", "nsys"),
         *(lambda t=t, d=d: _host_ranges(ctx, t, "other", d) for t, d in LIBRARY_TABLES.items()),
     ]
     workers = max(1, min(READ_THREADS, os.cpu_count() or 1))

@@ -42,7 +42,9 @@ class Probe:
         except OSError as e:
             raise InputError(f"cannot read {p}: {e.strerror}", "Check the file's permissions") from e
         if not head:
-            raise InputError(f"{p} is empty", "Re-export the trace; the profiler may have been killed before writing")
+            raise InputError(
+                f"{p} is empty", "Re-export the trace; the profiler may have been killed before writing"
+            )
         return cls(p, raw_head=head)
 
     @property
@@ -66,7 +68,9 @@ class Probe:
                     out = f.read(HEAD_BYTES)
             return out
         except (zlib.error, OSError, EOFError) as e:
-            raise InputError(f"{self.path} is not a valid gzip file ({e})", "The file is corrupt; copy or export it again") from e
+            raise InputError(
+                f"{self.path} is not a valid gzip file ({e})", "The file is corrupt; copy or export it again"
+            ) from e
 
     @cached_property
     def text_head(self) -> str:
@@ -84,7 +88,9 @@ class Probe:
             finally:
                 con.close()
         except sqlite3.DatabaseError as e:
-            raise InputError(f"{self.path} is a damaged SQLite file ({e})", "Export or copy the database again") from e
+            raise InputError(
+                f"{self.path} is a damaged SQLite file ({e})", "Export or copy the database again"
+            ) from e
         return {r[0] for r in rows}
 
     def first_line(self) -> str:

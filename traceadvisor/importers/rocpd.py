@@ -39,16 +39,38 @@ from traceadvisor.progress import Progress
 from traceadvisor.trace import Device, Trace, TraceMeta
 
 NAME = "rocpd"
-DESCRIPTION = "rocprofv3 rocpd SQLite database (ROCm 7: rocpd_kernel_dispatch_<uuid>, rocpd_region_<uuid>, views)"
+DESCRIPTION = (
+    "rocprofv3 rocpd SQLite database (ROCm 7: rocpd_kernel_dispatch_<uuid>, rocpd_region_<uuid>, views)"
+)
 
 UUID_RE = r"_[0-9a-fA-F]{8}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{12}"
-LOGICAL = ("rocpd_string", "rocpd_event", "rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate",
-           "rocpd_region", "rocpd_arg", "rocpd_info_agent", "rocpd_info_kernel_symbol", "rocpd_info_process",
-           "rocpd_info_thread", "rocpd_info_queue", "rocpd_info_stream", "rocpd_metadata", "rocpd_pmc_event",
-           "rocpd_sample", "rocpd_track", "rocpd_info_code_object", "rocpd_info_node", "rocpd_info_pmc")
+LOGICAL = (
+    "rocpd_string",
+    "rocpd_event",
+    "rocpd_kernel_dispatch",
+    "rocpd_memory_copy",
+    "rocpd_memory_allocate",
+    "rocpd_region",
+    "rocpd_arg",
+    "rocpd_info_agent",
+    "rocpd_info_kernel_symbol",
+    "rocpd_info_process",
+    "rocpd_info_thread",
+    "rocpd_info_queue",
+    "rocpd_info_stream",
+    "rocpd_metadata",
+    "rocpd_pmc_event",
+    "rocpd_sample",
+    "rocpd_track",
+    "rocpd_info_code_object",
+    "rocpd_info_node",
+    "rocpd_info_pmc",
+)
 EVENT_TABLES = ("rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate", "rocpd_region")
-SKIPPED = {"rocpd_pmc_event": "rocpd_pmc_event rows (counter values per dispatch)",
-           "rocpd_sample": "rocpd_sample rows (sampled events: PC sampling, tracks)"}
+SKIPPED = {
+    "rocpd_pmc_event": "rocpd_pmc_event rows (counter values per dispatch)",
+    "rocpd_sample": "rocpd_sample rows (sampled events: PC sampling, tracks)",
+}
 
 
 def _logical(name: str) -> str:
@@ -59,8 +81,11 @@ def sniff(probe: Probe) -> bool:
     if not probe.is_sqlite:
         return False
     names = {_logical(n) for n in ac.sqlite_names(probe)}
-    return "rocpd_api" not in names and "rocpd_metadata" in names and bool(
-        names & {"rocpd_kernel_dispatch", "rocpd_region", "rocpd_memory_copy"})
+    return (
+        "rocpd_api" not in names
+        and "rocpd_metadata" in names
+        and bool(names & {"rocpd_kernel_dispatch", "rocpd_region", "rocpd_memory_copy"})
+    )
 
 
 def _groups(tables: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -79,16 +104,70 @@ def _groups(tables: dict[str, str]) -> dict[str, dict[str, str]]:
 
 SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # logical -> (columns, text columns)
     "rocpd_event": (("id", "category_id", "stack_id", "parent_stack_id", "correlation_id"), ()),
-    "rocpd_kernel_dispatch": (("id", "pid", "tid", "agent_id", "kernel_id", "dispatch_id", "queue_id", "stream_id",
-                               "start", "end", "private_segment_size", "group_segment_size", "workgroup_size_x",
-                               "workgroup_size_y", "workgroup_size_z", "grid_size_x", "grid_size_y", "grid_size_z",
-                               "region_name_id", "event_id"), ()),
+    "rocpd_kernel_dispatch": (
+        (
+            "id",
+            "pid",
+            "tid",
+            "agent_id",
+            "kernel_id",
+            "dispatch_id",
+            "queue_id",
+            "stream_id",
+            "start",
+            "end",
+            "private_segment_size",
+            "group_segment_size",
+            "workgroup_size_x",
+            "workgroup_size_y",
+            "workgroup_size_z",
+            "grid_size_x",
+            "grid_size_y",
+            "grid_size_z",
+            "region_name_id",
+            "event_id",
+        ),
+        (),
+    ),
     "rocpd_region": (("id", "pid", "tid", "start", "end", "name_id", "event_id"), ()),
-    "rocpd_memory_copy": (("id", "pid", "tid", "start", "end", "name_id", "dst_agent_id", "dst_address", "src_agent_id",
-                           "src_address", "size", "queue_id", "stream_id", "region_name_id", "event_id"),
-                          ("dst_address", "src_address")),
-    "rocpd_memory_allocate": (("id", "pid", "tid", "agent_id", "type", "level", "start", "end", "address", "size",
-                               "queue_id", "stream_id", "event_id"), ("type", "level", "address")),
+    "rocpd_memory_copy": (
+        (
+            "id",
+            "pid",
+            "tid",
+            "start",
+            "end",
+            "name_id",
+            "dst_agent_id",
+            "dst_address",
+            "src_agent_id",
+            "src_address",
+            "size",
+            "queue_id",
+            "stream_id",
+            "region_name_id",
+            "event_id",
+        ),
+        ("dst_address", "src_address"),
+    ),
+    "rocpd_memory_allocate": (
+        (
+            "id",
+            "pid",
+            "tid",
+            "agent_id",
+            "type",
+            "level",
+            "start",
+            "end",
+            "address",
+            "size",
+            "queue_id",
+            "stream_id",
+            "event_id",
+        ),
+        ("type", "level", "address"),
+    ),
     "rocpd_arg": (("event_id", "position", "type", "name", "value"), ("type", "name", "value")),
 }
 
@@ -103,7 +182,9 @@ def _specs(con: sqlite3.Connection, phys: dict[str, str]) -> list[ac.TableSpec]:
     return out
 
 
-def _small(db: ac.SqliteInput, table: str | None, cols: dict[str, pl.DataType], meta: TraceMeta) -> pl.DataFrame:
+def _small(
+    db: ac.SqliteInput, table: str | None, cols: dict[str, pl.DataType], meta: TraceMeta
+) -> pl.DataFrame:
     """An info/string table, damage-tolerant (a damaged one gives the rows that could be read, with a warning)."""
     if table is None:
         return pl.DataFrame(schema=cols)
@@ -121,7 +202,11 @@ def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> 
 
 
 def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    ev = _strings(strings, events, "category_id", "category_name").rename({"id": "event_id"}).drop("category_id")
+    ev = (
+        _strings(strings, events, "category_id", "category_name")
+        .rename({"id": "event_id"})
+        .drop("category_id")
+    )
     df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
     for c in ("stack_id", "parent_stack_id", "correlation_id"):
         if c not in df.columns:
@@ -129,20 +214,27 @@ def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl
     if "category_name" not in df.columns:
         df = df.with_columns(category_name=pl.lit(None, dtype=pl.String))
     return df.with_columns(
-        external_id=ac.positive("correlation_id"), correlation_id=pl.col("stack_id"),
+        external_id=ac.positive("correlation_id"),
+        correlation_id=pl.col("stack_id"),
         parent_stack_id=ac.positive("parent_stack_id"),
     )
 
 
 def _os_ids(df: pl.DataFrame, procs: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     df = df.join(procs.select(pl.col("id").alias("pid"), pl.col("pid").alias("os_pid")), on="pid", how="left")
-    df = df.join(threads.select(pl.col("id").alias("tid"), pl.col("tid").alias("os_tid")), on="tid", how="left")
+    df = df.join(
+        threads.select(pl.col("id").alias("tid"), pl.col("tid").alias("os_tid")), on="tid", how="left"
+    )
     return df.with_columns(os_pid=pl.coalesce("os_pid", "pid"), os_tid=pl.coalesce("os_tid", "tid"))
 
 
 def _agent_index(agents: pl.DataFrame) -> pl.DataFrame:
-    return agents.select(pl.col("id").alias("agent_id"), pl.col("type").alias("agent_type"),
-                         pl.col("type_index").alias("agent_ordinal"), pl.col("absolute_index").alias("agent_abs_index"))
+    return agents.select(
+        pl.col("id").alias("agent_id"),
+        pl.col("type").alias("agent_type"),
+        pl.col("type_index").alias("agent_ordinal"),
+        pl.col("absolute_index").alias("agent_abs_index"),
+    )
 
 
 def _kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
@@ -151,9 +243,13 @@ def _kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
     sym = g["symbols"].select(
         pl.col("id").alias("kernel_id"),
         pl.coalesce(pl.col("display_name").replace("", None), pl.col("kernel_name")).alias("name"),
-        pl.col("kernel_name").alias("symbol_name"), pl.col("arch_vgpr_count").alias("registers"),
-        pl.col("accum_vgpr_count"), pl.col("sgpr_count"), pl.col("group_segment_size").alias("static_lds_bytes"),
-        pl.col("private_segment_size").alias("static_scratch_bytes"))
+        pl.col("kernel_name").alias("symbol_name"),
+        pl.col("arch_vgpr_count").alias("registers"),
+        pl.col("accum_vgpr_count"),
+        pl.col("sgpr_count"),
+        pl.col("group_segment_size").alias("static_lds_bytes"),
+        pl.col("private_segment_size").alias("static_scratch_bytes"),
+    )
     sym = ac.demangle(sym.with_columns(name=ac.clean_kernel_name(pl.col("name"))), "name")
     kd = kd.join(sym, on="kernel_id", how="left").join(_agent_index(g["agents"]), on="agent_id", how="left")
     kd = _strings(g["strings"], kd, "region_name_id", "launch_api")
@@ -164,16 +260,36 @@ def _kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
         grid[f"grid_{a}"] = ac.blocks(f"grid_size_{a}", f"workgroup_size_{a}")
         grid[f"block_{a}"] = ac.positive(f"workgroup_size_{a}")
     return kd.select(
-        pl.lit("kernel").alias("kind"), pl.coalesce("name", pl.lit("<unknown kernel>")).alias("name"),
-        pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
-        pl.col("agent_ordinal").alias("device"), pl.col("agent_ordinal").alias("pid"), pl.col("queue_id").alias("tid"),
-        pl.col("stream_id").alias("stream"), "correlation_id", "external_id",
-        pl.col("group_segment_size").alias("shared_mem_bytes"), pl.col("registers"), *[v.alias(k) for k, v in grid.items()],
+        pl.lit("kernel").alias("kind"),
+        pl.coalesce("name", pl.lit("<unknown kernel>")).alias("name"),
+        pl.col("start").alias("start_ns"),
+        ac.duration("start", "end").alias("dur_ns"),
+        pl.col("agent_ordinal").alias("device"),
+        pl.col("agent_ordinal").alias("pid"),
+        pl.col("queue_id").alias("tid"),
+        pl.col("stream_id").alias("stream"),
+        "correlation_id",
+        "external_id",
+        pl.col("group_segment_size").alias("shared_mem_bytes"),
+        pl.col("registers"),
+        *[v.alias(k) for k, v in grid.items()],
         pl.concat_list("grid_size_x", "grid_size_y", "grid_size_z").alias("grid_work_items"),
         pl.lit("work-items / workgroup").alias("grid_rule"),
-        "dispatch_id", "queue_id", "queue_name", "stream_name", "os_pid", "os_tid", "parent_stack_id",
-        pl.col("launch_api").replace("", None), pl.col("private_segment_size").alias("scratch_bytes_per_item"),
-        "accum_vgpr_count", "sgpr_count", "static_lds_bytes", "kernel_id", "mangled_name", "agent_abs_index",
+        "dispatch_id",
+        "queue_id",
+        "queue_name",
+        "stream_name",
+        "os_pid",
+        "os_tid",
+        "parent_stack_id",
+        pl.col("launch_api").replace("", None),
+        pl.col("private_segment_size").alias("scratch_bytes_per_item"),
+        "accum_vgpr_count",
+        "sgpr_count",
+        "static_lds_bytes",
+        "kernel_id",
+        "mangled_name",
+        "agent_abs_index",
     )
 
 
@@ -187,19 +303,44 @@ def _copies(mc: pl.DataFrame, g: dict) -> pl.DataFrame:
     mc = mc.join(ag.rename({c: f"src_{c}" for c in ag.columns}), on="src_agent_id", how="left")
     mc = _events(_os_ids(mc, g["procs"], g["threads"]), g["events"], g["strings"])
     ck = pl.col("name").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
-    gpu_side = (pl.when(pl.col("copy_kind") == "h2d").then(pl.col("dst_agent_ordinal"))
-                .when(pl.col("src_agent_type") == "GPU").then(pl.col("src_agent_ordinal"))
-                .when(pl.col("dst_agent_type") == "GPU").then(pl.col("dst_agent_ordinal")))
+    gpu_side = (
+        pl.when(pl.col("copy_kind") == "h2d")
+        .then(pl.col("dst_agent_ordinal"))
+        .when(pl.col("src_agent_type") == "GPU")
+        .then(pl.col("src_agent_ordinal"))
+        .when(pl.col("dst_agent_type") == "GPU")
+        .then(pl.col("dst_agent_ordinal"))
+    )
     mc = mc.with_columns(copy_kind=ck)
     mc = mc.with_columns(
-        copy_kind=pl.when((pl.col("copy_kind") == "d2d") & (pl.col("src_agent_ordinal") != pl.col("dst_agent_ordinal")))
-        .then(pl.lit("p2p")).otherwise(pl.col("copy_kind")), device=gpu_side)
+        copy_kind=pl.when(
+            (pl.col("copy_kind") == "d2d") & (pl.col("src_agent_ordinal") != pl.col("dst_agent_ordinal"))
+        )
+        .then(pl.lit("p2p"))
+        .otherwise(pl.col("copy_kind")),
+        device=gpu_side,
+    )
     return mc.select(
-        pl.lit("memcpy").alias("kind"), "name", pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
-        "device", pl.col("device").alias("pid"), pl.col("queue_id").alias("tid"), pl.col("stream_id").alias("stream"),
-        "correlation_id", "external_id", ac.positive("size").alias("bytes"), "copy_kind",
-        pl.col("launch_api").replace("", None), "os_pid", "os_tid", "parent_stack_id", "src_address", "dst_address",
-        pl.col("src_agent_abs_index").alias("src_agent"), pl.col("dst_agent_abs_index").alias("dst_agent"),
+        pl.lit("memcpy").alias("kind"),
+        "name",
+        pl.col("start").alias("start_ns"),
+        ac.duration("start", "end").alias("dur_ns"),
+        "device",
+        pl.col("device").alias("pid"),
+        pl.col("queue_id").alias("tid"),
+        pl.col("stream_id").alias("stream"),
+        "correlation_id",
+        "external_id",
+        ac.positive("size").alias("bytes"),
+        "copy_kind",
+        pl.col("launch_api").replace("", None),
+        "os_pid",
+        "os_tid",
+        "parent_stack_id",
+        "src_address",
+        "dst_address",
+        pl.col("src_agent_abs_index").alias("src_agent"),
+        pl.col("dst_agent_abs_index").alias("dst_agent"),
         "queue_id",
     )
 
@@ -208,11 +349,16 @@ def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
     """One JSON object of function arguments per event id (first value per name, in argument order)."""
     if arg is None or arg.height == 0:
         return None
-    a = arg.sort("event_id", "position").unique(subset=["event_id", "name"], keep="first", maintain_order=True)
+    a = arg.sort("event_id", "position").unique(
+        subset=["event_id", "name"], keep="first", maintain_order=True
+    )
     kv = pl.concat_str([ac.json_str_expr("name"), pl.lit(":"), ac.json_str_expr("value")])
     a = a.filter(pl.col("name").is_not_null()).with_columns(kv.alias("_kv"))
-    return a.group_by("event_id").agg(pl.col("_kv").str.join(",")).select(
-        "event_id", pl.concat_str([pl.lit("{"), pl.col("_kv"), pl.lit("}")]).alias("api_args"))
+    return (
+        a.group_by("event_id")
+        .agg(pl.col("_kv").str.join(","))
+        .select("event_id", pl.concat_str([pl.lit("{"), pl.col("_kv"), pl.lit("}")]).alias("api_args"))
+    )
 
 
 def _regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFrame:
@@ -229,9 +375,17 @@ def _regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFram
     name = pl.coalesce(pl.col("name").replace("", None), pl.lit("<unnamed>"))
     kind = pl.when(marker).then(ac.annotation_kind(name)).otherwise(ac.runtime_kind(name))
     return rg.select(
-        kind.alias("kind"), name.alias("name"), pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
-        pl.col("os_pid").alias("pid"), pl.col("os_tid").alias("tid"), "correlation_id", "external_id",
-        pl.col("category_name").alias("api_category"), "parent_stack_id", "api_args",
+        kind.alias("kind"),
+        name.alias("name"),
+        pl.col("start").alias("start_ns"),
+        ac.duration("start", "end").alias("dur_ns"),
+        pl.col("os_pid").alias("pid"),
+        pl.col("os_tid").alias("tid"),
+        "correlation_id",
+        "external_id",
+        pl.col("category_name").alias("api_category"),
+        "parent_stack_id",
+        "api_args",
     )
 
 
@@ -241,12 +395,21 @@ def _allocations(ma: pl.DataFrame, g: dict) -> pl.DataFrame:
     ma = ma.join(_agent_index(g["agents"]), on="agent_id", how="left")
     ma = _events(_os_ids(ma, g["procs"], g["threads"]), g["events"], g["strings"])
     return ma.select(
-        pl.lit("memory").alias("kind"), pl.concat_str([pl.col("type"), pl.col("level")], separator=" ", ignore_nulls=True)
-        .alias("name"), pl.col("start").alias("start_ns"), ac.duration("start", "end").alias("dur_ns"),
-        pl.col("os_pid").alias("pid"), pl.col("os_tid").alias("tid"),
+        pl.lit("memory").alias("kind"),
+        pl.concat_str([pl.col("type"), pl.col("level")], separator=" ", ignore_nulls=True).alias("name"),
+        pl.col("start").alias("start_ns"),
+        ac.duration("start", "end").alias("dur_ns"),
+        pl.col("os_pid").alias("pid"),
+        pl.col("os_tid").alias("tid"),
         pl.when(pl.col("agent_type") == "GPU").then(pl.col("agent_ordinal")).alias("device"),
-        ac.positive("size").alias("bytes"), "correlation_id", "external_id", "address", "queue_id", "stream_id",
-        pl.col("type").alias("alloc_type"), pl.col("level").alias("alloc_level"),
+        ac.positive("size").alias("bytes"),
+        "correlation_id",
+        "external_id",
+        "address",
+        "queue_id",
+        "stream_id",
+        pl.col("type").alias("alloc_type"),
+        pl.col("level").alias("alloc_level"),
     )
 
 
@@ -259,35 +422,79 @@ def _agent_devices(agents: pl.DataFrame) -> list[Device]:
             ext = {}
         banks = ext.get("mem_banks") or []
         mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
-        props = {k: ext[k] for k in ("num_xcc", "simd_per_cu", "wave_front_size", "max_engine_clk_fcompute",
-                                     "gfx_target_version", "family_id", "lds_size_in_kb") if k in ext}
-        agent = ac.Agent(name=r["product_name"] or r["model_name"] or None, arch=r["name"] or None,
-                         compute_units=ext.get("cu_count"), memory_bytes=mem, pci_id=ext.get("device_id"),
-                         node=r["absolute_index"], ordinal=r["type_index"], properties=props)
-        out.append(ac.device_from_agent(int(r["type_index"] if r["type_index"] is not None else len(out)), agent,
-                                        "rocpd_info_agent"))
+        props = {
+            k: ext[k]
+            for k in (
+                "num_xcc",
+                "simd_per_cu",
+                "wave_front_size",
+                "max_engine_clk_fcompute",
+                "gfx_target_version",
+                "family_id",
+                "lds_size_in_kb",
+            )
+            if k in ext
+        }
+        agent = ac.Agent(
+            name=r["product_name"] or r["model_name"] or None,
+            arch=r["name"] or None,
+            compute_units=ext.get("cu_count"),
+            memory_bytes=mem,
+            pci_id=ext.get("device_id"),
+            node=r["absolute_index"],
+            ordinal=r["type_index"],
+            properties=props,
+        )
+        out.append(
+            ac.device_from_agent(
+                int(r["type_index"] if r["type_index"] is not None else len(out)), agent, "rocpd_info_agent"
+            )
+        )
     return out
 
 
 INFO = {
     "strings": ("rocpd_string", {"id": pl.Int64, "string": pl.String}),
-    "agents": ("rocpd_info_agent", {"id": pl.Int64, "type": pl.String, "absolute_index": pl.Int64,
-                                    "logical_index": pl.Int64, "type_index": pl.Int64, "name": pl.String,
-                                    "model_name": pl.String, "product_name": pl.String, "extdata": pl.String}),
-    "symbols": ("rocpd_info_kernel_symbol", {"id": pl.Int64, "kernel_name": pl.String, "display_name": pl.String,
-                                             "sgpr_count": pl.Int64, "arch_vgpr_count": pl.Int64,
-                                             "accum_vgpr_count": pl.Int64, "group_segment_size": pl.Int64,
-                                             "private_segment_size": pl.Int64}),
-    "procs": ("rocpd_info_process", {"id": pl.Int64, "pid": pl.Int64, "start": pl.Int64, "end": pl.Int64,
-                                     "command": pl.String}),
+    "agents": (
+        "rocpd_info_agent",
+        {
+            "id": pl.Int64,
+            "type": pl.String,
+            "absolute_index": pl.Int64,
+            "logical_index": pl.Int64,
+            "type_index": pl.Int64,
+            "name": pl.String,
+            "model_name": pl.String,
+            "product_name": pl.String,
+            "extdata": pl.String,
+        },
+    ),
+    "symbols": (
+        "rocpd_info_kernel_symbol",
+        {
+            "id": pl.Int64,
+            "kernel_name": pl.String,
+            "display_name": pl.String,
+            "sgpr_count": pl.Int64,
+            "arch_vgpr_count": pl.Int64,
+            "accum_vgpr_count": pl.Int64,
+            "group_segment_size": pl.Int64,
+            "private_segment_size": pl.Int64,
+        },
+    ),
+    "procs": (
+        "rocpd_info_process",
+        {"id": pl.Int64, "pid": pl.Int64, "start": pl.Int64, "end": pl.Int64, "command": pl.String},
+    ),
     "threads": ("rocpd_info_thread", {"id": pl.Int64, "tid": pl.Int64}),
     "queues": ("rocpd_info_queue", {"id": pl.Int64, "name": pl.String}),
     "streams": ("rocpd_info_stream", {"id": pl.Int64, "name": pl.String}),
 }
 
 
-def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta,
-                rec: ac.Records) -> tuple[list[pl.DataFrame], dict]:
+def _read_group(
+    db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta, rec: ac.Records
+) -> tuple[list[pl.DataFrame], dict]:
     g: dict = {k: _small(db, phys.get(logical), schema, meta) for k, (logical, schema) in INFO.items()}
     g["queues"] = g["queues"].rename({"id": "queue_id", "name": "queue_name"})
     g["streams"] = g["streams"].rename({"id": "stream_id", "name": "stream_name"})
@@ -302,7 +509,9 @@ def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta,
         if logical in phys:
             n, err = ac.count_rows(db, phys[logical])
             if err:
-                meta.warn(f"table {phys[logical]} is damaged ({err}); counted the {n} rows that could be read")
+                meta.warn(
+                    f"table {phys[logical]} is damaged ({err}); counted the {n} rows that could be read"
+                )
                 meta.truncated = True
             rec.add(n)
             meta.skip(reason, n)
@@ -312,7 +521,9 @@ def _read_group(db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta,
         meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows that could be read")
         meta.truncated = True
     rec.add(sum(by_logical[t].height for t in EVENT_TABLES if t in by_logical))
-    g["events"] = by_logical.get("rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]}))
+    g["events"] = by_logical.get(
+        "rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]})
+    )
     empty = pl.DataFrame()
     parts = [
         _kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
@@ -354,23 +565,36 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
                     commands.append(r["command"])
             versions.add(str(g["metadata"].get("schema_version", "?")))
     except sqlite3.DatabaseError as e:
-        raise InputError(f"{path} is a damaged rocpd database ({e})", "Copy or record the profile again") from e
+        raise InputError(
+            f"{path} is a damaged rocpd database ({e})", "Copy or record the profile again"
+        ) from e
     if db.truncated:
         meta.truncated = True
         meta.warn("the file is cut short (its last pages are missing); imported the rows that are present")
     meta.producer_version = "schema " + "/".join(sorted(versions))
-    used = {int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()}
+    used = {
+        int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()
+    }
     meta.devices = sorted((d for i, d in devices.items() if i in used or not used), key=lambda d: d.index)
     meta.devices += [Device(index=i, vendor="amd") for i in sorted(used - set(devices))]
     if windows:
         meta.extra["capture_window_ns"] = [min(w[0] for w in windows), max(w[1] for w in windows)]
     meta.extra.update({"commands": commands, "runs": len(groups), "gpu_agents": len(devices)})
     if not parts and (meta.truncated or db.truncated):
-        raise InputError(f"{path} is a damaged rocpd database: no events could be read", "Copy or record the profile again")
+        raise InputError(
+            f"{path} is a damaged rocpd database: no events could be read", "Copy or record the profile again"
+        )
     trace = ac.finish(parts, meta, read=rec.n, raw=("api_args",))
     ev = trace.events
     kinds = set(trace.counts_by_kind())
-    ac.timeline_caps(meta, kinds, copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
-                     correlation=ev.filter(pl.col("kind") == "runtime").height > 0
-                     and ev.filter(pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()).height > 0)
+    ac.timeline_caps(
+        meta,
+        kinds,
+        copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
+        correlation=ev.filter(pl.col("kind") == "runtime").height > 0
+        and ev.filter(
+            pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()
+        ).height
+        > 0,
+    )
     return ac.with_memory_inference(trace)

@@ -44,7 +44,9 @@ from traceadvisor.progress import Progress
 from traceadvisor.trace import Trace, TraceMeta
 
 NAME = "rocprof_v1"
-DESCRIPTION = "rocprof v1 outputs (results.csv / .json / .db, *.stats.csv, results.sysinfo.txt; file or folder)"
+DESCRIPTION = (
+    "rocprof v1 outputs (results.csv / .json / .db, *.stats.csv, results.sysinfo.txt; file or folder)"
+)
 
 LANES = {"CPU HIP API": "hip", "CPU HSA API": "hsa", "COPY": "copy", "Markers and Ranges": "marker"}
 BLOCKS_RE = r"numBlocks\(\{z\((\d+)\) y\((\d+)\) x\((\d+)\}\)"
@@ -65,12 +67,16 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     if path.is_dir():
         members = [(p, t) for p, t in ac.typed_members(path) if t in ac.V1_TYPES]
         if not members:
-            raise InputError(f"{path} holds no rocprof output", "Pass the folder rocprof wrote its results into")
+            raise InputError(
+                f"{path} holds no rocprof output", "Pass the folder rocprof wrote its results into"
+            )
         sysinfo = next((p for p, t in members if t == "sysinfo"), None)
     else:
         t = ac.file_type(Probe.open(path))
         if t not in ac.V1_TYPES:
-            raise InputError(f"{path} is not a rocprof v1 output", "Pass results.csv/.json/.db, a stats CSV or the folder")
+            raise InputError(
+                f"{path} is not a rocprof v1 output", "Pass results.csv/.json/.db, a stats CSV or the folder"
+            )
         members = [(path, t)]
         sysinfo = path if t == "sysinfo" else ac.find_sysinfo(path)
     return _read(path, members, sysinfo)
@@ -122,10 +128,14 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     elif rows is not None:
         meta.warn(f"{source[0].name} holds no trace events")  # type: ignore[index]
     elif not agents:
-        raise InputError(f"{path} holds no readable rocprof records", "Pass results.csv/.json/.db or a stats CSV")
+        raise InputError(
+            f"{path} holds no readable rocprof records", "Pass results.csv/.json/.db or a stats CSV"
+        )
     else:
         meta.warn("rocminfo dump only: it describes the devices but holds no events")
-    ids = {int(i) for p in parts if "device" in p.columns for i in p.get_column("device").drop_nulls().unique()}
+    ids = {
+        int(i) for p in parts if "device" in p.columns for i in p.get_column("device").drop_nulls().unique()
+    }
     if not ids and agents:
         ids = {a.ordinal for a in agents if a.ordinal is not None}
     meta.devices = ac.devices_for(ids, agents, sysinfo.name if sysinfo else "results.json otherData")
@@ -142,19 +152,35 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         kinds -= {"kernel", "memcpy", "memset", "runtime", "annotation", "step"}
         meta.capabilities.add("kernels")
         meta.warn("no timestamps (rocprof ran without --timestamp on): dispatch records without a timeline")
-    ac.timeline_caps(meta, kinds,
-                     copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
-                     correlation=rows is not None and ev.filter(pl.col("kind").is_in(["kernel", "memcpy"])
-                                                                & pl.col("correlation_id").is_not_null()).height > 0)
+    ac.timeline_caps(
+        meta,
+        kinds,
+        copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
+        correlation=rows is not None
+        and ev.filter(
+            pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()
+        ).height
+        > 0,
+    )
     return ac.with_memory_inference(trace)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # the lane rows of results.db / results.json -> events
 
-ROW_SCHEMA = {"lane": pl.String, "name": pl.String, "begin": pl.Int64, "end": pl.Int64, "dev": pl.Int64,
-              "queue": pl.Int64, "os_pid": pl.Int64, "os_tid": pl.Int64, "corr": pl.Int64, "api_args": pl.String,
-              "stream_id": pl.Int64}
+ROW_SCHEMA = {
+    "lane": pl.String,
+    "name": pl.String,
+    "begin": pl.Int64,
+    "end": pl.Int64,
+    "dev": pl.Int64,
+    "queue": pl.Int64,
+    "os_pid": pl.Int64,
+    "os_tid": pl.Int64,
+    "corr": pl.Int64,
+    "api_args": pl.String,
+    "stream_id": pl.Int64,
+}
 
 
 def _build(rows: pl.DataFrame) -> list[pl.DataFrame]:
@@ -163,46 +189,97 @@ def _build(rows: pl.DataFrame) -> list[pl.DataFrame]:
     hip = hip.with_columns(
         _size=pl.col("api_args").str.extract(r"sizeBytes\((\d+)\)", 1).cast(pl.Int64, strict=False),
         _kind=pl.col("api_args").str.extract(r"\bkind\((\d)\)", 1).cast(pl.Int64, strict=False),
-        **{f"_b{a}": pl.col("api_args").str.extract(BLOCKS_RE, i).cast(pl.Int64, strict=False)
-           for a, i in (("z", 1), ("y", 2), ("x", 3))},
-        **{f"_w{a}": pl.col("api_args").str.extract(DIMS_RE, i).cast(pl.Int64, strict=False)
-           for a, i in (("z", 1), ("y", 2), ("x", 3))},
+        **{
+            f"_b{a}": pl.col("api_args").str.extract(BLOCKS_RE, i).cast(pl.Int64, strict=False)
+            for a, i in (("z", 1), ("y", 2), ("x", 3))
+        },
+        **{
+            f"_w{a}": pl.col("api_args").str.extract(DIMS_RE, i).cast(pl.Int64, strict=False)
+            for a, i in (("z", 1), ("y", 2), ("x", 3))
+        },
     )
     runtime = hip.select(
-        ac.runtime_kind(pl.col("name")).alias("kind"), "name", "start_ns", "dur_ns", pl.col("os_pid").alias("pid"),
-        pl.col("os_tid").alias("tid"), pl.col("corr").alias("correlation_id"), pl.col("api_args").replace("", None),
+        ac.runtime_kind(pl.col("name")).alias("kind"),
+        "name",
+        "start_ns",
+        "dur_ns",
+        pl.col("os_pid").alias("pid"),
+        pl.col("os_tid").alias("tid"),
+        pl.col("corr").alias("correlation_id"),
+        pl.col("api_args").replace("", None),
         pl.col("lane").alias("api_domain"),
     )
-    link = hip.filter(pl.col("corr").is_not_null()).select(
-        pl.col("corr"), pl.col("name").alias("launch_api"), "_size", "_kind", "_bx", "_by", "_bz", "_wx", "_wy", "_wz",
-    ).unique(subset=["corr"], keep="first")
-    gpu = rows.filter(pl.col("lane").is_in(["copy", "kernel", "barrier", "other"])).join(link, on="corr", how="left")
+    link = (
+        hip.filter(pl.col("corr").is_not_null())
+        .select(
+            pl.col("corr"),
+            pl.col("name").alias("launch_api"),
+            "_size",
+            "_kind",
+            "_bx",
+            "_by",
+            "_bz",
+            "_wx",
+            "_wy",
+            "_wz",
+        )
+        .unique(subset=["corr"], keep="first")
+    )
+    gpu = rows.filter(pl.col("lane").is_in(["copy", "kernel", "barrier", "other"])).join(
+        link, on="corr", how="left"
+    )
     fill = pl.col("name").is_in(list(ac.MEMSET_OPTYPES))
-    kind = (pl.when(pl.col("lane") == "copy").then(pl.when(fill).then(pl.lit("memset")).otherwise(pl.lit("memcpy")))
-            .when((pl.col("lane") == "barrier") | pl.col("name").str.contains("(?i)barrier")).then(pl.lit("sync"))
-            .when((pl.col("lane") == "kernel") & (pl.col("name") != ac.UNKNOWN_OP)).then(pl.lit("kernel"))
-            .otherwise(pl.lit("other")))
+    kind = (
+        pl.when(pl.col("lane") == "copy")
+        .then(pl.when(fill).then(pl.lit("memset")).otherwise(pl.lit("memcpy")))
+        .when((pl.col("lane") == "barrier") | pl.col("name").str.contains("(?i)barrier"))
+        .then(pl.lit("sync"))
+        .when((pl.col("lane") == "kernel") & (pl.col("name") != ac.UNKNOWN_OP))
+        .then(pl.lit("kernel"))
+        .otherwise(pl.lit("other"))
+    )
     hip_kind = pl.col("_kind").replace_strict(ac.HIP_MEMCPY_KIND, default=None, return_dtype=pl.String)
     gpu = gpu.with_columns(kind=kind)
     is_k = pl.col("kind") == "kernel"
     launch_blocks = is_k & pl.col("launch_api").is_in(["hipLaunchKernel", "hipModuleLaunchKernel"])
     gpu = gpu.select(
-        "kind", pl.when(is_k).then(ac.clean_kernel_name(pl.col("name"))).otherwise(pl.col("name")).alias("name"),
-        "start_ns", "dur_ns", pl.col("dev").alias("device"), pl.col("dev").alias("pid"), pl.col("queue").alias("tid"),
-        pl.coalesce("stream_id", "queue").alias("stream"), pl.col("corr").alias("correlation_id"),
-        pl.when(pl.col("kind") == "memcpy").then(pl.coalesce(
-            pl.col("name").replace_strict(ac.COPY_OPTYPES, default=None, return_dtype=pl.String), hip_kind)).alias("copy_kind"),
+        "kind",
+        pl.when(is_k).then(ac.clean_kernel_name(pl.col("name"))).otherwise(pl.col("name")).alias("name"),
+        "start_ns",
+        "dur_ns",
+        pl.col("dev").alias("device"),
+        pl.col("dev").alias("pid"),
+        pl.col("queue").alias("tid"),
+        pl.coalesce("stream_id", "queue").alias("stream"),
+        pl.col("corr").alias("correlation_id"),
+        pl.when(pl.col("kind") == "memcpy")
+        .then(
+            pl.coalesce(
+                pl.col("name").replace_strict(ac.COPY_OPTYPES, default=None, return_dtype=pl.String), hip_kind
+            )
+        )
+        .alias("copy_kind"),
         pl.when(pl.col("kind").is_in(["memcpy", "memset"])).then(ac.positive("_size")).alias("bytes"),
         *[pl.when(launch_blocks).then(ac.positive(f"_b{a}")).alias(f"grid_{a}") for a in "xyz"],
         *[pl.when(launch_blocks).then(ac.positive(f"_w{a}")).alias(f"block_{a}") for a in "xyz"],
-        "launch_api", "os_pid", "os_tid", pl.col("queue").alias("queue_id"),
+        "launch_api",
+        "os_pid",
+        "os_tid",
+        pl.col("queue").alias("queue_id"),
     )
     gpu = ac.demangle(gpu.with_columns(pl.when(is_k).then(pl.col("name")).alias("_k")), "_k")
     gpu = gpu.with_columns(name=pl.coalesce("_k", "name")).drop("_k")
     marks = rows.filter(pl.col("lane") == "marker").with_columns(
-        name=pl.col("name").str.strip_chars().str.strip_chars('"'))
-    marks = marks.select(ac.annotation_kind(pl.col("name")).alias("kind"), "name", "start_ns", "dur_ns",
-                         pl.col("os_pid").alias("pid"), pl.col("os_tid").alias("tid"))
+        name=pl.col("name").str.strip_chars().str.strip_chars('"')
+    )
+    marks = marks.select(
+        ac.annotation_kind(pl.col("name")).alias("kind"),
+        "name",
+        "start_ns",
+        "dur_ns",
+        pl.col("os_pid").alias("pid"),
+        pl.col("os_tid").alias("tid"),
+    )
     return [p for p in (runtime, gpu, marks) if p.height]
 
 
@@ -226,22 +303,47 @@ def _db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
         specs = []
         for t, cs in cols.items():
             text = tuple(c for c in ("Name", "args") if c in cs)
-            want = tuple(c for c in ("BeginNs", "EndNs", "pid", "tid", "Name", "args", "Index", "dev-id", "queue-id",
-                                     "stream-id", "proc-id") if c in cs)
+            want = tuple(
+                c
+                for c in (
+                    "BeginNs",
+                    "EndNs",
+                    "pid",
+                    "tid",
+                    "Name",
+                    "args",
+                    "Index",
+                    "dev-id",
+                    "queue-id",
+                    "stream-id",
+                    "proc-id",
+                )
+                if c in cs
+            )
             specs.append(ac.TableSpec(t, want, text))
         frames, errors = ac.read_tables(db, specs)
-        for t, ty in sorted(tables.items()):  # KERN / A: dispatch index -> kernel name, the names are on OPS rows
+        for t, ty in sorted(
+            tables.items()
+        ):  # KERN / A: dispatch index -> kernel name, the names are on OPS rows
             if ty == "table" and t not in DB_LANES and not t.startswith("sqlite_"):
                 n, err = ac.count_rows(db, t)
                 rec.add(n)
-                meta.skip(f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)", n)
+                meta.skip(
+                    f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)", n
+                )
                 if err:
                     errors[t] = err
         if db.truncated:
             meta.truncated = True
-            meta.warn(f"{path.name} is cut short (its last pages are missing); imported the rows that are present")
+            meta.warn(
+                f"{path.name} is cut short (its last pages are missing); imported the rows that are present"
+            )
     for t, err in errors.items():
-        got = f"the {frames[t].height} rows that could be read" if t in frames else "the rows that could be counted"
+        got = (
+            f"the {frames[t].height} rows that could be read"
+            if t in frames
+            else "the rows that could be counted"
+        )
         meta.warn(f"{path.name}: table {t} is damaged ({err}); imported {got}")
         meta.truncated = True
     rec.add(sum(df.height for df in frames.values()))
@@ -253,18 +355,34 @@ def _db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
     for t, df in frames.items():
         gpu = t in ("OPS", "COPY")
         os_pid = _col(df, "proc-id") if gpu and "proc-id" in df.columns else _col(df, "pid")
-        if t in ("HIP", "HSA", "rocTX") and len(proc_ids) == 1 and df.height and \
-                df.get_column("pid").drop_nulls().unique().to_list() in ([2], [3], [0]):
-            os_pid = pl.lit(next(iter(proc_ids)), dtype=pl.Int64)  # older rocprof wrote the lane number as pid
-        out.append(df.select(
-            pl.lit(DB_LANES[t]).alias("lane"), _col(df, "Name", pl.String).alias("name"), _col(df, "BeginNs").alias("begin"),
-            _col(df, "EndNs").alias("end"), _col(df, "dev-id").alias("dev"), _col(df, "queue-id").alias("queue"),
-            os_pid.alias("os_pid"), _col(df, "tid").alias("os_tid"),
-            (_col(df, "Index") if t != "rocTX" else pl.lit(None, dtype=pl.Int64)).alias("corr"),
-            _col(df, "args", pl.String).alias("api_args"), _col(df, "stream-id").alias("stream_id"),
-        ))
+        if (
+            t in ("HIP", "HSA", "rocTX")
+            and len(proc_ids) == 1
+            and df.height
+            and df.get_column("pid").drop_nulls().unique().to_list() in ([2], [3], [0])
+        ):
+            os_pid = pl.lit(
+                next(iter(proc_ids)), dtype=pl.Int64
+            )  # older rocprof wrote the lane number as pid
+        out.append(
+            df.select(
+                pl.lit(DB_LANES[t]).alias("lane"),
+                _col(df, "Name", pl.String).alias("name"),
+                _col(df, "BeginNs").alias("begin"),
+                _col(df, "EndNs").alias("end"),
+                _col(df, "dev-id").alias("dev"),
+                _col(df, "queue-id").alias("queue"),
+                os_pid.alias("os_pid"),
+                _col(df, "tid").alias("os_tid"),
+                (_col(df, "Index") if t != "rocTX" else pl.lit(None, dtype=pl.Int64)).alias("corr"),
+                _col(df, "args", pl.String).alias("api_args"),
+                _col(df, "stream-id").alias("stream_id"),
+            )
+        )
     if not out:
-        raise InputError(f"{path} has none of the rocprof tables HIP, OPS, COPY", "Is this a rocprof results.db?")
+        raise InputError(
+            f"{path} has none of the rocprof tables HIP, OPS, COPY", "Is this a rocprof results.db?"
+        )
     return pl.concat(out, how="vertical_relaxed")
 
 
@@ -315,19 +433,25 @@ def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
             meta.warn(f"{path.name}: the gzip stream ends early but the JSON in it is complete")
         return doc
     except msgspec.ValidationError as e:
-        raise InputError(f"{path} does not have the rocprof results.json layout ({e})",
-                         "Expected {\"traceEvents\": [...], \"otherData\": {...}}") from e
+        raise InputError(
+            f"{path} does not have the rocprof results.json layout ({e})",
+            'Expected {"traceEvents": [...], "otherData": {...}}',
+        ) from e
     except msgspec.DecodeError as e:
         err = e
     got = ac.recover_json(text, _DOC.decode)
     if got is None or not got[0].traceEvents:
-        raise InputError(f"{path} is not complete rocprof JSON and no event could be recovered ({err})",
-                         "The file was cut short; profile again") from err
+        raise InputError(
+            f"{path} is not complete rocprof JSON and no event could be recovered ({err})",
+            "The file was cut short; profile again",
+        ) from err
     doc, kept = got
     meta.truncated = True
-    meta.warn(f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after "
-              f"{len(text)} bytes): imported the {len(doc.traceEvents)} complete trace events before the cut "
-              f"({kept} bytes){'' if doc.otherData else '; the rocminfo copy (otherData) after them is lost'}")
+    meta.warn(
+        f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after "
+        f"{len(text)} bytes): imported the {len(doc.traceEvents)} complete trace events before the cut "
+        f"({kept} bytes){'' if doc.otherData else '; the rocminfo copy (otherData) after them is lost'}"
+    )
     return doc
 
 
@@ -356,11 +480,25 @@ def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFra
             if dev is None and pid in gpu_of_lane:
                 dev = gpu_of_lane[pid]
             gpu = lanes.get(pid) in ("kernel", "copy", "barrier")
-            xs.append((lanes.get(pid, "other") if pid is not None else "other", e.name, _int(a.get("BeginNs")),
-                       _int(a.get("EndNs")), dev, _int(a.get("queue-id")),
-                       _int(a.get("proc-id")) if gpu and a.get("proc-id") is not None else _int(a.get("pid")),
-                       _int(a.get("tid")), None, a.get("args"), _int(a.get("stream-id")),
-                       pid, _int(e.tid), _int(e.ts), _int(e.dur)))
+            xs.append(
+                (
+                    lanes.get(pid, "other") if pid is not None else "other",
+                    e.name,
+                    _int(a.get("BeginNs")),
+                    _int(a.get("EndNs")),
+                    dev,
+                    _int(a.get("queue-id")),
+                    _int(a.get("proc-id")) if gpu and a.get("proc-id") is not None else _int(a.get("pid")),
+                    _int(a.get("tid")),
+                    None,
+                    a.get("args"),
+                    _int(a.get("stream-id")),
+                    pid,
+                    _int(e.tid),
+                    _int(e.ts),
+                    _int(e.dur),
+                )
+            )
         elif e.ph in ("s", "t", "f"):
             flows.append((e.ph, _int(e.id), _int(e.pid), _int(e.tid), _int(e.ts)))
     _skip_phases(phases, meta)
@@ -369,10 +507,19 @@ def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFra
     rows = rows.with_row_index("_i").with_columns(corr=_flow_corr(rows.with_row_index("_i"), flows))
     host_pids = rows.filter(pl.col("lane") == "hip").get_column("os_pid").drop_nulls().unique().to_list()
     if host_pids == [2]:
-        procs = rows.filter(pl.col("lane").is_in(["kernel", "copy"])).get_column("os_pid").drop_nulls().unique().to_list()
+        procs = (
+            rows.filter(pl.col("lane").is_in(["kernel", "copy"]))
+            .get_column("os_pid")
+            .drop_nulls()
+            .unique()
+            .to_list()
+        )
         if len(procs) == 1 and procs[0] != 2:
-            rows = rows.with_columns(os_pid=pl.when(pl.col("lane").is_in(["hip", "hsa", "marker"]))
-                                     .then(pl.lit(procs[0])).otherwise(pl.col("os_pid")))
+            rows = rows.with_columns(
+                os_pid=pl.when(pl.col("lane").is_in(["hip", "hsa", "marker"]))
+                .then(pl.lit(procs[0]))
+                .otherwise(pl.col("os_pid"))
+            )
     agents = ac.agents_from_kv({str(k): str(v) for k, v in doc.otherData.items()}) if doc.otherData else []
     meta.extra["lanes"] = {str(k): v for k, v in sorted(lanes.items())}
     return rows.drop("_i", "_pid", "_tid", "_ts", "_dur"), agents
@@ -399,16 +546,29 @@ def _flow_corr(rows: pl.DataFrame, flows: list[tuple]) -> pl.Series:
     none = pl.Series("corr", [None] * rows.height, dtype=pl.Int64)
     if not flows or rows.height == 0:
         return none
-    f = pl.DataFrame(flows, schema={"ph": pl.String, "id": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64},
-                     orient="row").drop_nulls(["id", "ts"])
+    f = pl.DataFrame(
+        flows,
+        schema={"ph": pl.String, "id": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64},
+        orient="row",
+    ).drop_nulls(["id", "ts"])
     starts = f.filter(pl.col("ph") == "s").sort("ts")
     ends = f.filter(pl.col("ph").is_in(["t", "f"]))
-    hip = rows.filter(pl.col("lane").is_in(["hip", "hsa"]) & pl.col("_ts").is_not_null()).select(
-        "_i", pl.col("_tid").alias("tid"), pl.col("_ts").alias("ts"), (pl.col("_ts") + pl.col("_dur").fill_null(0) + 1)
-        .alias("_until")).sort("ts")
-    src = starts.join_asof(hip, on="ts", by="tid", strategy="backward", check_sortedness=False).filter(pl.col("ts") <= pl.col("_until"))
+    hip = (
+        rows.filter(pl.col("lane").is_in(["hip", "hsa"]) & pl.col("_ts").is_not_null())
+        .select(
+            "_i",
+            pl.col("_tid").alias("tid"),
+            pl.col("_ts").alias("ts"),
+            (pl.col("_ts") + pl.col("_dur").fill_null(0) + 1).alias("_until"),
+        )
+        .sort("ts")
+    )
+    src = starts.join_asof(hip, on="ts", by="tid", strategy="backward", check_sortedness=False).filter(
+        pl.col("ts") <= pl.col("_until")
+    )
     ops = rows.filter(~pl.col("lane").is_in(["hip", "hsa", "marker"])).select(
-        "_i", pl.col("_pid").alias("pid"), pl.col("_tid").alias("tid"), pl.col("_ts").alias("ts"))
+        "_i", pl.col("_pid").alias("pid"), pl.col("_tid").alias("tid"), pl.col("_ts").alias("ts")
+    )
     dst = ends.join(ops, on=["pid", "tid", "ts"], how="inner").unique(subset=["_i"], keep="first")
     link = pl.concat([src.select("_i", "id"), dst.select("_i", "id")]).unique(subset=["_i"], keep="first")
     ids = rows.select("_i").join(link, on="_i", how="left", maintain_order="left").get_column("id")
@@ -418,9 +578,32 @@ def _flow_corr(rows: pl.DataFrame, flows: list[tuple]) -> pl.Series:
 # ---------------------------------------------------------------------------------------------------------------
 # results.csv (one row per kernel dispatch)
 
-KCSV_KNOWN = {"Index", "KernelName", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd", "wgr", "lds", "scr",
-              "arch_vgpr", "accum_vgpr", "vgpr", "sgpr", "wave_size", "sig", "obj", "DispatchNs", "BeginNs", "EndNs",
-              "CompleteNs", "DurationNs", "source_file"}
+KCSV_KNOWN = {
+    "Index",
+    "KernelName",
+    "gpu-id",
+    "queue-id",
+    "queue-index",
+    "pid",
+    "tid",
+    "grd",
+    "wgr",
+    "lds",
+    "scr",
+    "arch_vgpr",
+    "accum_vgpr",
+    "vgpr",
+    "sgpr",
+    "wave_size",
+    "sig",
+    "obj",
+    "DispatchNs",
+    "BeginNs",
+    "EndNs",
+    "CompleteNs",
+    "DurationNs",
+    "source_file",
+}
 
 
 def _kernel_csv(df: pl.DataFrame) -> pl.DataFrame:
@@ -428,25 +611,51 @@ def _kernel_csv(df: pl.DataFrame) -> pl.DataFrame:
     counters = [c for c in df.columns if c not in KCSV_KNOWN]
     extra = []
     if counters:
-        kv = [pl.concat_str([pl.lit(f'"{c}":'), pl.coalesce(ac.float_col(c).cast(pl.String), pl.lit("null"))])
-              for c in counters]
-        extra.append(pl.concat_str([pl.lit("{"), pl.concat_str(kv, separator=","), pl.lit("}")]).alias("counters"))
+        kv = [
+            pl.concat_str([pl.lit(f'"{c}":'), pl.coalesce(ac.float_col(c).cast(pl.String), pl.lit("null"))])
+            for c in counters
+        ]
+        extra.append(
+            pl.concat_str([pl.lit("{"), pl.concat_str(kv, separator=","), pl.lit("}")]).alias("counters")
+        )
     out = df.select(
-        pl.lit("kernel").alias("kind"), ac.clean_kernel_name(pl.col("KernelName")).alias("name"),
-        i("BeginNs").alias("start_ns"), i("EndNs").alias("_end"), i("gpu-id").alias("device"),
-        i("queue-id").alias("tid"), i("queue-id").alias("stream"), i("grd").alias("_grd"), i("wgr").alias("_wgr"),
-        i("lds").alias("shared_mem_bytes"), pl.coalesce(i("arch_vgpr"), i("vgpr")).alias("registers"),
-        i("scr").alias("scratch_bytes_per_item"), i("accum_vgpr").alias("accum_vgpr_count"), i("sgpr").alias("sgpr_count"),
-        i("wave_size").alias("wave_size"), i("Index").alias("dispatch_index"), i("queue-index").alias("queue_index"),
-        i("pid").alias("os_pid"), i("tid").alias("os_tid"), i("DispatchNs").alias("dispatch_ns"),
-        i("CompleteNs").alias("complete_ns"), pl.col("source_file"), *extra,
+        pl.lit("kernel").alias("kind"),
+        ac.clean_kernel_name(pl.col("KernelName")).alias("name"),
+        i("BeginNs").alias("start_ns"),
+        i("EndNs").alias("_end"),
+        i("gpu-id").alias("device"),
+        i("queue-id").alias("tid"),
+        i("queue-id").alias("stream"),
+        i("grd").alias("_grd"),
+        i("wgr").alias("_wgr"),
+        i("lds").alias("shared_mem_bytes"),
+        pl.coalesce(i("arch_vgpr"), i("vgpr")).alias("registers"),
+        i("scr").alias("scratch_bytes_per_item"),
+        i("accum_vgpr").alias("accum_vgpr_count"),
+        i("sgpr").alias("sgpr_count"),
+        i("wave_size").alias("wave_size"),
+        i("Index").alias("dispatch_index"),
+        i("queue-index").alias("queue_index"),
+        i("pid").alias("os_pid"),
+        i("tid").alias("os_tid"),
+        i("DispatchNs").alias("dispatch_ns"),
+        i("CompleteNs").alias("complete_ns"),
+        pl.col("source_file"),
+        *extra,
     )
     out = out.with_columns(
-        dur_ns=ac.duration("start_ns", "_end"), pid=pl.col("device"), grid_x=ac.blocks("_grd", "_wgr"),
-        grid_y=pl.when(pl.col("_grd") > 0).then(pl.lit(1)), grid_z=pl.when(pl.col("_grd") > 0).then(pl.lit(1)),
-        block_x=ac.positive("_wgr"), block_y=pl.when(pl.col("_wgr") > 0).then(pl.lit(1)),
-        block_z=pl.when(pl.col("_wgr") > 0).then(pl.lit(1)), grid_work_items=pl.col("_grd"),
-        grid_rule=pl.when(pl.col("_grd") > 0).then(pl.lit("grd/wgr are totals; grid_x holds the total blocks")),
+        dur_ns=ac.duration("start_ns", "_end"),
+        pid=pl.col("device"),
+        grid_x=ac.blocks("_grd", "_wgr"),
+        grid_y=pl.when(pl.col("_grd") > 0).then(pl.lit(1)),
+        grid_z=pl.when(pl.col("_grd") > 0).then(pl.lit(1)),
+        block_x=ac.positive("_wgr"),
+        block_y=pl.when(pl.col("_wgr") > 0).then(pl.lit(1)),
+        block_z=pl.when(pl.col("_wgr") > 0).then(pl.lit(1)),
+        grid_work_items=pl.col("_grd"),
+        grid_rule=pl.when(pl.col("_grd") > 0).then(
+            pl.lit("grd/wgr are totals; grid_x holds the total blocks")
+        ),
     ).drop("_end", "_grd", "_wgr")
     return ac.demangle(out, "name")
 
@@ -466,8 +675,15 @@ def _enrich(parts: list[pl.DataFrame], kframe: pl.DataFrame, meta: TraceMeta) ->
             starts.append(p.filter(pl.col("kind") == "kernel").select("start_ns"))
             p = p.join(detail, on="start_ns", how="left")
             is_k = pl.col("kind") == "kernel"
-            p = p.with_columns([pl.when(is_k).then(pl.coalesce(c, f"_{c}") if c in p.columns else pl.col(f"_{c}"))
-                                .otherwise(pl.col(c) if c in p.columns else None).alias(c) for c in cols])
+            p = p.with_columns(
+                [
+                    pl.when(is_k)
+                    .then(pl.coalesce(c, f"_{c}") if c in p.columns else pl.col(f"_{c}"))
+                    .otherwise(pl.col(c) if c in p.columns else None)
+                    .alias(c)
+                    for c in cols
+                ]
+            )
             p = p.drop([c for c in p.columns if c.startswith("_")])
         out.append(p)
     merged = 0

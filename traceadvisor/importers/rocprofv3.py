@@ -40,10 +40,18 @@ from traceadvisor.progress import Progress
 from traceadvisor.trace import Device, Trace, TraceMeta
 
 NAME = "rocprofv3"
-DESCRIPTION = "rocprofv3 CSV sets (kernel_trace, memory_copy_trace, hip_api_trace, agent_info, *_stats) and JSON"
+DESCRIPTION = (
+    "rocprofv3 CSV sets (kernel_trace, memory_copy_trace, hip_api_trace, agent_info, *_stats) and JSON"
+)
 
-TIMELINE_TYPES = ("v3_kernel_trace", "v3_memory_copy", "v3_api", "v3_counter_collection", "v3_memory_allocation",
-                  "v3_scratch_memory")
+TIMELINE_TYPES = (
+    "v3_kernel_trace",
+    "v3_memory_copy",
+    "v3_api",
+    "v3_counter_collection",
+    "v3_memory_allocation",
+    "v3_scratch_memory",
+)
 
 
 def sniff(probe: Probe) -> bool:
@@ -80,8 +88,10 @@ def _read_folder(path: Path) -> Trace:
         tr = ac.merge_traces(traces, path, NAME if not dbs else rocpd.NAME)
         others = sorted({p.name for p, t in members if p not in dbs and p not in jsons})
         if others:
-            tr.meta.warn(f"used the {'rocpd database' if dbs else 'JSON'} output; the other files hold the same run "
-                         f"in other formats and were not read: {', '.join(others[:6])}{'...' if len(others) > 6 else ''}")
+            tr.meta.warn(
+                f"used the {'rocpd database' if dbs else 'JSON'} output; the other files hold the same run "
+                f"in other formats and were not read: {', '.join(others[:6])}{'...' if len(others) > 6 else ''}"
+            )
         return tr
     return read_csv_set(path, members)
 
@@ -109,15 +119,32 @@ def _opt_str(df: pl.DataFrame, name: str) -> pl.Expr:
 def _agents_csv(df: pl.DataFrame) -> tuple[list[ac.Agent], dict[int, int]]:
     """GPU agents of agent_info.csv and agent number (node id, logical node id) -> GPU ordinal."""
     gpus = df.filter(pl.col("Agent_Type").str.to_uppercase().str.contains("GPU"))
-    gpus = gpus.with_columns(_node=_opt_int(gpus, "Node_Id"), _lnode=_opt_int(gpus, "Logical_Node_Id")).sort("_node")
+    gpus = gpus.with_columns(_node=_opt_int(gpus, "Node_Id"), _lnode=_opt_int(gpus, "Logical_Node_Id")).sort(
+        "_node"
+    )
     agents, mapping = [], {}
     for i, r in enumerate(gpus.iter_rows(named=True)):
-        agents.append(ac.Agent(
-            name=(r.get("Product_Name") or r.get("Model_Name") or None), arch=r.get("Name") or None,
-            compute_units=ac._int_prefix(r.get("Cu_Count")), pci_id=ac._int_prefix(r.get("Device_Id")),
-            node=r["_node"], ordinal=i,
-            properties={k: r[k] for k in ("Gfx_Target_Version", "Max_Engine_Clk_Fcompute", "Num_Xcc", "Simd_Per_Cu",
-                                          "Wave_Front_Size") if r.get(k)}))
+        agents.append(
+            ac.Agent(
+                name=(r.get("Product_Name") or r.get("Model_Name") or None),
+                arch=r.get("Name") or None,
+                compute_units=ac._int_prefix(r.get("Cu_Count")),
+                pci_id=ac._int_prefix(r.get("Device_Id")),
+                node=r["_node"],
+                ordinal=i,
+                properties={
+                    k: r[k]
+                    for k in (
+                        "Gfx_Target_Version",
+                        "Max_Engine_Clk_Fcompute",
+                        "Num_Xcc",
+                        "Simd_Per_Cu",
+                        "Wave_Front_Size",
+                    )
+                    if r.get(k)
+                },
+            )
+        )
         for key in ("_lnode", "_node"):
             if r[key] is not None:
                 mapping[int(r[key])] = i
@@ -132,117 +159,205 @@ def _device_expr(col: str, mapping: dict[int, int] | None) -> pl.Expr:
 
 
 def _kernel_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
-    ac.require_columns(df, path, ("Kernel_Name", "Start_Timestamp", "End_Timestamp"), "rocprofv3 kernel trace")
+    ac.require_columns(
+        df, path, ("Kernel_Name", "Start_Timestamp", "End_Timestamp"), "rocprofv3 kernel trace"
+    )
     wg = [_opt_int(df, f"Workgroup_Size_{a}") for a in "XYZ"]
     grid = [_opt_int(df, f"Grid_Size_{a}") for a in "XYZ"]
     stream = _opt_int(df, "Stream_Id")
     queue = _opt_int(df, "Queue_Id")
     out = df.select(
-        pl.lit("kernel").alias("kind"), ac.clean_kernel_name(pl.col("Kernel_Name")).alias("name"),
-        ac.int_col("Start_Timestamp").alias("start_ns"), ac.int_col("End_Timestamp").alias("_end"),
-        _device_expr("Agent_Id", mapping).alias("device") if "Agent_Id" in df.columns else pl.lit(None, pl.Int64).alias("device"),
-        queue.alias("tid"), pl.coalesce(stream, queue).alias("stream"), queue.alias("queue_id"),
+        pl.lit("kernel").alias("kind"),
+        ac.clean_kernel_name(pl.col("Kernel_Name")).alias("name"),
+        ac.int_col("Start_Timestamp").alias("start_ns"),
+        ac.int_col("End_Timestamp").alias("_end"),
+        _device_expr("Agent_Id", mapping).alias("device")
+        if "Agent_Id" in df.columns
+        else pl.lit(None, pl.Int64).alias("device"),
+        queue.alias("tid"),
+        pl.coalesce(stream, queue).alias("stream"),
+        queue.alias("queue_id"),
         ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
         _opt_int(df, "LDS_Block_Size", "Group_Segment_Size").alias("shared_mem_bytes"),
         _opt_int(df, "VGPR_Count").alias("registers"),
         _opt_int(df, "Scratch_Size", "Private_Segment_Size").alias("scratch_bytes_per_item"),
-        _opt_int(df, "Accum_VGPR_Count").alias("accum_vgpr_count"), _opt_int(df, "SGPR_Count").alias("sgpr_count"),
-        _opt_int(df, "Dispatch_Id").alias("dispatch_id"), _opt_int(df, "Kernel_Id").alias("kernel_id"),
-        _opt_int(df, "Thread_Id").alias("os_tid"), _opt_str(df, "Agent_Id").alias("agent"),
+        _opt_int(df, "Accum_VGPR_Count").alias("accum_vgpr_count"),
+        _opt_int(df, "SGPR_Count").alias("sgpr_count"),
+        _opt_int(df, "Dispatch_Id").alias("dispatch_id"),
+        _opt_int(df, "Kernel_Id").alias("kernel_id"),
+        _opt_int(df, "Thread_Id").alias("os_tid"),
+        _opt_str(df, "Agent_Id").alias("agent"),
         *[g.alias(f"_g{a}") for g, a in zip(grid, "xyz", strict=True)],
         *[w.alias(f"_w{a}") for w, a in zip(wg, "xyz", strict=True)],
     )
     return out.with_columns(
-        dur_ns=ac.duration("start_ns", "_end"), pid=pl.col("device"),
+        dur_ns=ac.duration("start_ns", "_end"),
+        pid=pl.col("device"),
         **{f"grid_{a}": ac.blocks(f"_g{a}", f"_w{a}") for a in "xyz"},
         **{f"block_{a}": ac.positive(f"_w{a}") for a in "xyz"},
-        grid_work_items=pl.concat_list("_gx", "_gy", "_gz"), grid_rule=pl.lit("work-items / workgroup"),
+        grid_work_items=pl.concat_list("_gx", "_gy", "_gz"),
+        grid_rule=pl.lit("work-items / workgroup"),
     ).drop("_end", "_gx", "_gy", "_gz", "_wx", "_wy", "_wz")
 
 
 def _copy_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
-    ac.require_columns(df, path, ("Direction", "Start_Timestamp", "End_Timestamp"), "rocprofv3 memory copy trace")
+    ac.require_columns(
+        df, path, ("Direction", "Start_Timestamp", "End_Timestamp"), "rocprofv3 memory copy trace"
+    )
     ck = pl.col("Direction").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
-    src = _device_expr("Source_Agent_Id", mapping) if "Source_Agent_Id" in df.columns else pl.lit(None, pl.Int64)
-    dst = _device_expr("Destination_Agent_Id", mapping) if "Destination_Agent_Id" in df.columns else pl.lit(None, pl.Int64)
+    src = (
+        _device_expr("Source_Agent_Id", mapping)
+        if "Source_Agent_Id" in df.columns
+        else pl.lit(None, pl.Int64)
+    )
+    dst = (
+        _device_expr("Destination_Agent_Id", mapping)
+        if "Destination_Agent_Id" in df.columns
+        else pl.lit(None, pl.Int64)
+    )
     out = df.select(
-        pl.lit("memcpy").alias("kind"), pl.col("Direction").alias("name"), ck.alias("copy_kind"),
-        ac.int_col("Start_Timestamp").alias("start_ns"), ac.int_col("End_Timestamp").alias("_end"),
-        src.alias("_src"), dst.alias("_dst"), _opt_int(df, "Queue_Id").alias("tid"),
+        pl.lit("memcpy").alias("kind"),
+        pl.col("Direction").alias("name"),
+        ck.alias("copy_kind"),
+        ac.int_col("Start_Timestamp").alias("start_ns"),
+        ac.int_col("End_Timestamp").alias("_end"),
+        src.alias("_src"),
+        dst.alias("_dst"),
+        _opt_int(df, "Queue_Id").alias("tid"),
         pl.coalesce(_opt_int(df, "Stream_Id"), _opt_int(df, "Queue_Id")).alias("stream"),
         ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
-        _opt_str(df, "Source_Agent_Id").alias("src_agent"), _opt_str(df, "Destination_Agent_Id").alias("dst_agent"),
+        _opt_str(df, "Source_Agent_Id").alias("src_agent"),
+        _opt_str(df, "Destination_Agent_Id").alias("dst_agent"),
     )
-    return out.with_columns(
-        dur_ns=ac.duration("start_ns", "_end"),
-        device=pl.when(pl.col("copy_kind") == "h2d").then(pl.col("_dst")).otherwise(pl.col("_src")),
-    ).with_columns(pid=pl.col("device")).drop("_end", "_src", "_dst")
+    return (
+        out.with_columns(
+            dur_ns=ac.duration("start_ns", "_end"),
+            device=pl.when(pl.col("copy_kind") == "h2d").then(pl.col("_dst")).otherwise(pl.col("_src")),
+        )
+        .with_columns(pid=pl.col("device"))
+        .drop("_end", "_src", "_dst")
+    )
 
 
 def _api_csv(df: pl.DataFrame, path: Path) -> pl.DataFrame:
     ac.require_columns(df, path, ("Function", "Start_Timestamp", "End_Timestamp"), "rocprofv3 API trace")
     dom = _opt_str(df, "Domain")
     name = pl.col("Function")
-    kind = pl.when(dom.str.starts_with("MARKER")).then(ac.annotation_kind(name)).otherwise(ac.runtime_kind(name))
-    return df.select(
-        kind.alias("kind"), name.alias("name"), dom.alias("api_category"),
-        ac.int_col("Start_Timestamp").alias("start_ns"), ac.int_col("End_Timestamp").alias("_end"),
-        _opt_int(df, "Process_Id").alias("pid"), _opt_int(df, "Thread_Id").alias("tid"),
-        ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
-    ).with_columns(dur_ns=ac.duration("start_ns", "_end")).drop("_end")
+    kind = (
+        pl.when(dom.str.starts_with("MARKER")).then(ac.annotation_kind(name)).otherwise(ac.runtime_kind(name))
+    )
+    return (
+        df.select(
+            kind.alias("kind"),
+            name.alias("name"),
+            dom.alias("api_category"),
+            ac.int_col("Start_Timestamp").alias("start_ns"),
+            ac.int_col("End_Timestamp").alias("_end"),
+            _opt_int(df, "Process_Id").alias("pid"),
+            _opt_int(df, "Thread_Id").alias("tid"),
+            ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
+        )
+        .with_columns(dur_ns=ac.duration("start_ns", "_end"))
+        .drop("_end")
+    )
 
 
 def _counters_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
     """One row per dispatch with ``counters`` (name -> value) as JSON text, from the per-counter rows."""
-    ac.require_columns(df, path, ("Dispatch_Id", "Counter_Name", "Counter_Value"), "rocprofv3 counter collection")
-    kv = pl.concat_str([ac.json_str_expr("Counter_Name"), pl.lit(":"),
-                        pl.coalesce(pl.col("Counter_Value").str.strip_chars().cast(pl.Float64, strict=False)
-                                    .cast(pl.String), pl.lit("null"))])
+    ac.require_columns(
+        df, path, ("Dispatch_Id", "Counter_Name", "Counter_Value"), "rocprofv3 counter collection"
+    )
+    kv = pl.concat_str(
+        [
+            ac.json_str_expr("Counter_Name"),
+            pl.lit(":"),
+            pl.coalesce(
+                pl.col("Counter_Value").str.strip_chars().cast(pl.Float64, strict=False).cast(pl.String),
+                pl.lit("null"),
+            ),
+        ]
+    )
     df = df.with_columns(_kv=kv, _disp=ac.int_col("Dispatch_Id"), _pid=_opt_int(df, "Process_Id"))
-    first = {c: pl.col(c).first() for c in df.columns if c not in ("_kv", "_disp", "_pid", "Counter_Name", "Counter_Value")}
+    first = {
+        c: pl.col(c).first()
+        for c in df.columns
+        if c not in ("_kv", "_disp", "_pid", "Counter_Name", "Counter_Value")
+    }
     g = df.group_by("_pid", "_disp", maintain_order=True).agg(
-        pl.concat_str([pl.lit("{"), pl.col("_kv").str.join(","), pl.lit("}")]).alias("counters"), **first)
-    name = ac.clean_kernel_name(pl.col("Kernel_Name")) if "Kernel_Name" in g.columns else pl.lit("<unknown kernel>")
+        pl.concat_str([pl.lit("{"), pl.col("_kv").str.join(","), pl.lit("}")]).alias("counters"), **first
+    )
+    name = (
+        ac.clean_kernel_name(pl.col("Kernel_Name"))
+        if "Kernel_Name" in g.columns
+        else pl.lit("<unknown kernel>")
+    )
     grid, wg = _opt_int(g, "Grid_Size"), _opt_int(g, "Workgroup_Size")
     out = g.select(
-        pl.lit("kernel").alias("kind"), name.alias("name"), _opt_int(g, "Start_Timestamp").alias("start_ns"),
+        pl.lit("kernel").alias("kind"),
+        name.alias("name"),
+        _opt_int(g, "Start_Timestamp").alias("start_ns"),
         _opt_int(g, "End_Timestamp").alias("_end"),
-        (_device_expr("Agent_Id", mapping) if "Agent_Id" in g.columns else pl.lit(None, pl.Int64)).alias("device"),
-        _opt_int(g, "Queue_Id").alias("tid"), _opt_int(g, "Queue_Id").alias("stream"),
+        (_device_expr("Agent_Id", mapping) if "Agent_Id" in g.columns else pl.lit(None, pl.Int64)).alias(
+            "device"
+        ),
+        _opt_int(g, "Queue_Id").alias("tid"),
+        _opt_int(g, "Queue_Id").alias("stream"),
         ac.positive_expr(_opt_int(g, "Correlation_Id")).alias("correlation_id"),
-        pl.col("_disp").alias("dispatch_id"), pl.col("_pid").alias("os_pid"), _opt_int(g, "Thread_Id").alias("os_tid"),
-        _opt_int(g, "LDS_Block_Size").alias("shared_mem_bytes"), _opt_int(g, "VGPR_Count").alias("registers"),
-        _opt_int(g, "SGPR_Count").alias("sgpr_count"), grid.alias("_g"), wg.alias("_w"), "counters",
+        pl.col("_disp").alias("dispatch_id"),
+        pl.col("_pid").alias("os_pid"),
+        _opt_int(g, "Thread_Id").alias("os_tid"),
+        _opt_int(g, "LDS_Block_Size").alias("shared_mem_bytes"),
+        _opt_int(g, "VGPR_Count").alias("registers"),
+        _opt_int(g, "SGPR_Count").alias("sgpr_count"),
+        grid.alias("_g"),
+        wg.alias("_w"),
+        "counters",
     )
     return out.with_columns(
-        dur_ns=ac.duration("start_ns", "_end"), pid=pl.col("device"), grid_x=ac.blocks("_g", "_w"),
-        grid_y=pl.when(pl.col("_g") > 0).then(pl.lit(1)), grid_z=pl.when(pl.col("_g") > 0).then(pl.lit(1)),
-        block_x=ac.positive("_w"), block_y=pl.when(pl.col("_w") > 0).then(pl.lit(1)),
+        dur_ns=ac.duration("start_ns", "_end"),
+        pid=pl.col("device"),
+        grid_x=ac.blocks("_g", "_w"),
+        grid_y=pl.when(pl.col("_g") > 0).then(pl.lit(1)),
+        grid_z=pl.when(pl.col("_g") > 0).then(pl.lit(1)),
+        block_x=ac.positive("_w"),
+        block_y=pl.when(pl.col("_w") > 0).then(pl.lit(1)),
         block_z=pl.when(pl.col("_w") > 0).then(pl.lit(1)),
-        grid_rule=pl.lit("counter collection Grid_Size/Workgroup_Size are totals; grid_x holds the total blocks"),
+        grid_rule=pl.lit(
+            "counter collection Grid_Size/Workgroup_Size are totals; grid_x holds the total blocks"
+        ),
     ).drop("_end", "_g", "_w")
 
 
 def _alloc_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None, kind: str) -> pl.DataFrame:
     ac.require_columns(df, path, ("Operation", "Start_Timestamp"), f"rocprofv3 {kind} trace")
     end = ac.int_col("End_Timestamp") if "End_Timestamp" in df.columns else ac.int_col("Start_Timestamp")
-    return df.select(
-        pl.lit("memory" if kind == "memory allocation" else "other").alias("kind"), pl.col("Operation").alias("name"),
-        ac.int_col("Start_Timestamp").alias("start_ns"), end.alias("_end"),
-        ac.positive_expr(_opt_int(df, "Allocation_Size")).alias("bytes"),
-        (_device_expr("Agent_Id", mapping) if "Agent_Id" in df.columns else pl.lit(None, pl.Int64)).alias("_agent"),
-        _opt_str(df, "Address").alias("address"), _opt_int(df, "Thread_Id").alias("tid"),
-        ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
-        _opt_str(df, "Agent_Id").alias("agent"),
-    ).with_columns(dur_ns=ac.duration("start_ns", "_end")).drop("_end", "_agent")
+    return (
+        df.select(
+            pl.lit("memory" if kind == "memory allocation" else "other").alias("kind"),
+            pl.col("Operation").alias("name"),
+            ac.int_col("Start_Timestamp").alias("start_ns"),
+            end.alias("_end"),
+            ac.positive_expr(_opt_int(df, "Allocation_Size")).alias("bytes"),
+            (_device_expr("Agent_Id", mapping) if "Agent_Id" in df.columns else pl.lit(None, pl.Int64)).alias(
+                "_agent"
+            ),
+            _opt_str(df, "Address").alias("address"),
+            _opt_int(df, "Thread_Id").alias("tid"),
+            ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
+            _opt_str(df, "Agent_Id").alias("agent"),
+        )
+        .with_columns(dur_ns=ac.duration("start_ns", "_end"))
+        .drop("_end", "_agent")
+    )
 
 
 def _load(path: Path, meta: TraceMeta | None = None, rec: ac.Records | None = None) -> pl.DataFrame:
     return ac.read_csv_strings(path, meta, rec)
 
 
-def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta,
-                 rec: ac.Records) -> pl.DataFrame | None:
+def _read_member(
+    p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta, rec: ac.Records
+) -> pl.DataFrame | None:
     df = _load(p, meta, rec)
     try:
         return _convert(df, p, t, mapping, meta)
@@ -251,7 +366,9 @@ def _read_member(p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMet
         raise
 
 
-def _convert(df: pl.DataFrame, p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta) -> pl.DataFrame | None:
+def _convert(
+    df: pl.DataFrame, p: Path, t: str, mapping: dict[int, int] | None, meta: TraceMeta
+) -> pl.DataFrame | None:
     if t == "v3_kernel_trace":
         return _kernel_csv(df, p, mapping)
     if t == "v3_memory_copy":
@@ -260,8 +377,10 @@ def _convert(df: pl.DataFrame, p: Path, t: str, mapping: dict[int, int] | None, 
         return _api_csv(df, p)
     if t == "v3_counter_collection":
         out = _counters_csv(df, p, mapping)
-        meta.skip("counter-collection rows folded into one event per dispatch (values in args.counters)",
-                  df.height - out.height)
+        meta.skip(
+            "counter-collection rows folded into one event per dispatch (values in args.counters)",
+            df.height - out.height,
+        )
         return out
     if t == "v3_memory_allocation":
         return _alloc_csv(df, p, mapping, "memory allocation")
@@ -287,18 +406,25 @@ def _merge_counters(parts: dict[str, list[pl.DataFrame]], meta: TraceMeta) -> No
     if hit.height:
         k = k.join(hit.unique(subset=key, keep="first"), on=key, how="left")
     missed = cc.height - hit.height
-    meta.skip("counter-collection dispatches merged into the kernel trace's kernels (args.counters)", hit.height)
+    meta.skip(
+        "counter-collection dispatches merged into the kernel trace's kernels (args.counters)", hit.height
+    )
     meta.skip("counter-collection dispatches from a separate run (not matched to the kernel trace)", missed)
     parts["v3_kernel_trace"] = [k]
 
 
 def _disjoint_warning(parts: list[pl.DataFrame], meta: TraceMeta) -> None:
-    spans = sorted((p.get_column("start_ns").min(), p.get_column("start_ns").max()) for p in parts
-                   if p.height and p.get_column("start_ns").drop_nulls().len())
+    spans = sorted(
+        (p.get_column("start_ns").min(), p.get_column("start_ns").max())
+        for p in parts
+        if p.height and p.get_column("start_ns").drop_nulls().len()
+    )
     for (_a0, a1), (b0, _b1) in zip(spans, spans[1:], strict=False):
         if b0 is not None and a1 is not None and b0 > a1 + 3600 * 10**9:
-            meta.warn("the files cover time ranges hours apart: they come from separate runs, so their timelines "
-                      "do not line up (each file is on its own boot clock)")
+            meta.warn(
+                "the files cover time ranges hours apart: they come from separate runs, so their timelines "
+                "do not line up (each file is on its own boot clock)"
+            )
             return
 
 
@@ -330,13 +456,18 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
     frames = [pl.concat(v, how="diagonal_relaxed") for v in parts.values() if v]
     if frames:
         for p, _ in stats:
-            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", ac.stats_table(p, meta, rec).height)
+            meta.skip(
+                f"aggregate statistics rows of {p.name} (a timeline is present)",
+                ac.stats_table(p, meta, rec).height,
+            )
         _disjoint_warning(frames, meta)
     elif stats:
         frames = [ac.read_stats(p, meta=meta, records=rec) for p, _ in stats]
         ac.aggregates_meta(meta)
     elif not agents:
-        raise InputError(f"{path} holds no readable rocprofv3 events", "Pass the kernel/API trace CSVs or the folder")
+        raise InputError(
+            f"{path} holds no readable rocprofv3 events", "Pass the kernel/API trace CSVs or the folder"
+        )
     if "aggregates_only" not in meta.capabilities:
         bad = sum(f.filter(pl.col("start_ns").is_null()).height for f in frames)
         if bad:
@@ -346,13 +477,27 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
     for f in frames:
         if "device" in f.columns:
             gpu_ids |= set(f.get_column("device").drop_nulls().to_list())
-    meta.devices = ac.devices_for(gpu_ids, agents, "agent_info.csv") if agents else [
-        Device(index=int(i), vendor="amd") for i in sorted(gpu_ids)]
+    meta.devices = (
+        ac.devices_for(gpu_ids, agents, "agent_info.csv")
+        if agents
+        else [Device(index=int(i), vendor="amd") for i in sorted(gpu_ids)]
+    )
     if not agents and gpu_ids:
-        meta.warn("no agent_info.csv: the device model is unknown and device numbers are rocprofv3 agent ids "
-                  "(CPU agents count first)")
-        ac.apply_arch_hint(meta, pl.concat([f.filter(pl.col("kind") == "kernel").get_column("name") for f in frames
-                                            if "name" in f.columns] or [pl.Series([], dtype=pl.String)]))
+        meta.warn(
+            "no agent_info.csv: the device model is unknown and device numbers are rocprofv3 agent ids "
+            "(CPU agents count first)"
+        )
+        ac.apply_arch_hint(
+            meta,
+            pl.concat(
+                [
+                    f.filter(pl.col("kind") == "kernel").get_column("name")
+                    for f in frames
+                    if "name" in f.columns
+                ]
+                or [pl.Series([], dtype=pl.String)]
+            ),
+        )
     trace = ac.finish(frames, meta, read=rec.n, raw=("counters",))
     if "aggregates_only" in meta.capabilities:
         if any(d.model for d in meta.devices):
@@ -360,8 +505,13 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         return trace
     ev = trace.events
     kinds = set(trace.counts_by_kind())
-    linked = ev.filter(pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()) \
-        .join(ev.filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi").height
+    linked = (
+        ev.filter(pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null())
+        .join(
+            ev.filter(pl.col("kind") == "runtime").select("correlation_id"), on="correlation_id", how="semi"
+        )
+        .height
+    )
     ac.timeline_caps(meta, kinds, copy_bytes=False, correlation=linked > 0)
     return ac.with_memory_inference(trace)
 
@@ -435,8 +585,18 @@ class Strings(msgspec.Struct):
     marker_api: list[dict] = msgspec.field(default_factory=list)
 
 
-RECORD_LISTS = ("kernel_dispatch", "memory_copy", "hip_api", "hsa_api", "marker_api", "rccl_api", "rocdecode_api",
-                "rocjpeg_api", "memory_allocation", "scratch_memory")
+RECORD_LISTS = (
+    "kernel_dispatch",
+    "memory_copy",
+    "hip_api",
+    "hsa_api",
+    "marker_api",
+    "rccl_api",
+    "rocdecode_api",
+    "rocjpeg_api",
+    "memory_allocation",
+    "scratch_memory",
+)
 PC_SAMPLE_LISTS = ("pc_sample_host_trap", "pc_sample_stochastic")
 
 
@@ -445,7 +605,9 @@ class Process(msgspec.Struct):
     agents: list[dict] = msgspec.field(default_factory=list)
     strings: Strings = msgspec.field(default_factory=Strings)
     kernel_symbols: list[KernelSymbol] | dict[str, KernelSymbol] = msgspec.field(default_factory=list)
-    buffer_records: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)  # decoded per list (_records)
+    buffer_records: dict[str, msgspec.Raw] = msgspec.field(
+        default_factory=dict
+    )  # decoded per list (_records)
     callback_records: dict[str, msgspec.Raw] = msgspec.field(default_factory=dict)
 
 
@@ -467,17 +629,23 @@ def _load_json(path: Path, meta: TraceMeta) -> Root:
             meta.warn(f"{path.name}: the gzip stream ends early but the JSON in it is complete")
         return root
     except msgspec.ValidationError as e:
-        raise InputError(f"{path} does not have the rocprofv3 JSON layout ({e})", "Is this rocprofv3 --output-format json?") from e
+        raise InputError(
+            f"{path} does not have the rocprofv3 JSON layout ({e})", "Is this rocprofv3 --output-format json?"
+        ) from e
     except msgspec.DecodeError as e:
         err = e
     got = ac.recover_json(text, _ROOT.decode)
     if got is None:
-        raise InputError(f"{path} is not complete JSON and no record could be recovered ({err})",
-                         "The file was cut short; record the profile again") from err
+        raise InputError(
+            f"{path} is not complete JSON and no record could be recovered ({err})",
+            "The file was cut short; record the profile again",
+        ) from err
     root, kept = got
     meta.truncated = True
-    meta.warn(f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after {len(text)} "
-              f"bytes): imported the complete records before the cut ({kept} bytes)")
+    meta.warn(
+        f"{path.name} is cut short ({'gzip stream ends early; ' if gz_cut else ''}JSON ends after {len(text)} "
+        f"bytes): imported the complete records before the cut ({kept} bytes)"
+    )
     return root
 
 
@@ -489,8 +657,10 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
             try:
                 recs = _RECORDS.decode(raw)
             except msgspec.ValidationError as e:
-                raise InputError(f"{meta.path}: buffer_records.{label} does not have the rocprofv3 record layout ({e})",
-                                 "Is this rocprofv3 --output-format json?") from e
+                raise InputError(
+                    f"{meta.path}: buffer_records.{label} does not have the rocprofv3 record layout ({e})",
+                    "Is this rocprofv3 --output-format json?",
+                ) from e
             rec.add(len(recs))
             whole = [r for r in recs if r.start_timestamp is not None] if meta.truncated else recs
             meta.skip("records cut short at the end of the file (no timestamps)", len(recs) - len(whole))
@@ -499,12 +669,21 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
             continue
         n = _list_len(raw)
         rec.add(n)
-        meta.skip("PC sampling records" if label in PC_SAMPLE_LISTS else f"buffer records of {label} (not interpreted)", n)
+        meta.skip(
+            "PC sampling records"
+            if label in PC_SAMPLE_LISTS
+            else f"buffer records of {label} (not interpreted)",
+            n,
+        )
     for label, raw in proc.callback_records.items():
         n = _list_len(raw)
         rec.add(n)
-        meta.skip("counter collection records (per-dispatch counters)" if label == "counter_collection"
-                  else f"callback records of {label} (not interpreted)", n)
+        meta.skip(
+            "counter collection records (per-dispatch counters)"
+            if label == "counter_collection"
+            else f"callback records of {label} (not interpreted)",
+            n,
+        )
     return out
 
 
@@ -539,84 +718,176 @@ def _gpu_agents(proc: Process) -> tuple[dict[int, int], list[Device], dict[int, 
         ordinal[h] = idx
         banks = a.get("mem_banks") or []
         mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
-        props = {k: a[k] for k in ("num_xcc", "simd_per_cu", "wave_front_size", "max_engine_clk_fcompute",
-                                   "gfx_target_version", "family_id") if k in a}
-        agent = ac.Agent(name=a.get("product_name") or None, arch=a.get("name") or None, compute_units=a.get("cu_count"),
-                         memory_bytes=mem, pci_id=a.get("device_id"), ordinal=idx, properties=props)
+        props = {
+            k: a[k]
+            for k in (
+                "num_xcc",
+                "simd_per_cu",
+                "wave_front_size",
+                "max_engine_clk_fcompute",
+                "gfx_target_version",
+                "family_id",
+            )
+            if k in a
+        }
+        agent = ac.Agent(
+            name=a.get("product_name") or None,
+            arch=a.get("name") or None,
+            compute_units=a.get("cu_count"),
+            memory_bytes=mem,
+            pci_id=a.get("device_id"),
+            ordinal=idx,
+            properties=props,
+        )
         devices.append(ac.device_from_agent(idx, agent, "rocprofv3 JSON agents"))
     return ordinal, devices, types
 
 
 def _symbols(proc: Process) -> pl.DataFrame:
     syms = proc.kernel_symbols.values() if isinstance(proc.kernel_symbols, dict) else proc.kernel_symbols
-    rows = [(s.kernel_id, s.demangled_kernel_name or s.formatted_kernel_name or s.kernel_name, s.kernel_name,
-             s.arch_vgpr_count, s.accum_vgpr_count, s.sgpr_count, s.group_segment_size) for s in syms]
-    schema = {"kernel_id": pl.Int64, "name": pl.String, "symbol_name": pl.String, "registers": pl.Int64,
-              "accum_vgpr_count": pl.Int64, "sgpr_count": pl.Int64, "static_lds_bytes": pl.Int64}
+    rows = [
+        (
+            s.kernel_id,
+            s.demangled_kernel_name or s.formatted_kernel_name or s.kernel_name,
+            s.kernel_name,
+            s.arch_vgpr_count,
+            s.accum_vgpr_count,
+            s.sgpr_count,
+            s.group_segment_size,
+        )
+        for s in syms
+    ]
+    schema = {
+        "kernel_id": pl.Int64,
+        "name": pl.String,
+        "symbol_name": pl.String,
+        "registers": pl.Int64,
+        "accum_vgpr_count": pl.Int64,
+        "sgpr_count": pl.Int64,
+        "static_lds_bytes": pl.Int64,
+    }
     df = pl.DataFrame(rows, schema=schema, orient="row").unique(subset="kernel_id", keep="first")
     return df.with_columns(name=ac.clean_kernel_name(pl.col("name").replace("", None)))
 
 
-def _json_kernels(recs: list[Record], proc: Process, ordinal: dict[int, int], pid: int | None) -> pl.DataFrame:
+def _json_kernels(
+    recs: list[Record], proc: Process, ordinal: dict[int, int], pid: int | None
+) -> pl.DataFrame:
     di = [r.dispatch_info or DispatchInfo() for r in recs]
-    df = pl.DataFrame({
-        "start_ns": [r.start_timestamp for r in recs], "_end": [r.end_timestamp for r in recs],
-        "correlation_id": [r.correlation_id.internal for r in recs], "external_id": [r.correlation_id.external for r in recs],
-        "os_tid": [r.thread_id for r in recs], "stream": [r.stream_id.handle if r.stream_id else None for r in recs],
-        "_agent": [d.agent_id.handle for d in di], "tid": [d.queue_id.handle for d in di],
-        "kernel_id": [d.kernel_id for d in di], "dispatch_id": [d.dispatch_id for d in di],
-        "scratch_bytes_per_item": [d.private_segment_size for d in di], "shared_mem_bytes": [d.group_segment_size for d in di],
-        "_gx": [d.grid_size.x for d in di], "_gy": [d.grid_size.y for d in di], "_gz": [d.grid_size.z for d in di],
-        "_wx": [d.workgroup_size.x for d in di], "_wy": [d.workgroup_size.y for d in di], "_wz": [d.workgroup_size.z for d in di],
-    }, schema_overrides={"stream": pl.Int64})
+    df = pl.DataFrame(
+        {
+            "start_ns": [r.start_timestamp for r in recs],
+            "_end": [r.end_timestamp for r in recs],
+            "correlation_id": [r.correlation_id.internal for r in recs],
+            "external_id": [r.correlation_id.external for r in recs],
+            "os_tid": [r.thread_id for r in recs],
+            "stream": [r.stream_id.handle if r.stream_id else None for r in recs],
+            "_agent": [d.agent_id.handle for d in di],
+            "tid": [d.queue_id.handle for d in di],
+            "kernel_id": [d.kernel_id for d in di],
+            "dispatch_id": [d.dispatch_id for d in di],
+            "scratch_bytes_per_item": [d.private_segment_size for d in di],
+            "shared_mem_bytes": [d.group_segment_size for d in di],
+            "_gx": [d.grid_size.x for d in di],
+            "_gy": [d.grid_size.y for d in di],
+            "_gz": [d.grid_size.z for d in di],
+            "_wx": [d.workgroup_size.x for d in di],
+            "_wy": [d.workgroup_size.y for d in di],
+            "_wz": [d.workgroup_size.z for d in di],
+        },
+        schema_overrides={"stream": pl.Int64},
+    )
     df = df.join(_symbols(proc), on="kernel_id", how="left")
     df = ac.demangle(df, "name")
-    return df.with_columns(
-        kind=pl.lit("kernel"), name=pl.coalesce("name", pl.lit("<unknown kernel>")), dur_ns=ac.duration("start_ns", "_end"),
-        device=pl.col("_agent").replace_strict(ordinal, default=None, return_dtype=pl.Int64),
-        correlation_id=ac.positive("correlation_id"), external_id=ac.positive("external_id"),
-        os_pid=pl.lit(pid, dtype=pl.Int64), grid_work_items=pl.concat_list("_gx", "_gy", "_gz"),
-        grid_rule=pl.lit("work-items / workgroup"),
-        **{f"grid_{a}": ac.blocks(f"_g{a}", f"_w{a}") for a in "xyz"},
-        **{f"block_{a}": ac.positive(f"_w{a}") for a in "xyz"},
-    ).with_columns(pid=pl.col("device")).drop("_end", "_agent", "_gx", "_gy", "_gz", "_wx", "_wy", "_wz")
+    return (
+        df.with_columns(
+            kind=pl.lit("kernel"),
+            name=pl.coalesce("name", pl.lit("<unknown kernel>")),
+            dur_ns=ac.duration("start_ns", "_end"),
+            device=pl.col("_agent").replace_strict(ordinal, default=None, return_dtype=pl.Int64),
+            correlation_id=ac.positive("correlation_id"),
+            external_id=ac.positive("external_id"),
+            os_pid=pl.lit(pid, dtype=pl.Int64),
+            grid_work_items=pl.concat_list("_gx", "_gy", "_gz"),
+            grid_rule=pl.lit("work-items / workgroup"),
+            **{f"grid_{a}": ac.blocks(f"_g{a}", f"_w{a}") for a in "xyz"},
+            **{f"block_{a}": ac.positive(f"_w{a}") for a in "xyz"},
+        )
+        .with_columns(pid=pl.col("device"))
+        .drop("_end", "_agent", "_gx", "_gy", "_gz", "_wx", "_wy", "_wz")
+    )
 
 
-def _json_records(recs: list[Record], proc: Process, label: str, ordinal: dict[int, int], types: dict[int, str],
-                  pid: int | None) -> pl.DataFrame:
+def _json_records(
+    recs: list[Record],
+    proc: Process,
+    label: str,
+    ordinal: dict[int, int],
+    types: dict[int, str],
+    pid: int | None,
+) -> pl.DataFrame:
     names = [_op_name(proc.strings, r.kind, r.operation) for r in recs]
-    df = pl.DataFrame({
-        "api_category": [n[0] for n in names], "name": [n[1] for n in names],
-        "start_ns": [r.start_timestamp for r in recs], "_end": [r.end_timestamp for r in recs],
-        "correlation_id": [r.correlation_id.internal for r in recs], "external_id": [r.correlation_id.external for r in recs],
-        "tid": [r.thread_id for r in recs],
-    }).with_columns(dur_ns=ac.duration("start_ns", "_end"), correlation_id=ac.positive("correlation_id"),
-                    external_id=ac.positive("external_id")).drop("_end")
+    df = (
+        pl.DataFrame(
+            {
+                "api_category": [n[0] for n in names],
+                "name": [n[1] for n in names],
+                "start_ns": [r.start_timestamp for r in recs],
+                "_end": [r.end_timestamp for r in recs],
+                "correlation_id": [r.correlation_id.internal for r in recs],
+                "external_id": [r.correlation_id.external for r in recs],
+                "tid": [r.thread_id for r in recs],
+            }
+        )
+        .with_columns(
+            dur_ns=ac.duration("start_ns", "_end"),
+            correlation_id=ac.positive("correlation_id"),
+            external_id=ac.positive("external_id"),
+        )
+        .drop("_end")
+    )
     if label == "memory_copy":
         src = [r.src_agent_id.handle if r.src_agent_id else None for r in recs]
         dst = [r.dst_agent_id.handle if r.dst_agent_id else None for r in recs]
         df = df.with_columns(
-            pl.Series("bytes", [r.bytes for r in recs], dtype=pl.Int64), pl.Series("_src", src, dtype=pl.Int64),
+            pl.Series("bytes", [r.bytes for r in recs], dtype=pl.Int64),
+            pl.Series("_src", src, dtype=pl.Int64),
             pl.Series("_dst", dst, dtype=pl.Int64),
             pl.Series("stream", [r.stream_id.handle if r.stream_id else None for r in recs], dtype=pl.Int64),
-        ).with_columns(copy_kind=pl.col("name").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String))
-        gpu_of = {h: o for h, o in ordinal.items()}
-        df = df.with_columns(
-            _sd=pl.col("_src").replace_strict(gpu_of, default=None, return_dtype=pl.Int64),
-            _dd=pl.col("_dst").replace_strict(gpu_of, default=None, return_dtype=pl.Int64),
         ).with_columns(
-            kind=pl.lit("memcpy"), device=pl.when(pl.col("copy_kind") == "h2d").then(pl.col("_dd"))
-            .otherwise(pl.coalesce("_sd", "_dd")),
-            copy_kind=pl.when((pl.col("copy_kind") == "d2d") & (pl.col("_sd") != pl.col("_dd"))).then(pl.lit("p2p"))
-            .otherwise(pl.col("copy_kind")), bytes=ac.positive("bytes"), os_tid=pl.col("tid"),
-        ).with_columns(pid=pl.col("device"), tid=pl.col("stream")).rename(
-            {"_src": "src_agent", "_dst": "dst_agent"}).drop("_sd", "_dd")
+            copy_kind=pl.col("name").replace_strict(
+                ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String
+            )
+        )
+        gpu_of = {h: o for h, o in ordinal.items()}
+        df = (
+            df.with_columns(
+                _sd=pl.col("_src").replace_strict(gpu_of, default=None, return_dtype=pl.Int64),
+                _dd=pl.col("_dst").replace_strict(gpu_of, default=None, return_dtype=pl.Int64),
+            )
+            .with_columns(
+                kind=pl.lit("memcpy"),
+                device=pl.when(pl.col("copy_kind") == "h2d")
+                .then(pl.col("_dd"))
+                .otherwise(pl.coalesce("_sd", "_dd")),
+                copy_kind=pl.when((pl.col("copy_kind") == "d2d") & (pl.col("_sd") != pl.col("_dd")))
+                .then(pl.lit("p2p"))
+                .otherwise(pl.col("copy_kind")),
+                bytes=ac.positive("bytes"),
+                os_tid=pl.col("tid"),
+            )
+            .with_columns(pid=pl.col("device"), tid=pl.col("stream"))
+            .rename({"_src": "src_agent", "_dst": "dst_agent"})
+            .drop("_sd", "_dd")
+        )
         return df
     if label in ("memory_allocation", "scratch_memory"):
         return df.with_columns(
             kind=pl.lit("memory" if label == "memory_allocation" else "other"),
             bytes=pl.Series([r.allocation_size for r in recs], dtype=pl.Int64),
-            device=pl.Series([ordinal.get(r.agent_id.handle) if r.agent_id else None for r in recs], dtype=pl.Int64),
+            device=pl.Series(
+                [ordinal.get(r.agent_id.handle) if r.agent_id else None for r in recs], dtype=pl.Int64
+            ),
             pid=pl.lit(pid, dtype=pl.Int64),
         )
     if label == "marker_api":
@@ -625,8 +896,15 @@ def _json_records(recs: list[Record], proc: Process, label: str, ordinal: dict[i
             if isinstance(m, dict) and "key" in m and "value" in m:
                 msgs[m["key"]] = str(m["value"])
         if msgs:
-            df = df.with_columns(pl.col("correlation_id").replace_strict(msgs, default=None, return_dtype=pl.String)
-                                 .alias("_msg")).with_columns(name=pl.coalesce("_msg", "name")).drop("_msg")
+            df = (
+                df.with_columns(
+                    pl.col("correlation_id")
+                    .replace_strict(msgs, default=None, return_dtype=pl.String)
+                    .alias("_msg")
+                )
+                .with_columns(name=pl.coalesce("_msg", "name"))
+                .drop("_msg")
+            )
         return df.with_columns(kind=ac.annotation_kind(pl.col("name")), pid=pl.lit(pid, dtype=pl.Int64))
     return df.with_columns(kind=ac.runtime_kind(pl.col("name")), pid=pl.lit(pid, dtype=pl.Int64))
 
@@ -657,9 +935,13 @@ def read_json(path: Path) -> Trace:
             windows.append((md["init_time"], md["fini_time"]))
         meta.extra.setdefault("commands", []).append(md.get("command"))
     if meta.truncated and not parts:
-        raise InputError(f"{path} is cut short before its first complete trace record",
-                         "The file was cut short; record the profile again")
-    used = {int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()}
+        raise InputError(
+            f"{path} is cut short before its first complete trace record",
+            "The file was cut short; record the profile again",
+        )
+    used = {
+        int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()
+    }
     meta.devices = sorted((d for i, d in devices.items() if i in used or not used), key=lambda d: d.index)
     meta.devices += [Device(index=i, vendor="amd") for i in sorted(used - set(devices))]
     meta.extra["gpu_agents"] = len(devices)
@@ -670,7 +952,14 @@ def read_json(path: Path) -> Trace:
     trace = ac.finish(parts, meta, read=rec.n)
     ev = trace.events
     kinds = set(trace.counts_by_kind())
-    ac.timeline_caps(meta, kinds, copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
-                     correlation="runtime" in kinds and ev.filter(pl.col("kind").is_in(["kernel", "memcpy"])
-                                                                   & pl.col("correlation_id").is_not_null()).height > 0)
+    ac.timeline_caps(
+        meta,
+        kinds,
+        copy_bytes=ev.filter((pl.col("kind") == "memcpy") & pl.col("bytes").is_not_null()).height > 0,
+        correlation="runtime" in kinds
+        and ev.filter(
+            pl.col("kind").is_in(["kernel", "memcpy"]) & pl.col("correlation_id").is_not_null()
+        ).height
+        > 0,
+    )
     return ac.with_memory_inference(trace)

@@ -35,8 +35,17 @@ def text(s: Any) -> str:
     if s is None:
         return "-"
     t = " ".join(str(s).split())
-    for a, b in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("`", "'"), ("*", "\\*"), ("_", "\\_"),
-                 ("[", "\\["), ("]", "\\]")):
+    for a, b in (
+        ("\\", "\\\\"),
+        ("|", "\\|"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("`", "'"),
+        ("*", "\\*"),
+        ("_", "\\_"),
+        ("[", "\\["),
+        ("]", "\\]"),
+    ):
         t = t.replace(a, b)
     return t
 
@@ -59,7 +68,13 @@ def num(v: Any, fmt: str = "{:,.0f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-VERDICT_MARK = {"better": "✅ better", "worse": "❌ worse", "same": "➖ same", "mixed": "⚠️ mixed", "n/a": "n/a"}
+VERDICT_MARK = {
+    "better": "✅ better",
+    "worse": "❌ worse",
+    "same": "➖ same",
+    "mixed": "⚠️ mixed",
+    "n/a": "n/a",
+}
 
 
 def value(unit: str, v: Any) -> str:
@@ -86,7 +101,11 @@ def _head(c: Comparison) -> str:
     rows = [
         ["trace", code(b.name, 60), code(n.name, 60)],
         ["format / vendor", f"{text(b.format)} / {text(b.vendor)}", f"{text(n.format)} / {text(n.vendor)}"],
-        ["devices", text(", ".join(b.devices) or "none recorded"), text(", ".join(n.devices) or "none recorded")],
+        [
+            "devices",
+            text(", ".join(b.devices) or "none recorded"),
+            text(", ".join(n.devices) or "none recorded"),
+        ],
         ["steps", f"{b.steps_total} ({text(b.step_source)})", f"{n.steps_total} ({text(n.step_source)})"],
         ["GPU time (compared steps)", ns(b.gpu_time_ns), ns(n.gpu_time_ns)],
         ["ops matched (share of GPU time)", _share(b.op_coverage), _share(n.op_coverage)],
@@ -102,9 +121,16 @@ def _share(v: float | None) -> str:
 def _headline(c: Comparison) -> str:
     rows = []
     for r in c.headline.iter_rows(named=True):
-        rows.append([f"**{text(r['metric'])}**", value(r["unit"], r["base"]), value(r["unit"], r["new"]),
-                     pct_change(r["base"], r["new"]), VERDICT_MARK.get(r["verdict"], text(r["verdict"])),
-                     text(r["reason"])])
+        rows.append(
+            [
+                f"**{text(r['metric'])}**",
+                value(r["unit"], r["base"]),
+                value(r["unit"], r["new"]),
+                pct_change(r["base"], r["new"]),
+                VERDICT_MARK.get(r["verdict"], text(r["verdict"])),
+                text(r["reason"]),
+            ]
+        )
     return table(["metric", "BASE", "NEW", "change", "verdict", "reason"], rows)
 
 
@@ -112,32 +138,77 @@ def _categories(c: Comparison, limit: int) -> str:
     n = max(c.aligned_steps, 1)
     rows = []
     for r in c.categories.head(limit + 1).iter_rows(named=True):
-        rows.append([text(r["category"]), ns(r["base_ns"] / n), ns(r["new_ns"] / n), ratio(r["ratio"]),
-                     f"{100 * r['base_share']:.1f}% / {100 * r['new_share']:.1f}%",
-                     ns(None if r["base_time_ns"] is None else r["base_time_ns"] / n),
-                     ns(None if r["new_time_ns"] is None else r["new_time_ns"] / n)])
-    return table(["category", "BASE per step", "NEW per step", "NEW/BASE", "share of window",
-                  "BASE kernel time", "NEW kernel time"], rows)
+        rows.append(
+            [
+                text(r["category"]),
+                ns(r["base_ns"] / n),
+                ns(r["new_ns"] / n),
+                ratio(r["ratio"]),
+                f"{100 * r['base_share']:.1f}% / {100 * r['new_share']:.1f}%",
+                ns(None if r["base_time_ns"] is None else r["base_time_ns"] / n),
+                ns(None if r["new_time_ns"] is None else r["new_time_ns"] / n),
+            ]
+        )
+    return table(
+        [
+            "category",
+            "BASE per step",
+            "NEW per step",
+            "NEW/BASE",
+            "share of window",
+            "BASE kernel time",
+            "NEW kernel time",
+        ],
+        rows,
+    )
 
 
 def _steps(c: Comparison, limit: int) -> str:
-    rows = [[str(r["step"]), code(r["base_name"], 40), ns(r["base_ns"]), code(r["new_name"], 40), ns(r["new_ns"]),
-             ratio(r["ratio"])] for r in c.steps.head(limit).iter_rows(named=True)]
+    rows = [
+        [
+            str(r["step"]),
+            code(r["base_name"], 40),
+            ns(r["base_ns"]),
+            code(r["new_name"], 40),
+            ns(r["new_ns"]),
+            ratio(r["ratio"]),
+        ]
+        for r in c.steps.head(limit).iter_rows(named=True)
+    ]
     return table(["#", "BASE step", "BASE time", "NEW step", "NEW time", "NEW/BASE"], rows)
 
 
 def _ops(c: Comparison, limit: int) -> str:
-    rows = [[code(r["op"], 60), num(r["base_launches"]), ns(r["base_gpu_ns"]), num(r["new_launches"]),
-             ns(r["new_gpu_ns"]), ratio(r["ratio"]), "yes" if r["matched"] else "no"]
-            for r in c.ops.head(limit).iter_rows(named=True)]
-    return table(["op", "BASE calls", "BASE GPU time", "NEW calls", "NEW GPU time", "NEW/BASE", "matched"], rows)
+    rows = [
+        [
+            code(r["op"], 60),
+            num(r["base_launches"]),
+            ns(r["base_gpu_ns"]),
+            num(r["new_launches"]),
+            ns(r["new_gpu_ns"]),
+            ratio(r["ratio"]),
+            "yes" if r["matched"] else "no",
+        ]
+        for r in c.ops.head(limit).iter_rows(named=True)
+    ]
+    return table(
+        ["op", "BASE calls", "BASE GPU time", "NEW calls", "NEW GPU time", "NEW/BASE", "matched"], rows
+    )
 
 
 def _kernels(c: Comparison, limit: int) -> str:
-    rows = [[text(r["category"]), code(r["family"], 40), f"{text(r['base_library'] or '-')}: {ns(r['base_ns'])}",
-             f"{text(r['new_library'] or '-')}: {ns(r['new_ns'])}", ratio(r["ratio"]),
-             code(r["base_top_short"], 44), code(r["new_top_short"], 44)]
-            for r in c.kernels.head(limit).iter_rows(named=True)]
+    rows = [
+        [
+            text(r["category"]),
+            code(r["family"], 40),
+            f"{text(r['base_library'] or '-')}: {ns(r['base_ns'])}",
+            f"{text(r['new_library'] or '-')}: {ns(r['new_ns'])}",
+            ratio(r["ratio"]),
+            code(r["base_top_short"], 44),
+            code(r["new_top_short"], 44),
+        ]
+        for r in c.kernels.head(limit).iter_rows(named=True)
+    ]
     return table(["category", "family", "BASE", "NEW", "NEW/BASE", "BASE top kernel", "NEW top kernel"], rows)
 
 
@@ -147,51 +218,141 @@ def _gemms(c: Comparison, limit: int) -> str:
             return "-"
         pk = f" ({r[f'{p}_peak_pct']:.0f}% of peak)" if r.get(f"{p}_peak_pct") is not None else ""
         return f"{r[f'{p}_tflops']:.1f}{pk}"
-    rows = [[code(r["op"], 20), f"{r['batch']}x{r['m']}x{r['n']}x{r['k']}", text(r["dtype"]), text(r["found_in"]),
-             num(r["base_calls"]), ns(r["base_ns"]), tf(r, "base"), num(r["new_calls"]), ns(r["new_ns"]), tf(r, "new"),
-             ratio(r["ratio"])] for r in c.gemms.head(limit).iter_rows(named=True)]
-    return table(["op", "BxMxNxK", "dtype", "in", "BASE calls", "BASE time", "BASE TFLOP/s", "NEW calls",
-                  "NEW time", "NEW TFLOP/s", "NEW/BASE"], rows)
+
+    rows = [
+        [
+            code(r["op"], 20),
+            f"{r['batch']}x{r['m']}x{r['n']}x{r['k']}",
+            text(r["dtype"]),
+            text(r["found_in"]),
+            num(r["base_calls"]),
+            ns(r["base_ns"]),
+            tf(r, "base"),
+            num(r["new_calls"]),
+            ns(r["new_ns"]),
+            tf(r, "new"),
+            ratio(r["ratio"]),
+        ]
+        for r in c.gemms.head(limit).iter_rows(named=True)
+    ]
+    return table(
+        [
+            "op",
+            "BxMxNxK",
+            "dtype",
+            "in",
+            "BASE calls",
+            "BASE time",
+            "BASE TFLOP/s",
+            "NEW calls",
+            "NEW time",
+            "NEW TFLOP/s",
+            "NEW/BASE",
+        ],
+        rows,
+    )
 
 
 def _copies(c: Comparison, limit: int) -> str:
     def gb(v: Any) -> str:
         return "-" if v is None else f"{v:.3g} GB/s"
-    rows = [[text(r["copy_kind"]), text(r["host_memory"]), num(r["base_count"]), ns(r["base_ns"]), gb(r["base_gbps"]),
-             num(r["new_count"]), ns(r["new_ns"]), gb(r["new_gbps"]), ns(r["delta_ns"])]
-            for r in c.copies.head(limit).iter_rows(named=True)]
-    return table(["direction", "host memory", "BASE count", "BASE time", "BASE rate", "NEW count", "NEW time",
-                  "NEW rate", "change"], rows)
+
+    rows = [
+        [
+            text(r["copy_kind"]),
+            text(r["host_memory"]),
+            num(r["base_count"]),
+            ns(r["base_ns"]),
+            gb(r["base_gbps"]),
+            num(r["new_count"]),
+            ns(r["new_ns"]),
+            gb(r["new_gbps"]),
+            ns(r["delta_ns"]),
+        ]
+        for r in c.copies.head(limit).iter_rows(named=True)
+    ]
+    return table(
+        [
+            "direction",
+            "host memory",
+            "BASE count",
+            "BASE time",
+            "BASE rate",
+            "NEW count",
+            "NEW time",
+            "NEW rate",
+            "change",
+        ],
+        rows,
+    )
 
 
 def _memory(c: Comparison, limit: int) -> str:
-    rows = [[r["side"].upper(), str(r["device"]), fmt_bytes(r["peak_allocated_bytes"]), fmt_bytes(r["peak_reserved_bytes"]),
-             fmt_bytes(r["device_memory_bytes"])] for r in c.memory.head(limit).iter_rows(named=True)]
+    rows = [
+        [
+            r["side"].upper(),
+            str(r["device"]),
+            fmt_bytes(r["peak_allocated_bytes"]),
+            fmt_bytes(r["peak_reserved_bytes"]),
+            fmt_bytes(r["device_memory_bytes"]),
+        ]
+        for r in c.memory.head(limit).iter_rows(named=True)
+    ]
     return table(["side", "device", "peak allocated", "peak reserved", "device memory"], rows)
 
 
 def _cold(c: Comparison) -> str:
-    rows = [[r["side"].upper(), str(r["steps"]), ns(r["first_step_ns"]), ns(r["median_other_ns"]), ns(r["excess_ns"]),
-             ns(r["compile_ns"]) if r["compile_spans"] else "-", ns(r["module_load_ns"]) if r["module_loads"] else "-"]
-            for r in c.cold_start.iter_rows(named=True)]
-    return table(["side", "steps", "first step", "median of others", "excess", "compile", "module loading"], rows)
+    rows = [
+        [
+            r["side"].upper(),
+            str(r["steps"]),
+            ns(r["first_step_ns"]),
+            ns(r["median_other_ns"]),
+            ns(r["excess_ns"]),
+            ns(r["compile_ns"]) if r["compile_spans"] else "-",
+            ns(r["module_load_ns"]) if r["module_loads"] else "-",
+        ]
+        for r in c.cold_start.iter_rows(named=True)
+    ]
+    return table(
+        ["side", "steps", "first step", "median of others", "excess", "compile", "module loading"], rows
+    )
 
 
 def _findings(c: Comparison, limit: int) -> str:
-    rows = [[code(r["rule"], 10), text(r["name"]), f"**{text(r['status'])}**", f"{r['base_count']} / {ns(r['base_impact_ns'])}",
-             f"{r['new_count']} / {ns(r['new_impact_ns'])}", text(r["note"] or r["summary"])]
-            for r in c.findings.head(limit).iter_rows(named=True)]
+    rows = [
+        [
+            code(r["rule"], 10),
+            text(r["name"]),
+            f"**{text(r['status'])}**",
+            f"{r['base_count']} / {ns(r['base_impact_ns'])}",
+            f"{r['new_count']} / {ns(r['new_impact_ns'])}",
+            text(r["note"] or r["summary"]),
+        ]
+        for r in c.findings.head(limit).iter_rows(named=True)
+    ]
     return table(["rule", "name", "status", "BASE count / impact", "NEW count / impact", "summary"], rows)
 
 
 def _sections(c: Comparison, limit: int) -> list[str]:
-    out = [f"## traceadvisor compare: {text(c.base.label)} → {text(c.new.label)}", "", _head(c), "",
-           "### Verdict", "", _headline(c), ""]
+    out = [
+        f"## traceadvisor compare: {text(c.base.label)} → {text(c.new.label)}",
+        "",
+        _head(c),
+        "",
+        "### Verdict",
+        "",
+        _headline(c),
+        "",
+    ]
     if c.notes:
         out += [*(f"- {text(n)}" for n in c.notes), ""]
     parts: list[tuple[str, pl.DataFrame, Callable[[], str]]] = [
-        ("GPU time by category, per step (exclusive busy time + idle = window)", c.categories,
-         lambda: _categories(c, limit)),
+        (
+            "GPU time by category, per step (exclusive busy time + idle = window)",
+            c.categories,
+            lambda: _categories(c, limit),
+        ),
         (f"Aligned steps ({c.aligned_steps})", c.steps, lambda: _steps(c, limit)),
         ("Framework ops and the GPU time they launched", c.ops, lambda: _ops(c, limit)),
         ("Kernel families matched within each category", c.kernels, lambda: _kernels(c, limit)),
@@ -206,8 +367,10 @@ def _sections(c: Comparison, limit: int) -> list[str]:
             continue
         more = f" — top {limit} of {df.height}" if df.height > limit and title != "Cold start" else ""
         out += [f"<details><summary>{title}{more}</summary>", "", render(), "", "</details>", ""]
-    out.append("<sub>Generated by traceadvisor compare. Per-step values are totals over the aligned steps divided "
-               "by their count; time per step is the median.</sub>")
+    out.append(
+        "<sub>Generated by traceadvisor compare. Per-step values are totals over the aligned steps divided "
+        "by their count; time per step is the median.</sub>"
+    )
     return out
 
 

@@ -38,8 +38,14 @@ def script_json(obj: Any) -> Markup:
 
 def json_text_for_script(text: str) -> Markup:
     """Escape already-serialized JSON for a script block (``<``, ``>``, ``&``, ``'`` only occur inside strings)."""
-    text = (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    text = (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("'", "\\u0027")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
     return Markup(text)  # safe: escaped above: no markup can open or close inside it
 
 
@@ -57,8 +63,10 @@ _INLINE = [
     (re.compile(r"``(.+?)``"), r"<code>\1</code>"),
     (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
     (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
-    (re.compile(r"(https?://[^\s&<>()\"']+[^\s&<>()\"'.,;:])"),
-     r'<a href="\1" rel="noopener noreferrer" target="_blank">\1</a>'),
+    (
+        re.compile(r"(https?://[^\s&<>()\"']+[^\s&<>()\"'.,;:])"),
+        r'<a href="\1" rel="noopener noreferrer" target="_blank">\1</a>',
+    ),
 ]
 
 
@@ -120,7 +128,11 @@ def _unit(key: str) -> str | None:
             return t
     if len(toks) > 1 and toks[-1] == "s":
         return "s"
-    if toks[0] in ("share", "utilization", "frac", "fraction") or toks[-1] in ("share", "utilization", "frac"):
+    if toks[0] in ("share", "utilization", "frac", "fraction") or toks[-1] in (
+        "share",
+        "utilization",
+        "frac",
+    ):
         return "share"
     return None
 
@@ -177,7 +189,9 @@ def order_columns(rows: list[dict[str, Any]]) -> list[str]:
     return front + [c for c in cols if c not in front]
 
 
-def evidence_table(rows: list[dict[str, Any]], t0_ns: int | None, *, max_rows: int = 20) -> dict[str, Any] | None:
+def evidence_table(
+    rows: list[dict[str, Any]], t0_ns: int | None, *, max_rows: int = 20
+) -> dict[str, Any] | None:
     """Rows of dicts -> {columns, rows: [{cells: [{text, full}], zoom: (x0_ms, x1_ms) | None}]}."""
     rows = [r for r in rows if isinstance(r, dict)][:max_rows]
     if not rows:
@@ -188,7 +202,9 @@ def evidence_table(rows: list[dict[str, Any]], t0_ns: int | None, *, max_rows: i
         cells = []
         for c in cols:
             full = fmt_value(c, r.get(c), t0_ns)
-            cells.append({"text": full if len(full) <= MAX_CELL else full[: MAX_CELL - 1] + "…", "full": full})
+            cells.append(
+                {"text": full if len(full) <= MAX_CELL else full[: MAX_CELL - 1] + "…", "full": full}
+            )
         a, b = r.get("start_ns"), r.get("end_ns")
         zoom = None
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and t0_ns is not None:
@@ -208,8 +224,15 @@ def _device_text(trace) -> list[str]:
         bits = [d.model or d.name or "unknown model"]
         if d.name and d.model and d.name != d.model:
             bits.append(f"({d.name})")
-        extra = [x for x in (d.arch, f"{d.compute_units} {units}" if d.compute_units else None,
-                             fmt_bytes(d.memory_bytes) if d.memory_bytes else None) if x]
+        extra = [
+            x
+            for x in (
+                d.arch,
+                f"{d.compute_units} {units}" if d.compute_units else None,
+                fmt_bytes(d.memory_bytes) if d.memory_bytes else None,
+            )
+            if x
+        ]
         if extra:
             bits.append("· " + ", ".join(extra))
         groups.setdefault(" ".join(bits), []).append(d.index)
@@ -229,10 +252,14 @@ def _trace_health(trace) -> list[str]:
     total_dropped = sum(dropped.values())
     if total_dropped:
         of = f" of {m.input_events:,} read" if m.input_events else ""
-        reasons = "; ".join(f"{reason}: {n:,}" for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
+        reasons = "; ".join(
+            f"{reason}: {n:,}" for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1])
+        )
         out.append(f"{total_dropped:,} input events{of} were not imported ({reasons}).")
     if "timeline" not in m.capabilities and m.capabilities:
-        out.append("This input has no timeline (aggregate statistics only): the timeline and breakdowns are empty.")
+        out.append(
+            "This input has no timeline (aggregate statistics only): the timeline and breakdowns are empty."
+        )
     return out
 
 
@@ -250,7 +277,9 @@ def _finding_label(i: int, f) -> str:
     return f"#{i} {f.rule} {f.name}"
 
 
-def _finding_ctx(i: int, f, trace_idx: dict[str, int], t0s: dict[str, int], docs: dict[str, Any]) -> dict[str, Any]:
+def _finding_ctx(
+    i: int, f, trace_idx: dict[str, int], t0s: dict[str, int], docs: dict[str, Any]
+) -> dict[str, Any]:
     ev = dict(f.evidence or {})
     t0 = t0s.get(f.trace)
     items = ev.pop("items", None) or []
@@ -270,19 +299,44 @@ def _finding_ctx(i: int, f, trace_idx: dict[str, int], t0s: dict[str, int], docs
     rm = docs.get(f.rule)
     section = (lambda s: rm.section(s)) if rm is not None else (lambda s: "")
     return {
-        "id": f"f{i}", "index": i, "rule": f.rule, "name": f.name, "title": f.title, "summary": f.summary,
-        "trace": f.trace, "trace_idx": trace_idx.get(f.trace), "rank": f.rank, "device": f.device,
-        "count": f.count, "impact": F.fmt_dur(f.impact_ns), "impact_ns": f.impact_ns, "share_pct": 100 * f.share,
-        "confidence": f.confidence, "n_ranges": len(f.ranges), "label": _finding_label(i, f),
+        "id": f"f{i}",
+        "index": i,
+        "rule": f.rule,
+        "name": f.name,
+        "title": f.title,
+        "summary": f.summary,
+        "trace": f.trace,
+        "trace_idx": trace_idx.get(f.trace),
+        "rank": f.rank,
+        "device": f.device,
+        "count": f.count,
+        "impact": F.fmt_dur(f.impact_ns),
+        "impact_ns": f.impact_ns,
+        "share_pct": 100 * f.share,
+        "confidence": f.confidence,
+        "n_ranges": len(f.ranges),
+        "label": _finding_label(i, f),
         "color": F.FINDING_COLORS[(i - 1) % len(F.FINDING_COLORS)],
-        "top": evidence_table(items, t0), "top_total": total, "scalars": scalars, "tables": tables,
+        "top": evidence_table(items, t0),
+        "top_total": total,
+        "scalars": scalars,
+        "tables": tables,
         "shapes": evidence_table(shapes, t0, max_rows=50) if isinstance(shapes, list) else None,
-        "why": doc_html(section("Why it matters")), "detects": doc_html(section("What it detects")),
-        "how": doc_html(section("How it is measured")), "false_positives": doc_html(section("Known false positives")),
-        "references": doc_html(section("References")), "gemm_fig": None, "zoomable": False,
-        "advice": {"stack": STACK_LABELS.get(stack, stack), "primary": doc_html(adv.get("primary")),
-                   "other_stack": STACK_LABELS.get(other, other), "other": doc_html(adv.get("other")),
-                   "common": doc_html(adv.get("common")), "torch": doc_html(adv.get("torch"))},
+        "why": doc_html(section("Why it matters")),
+        "detects": doc_html(section("What it detects")),
+        "how": doc_html(section("How it is measured")),
+        "false_positives": doc_html(section("Known false positives")),
+        "references": doc_html(section("References")),
+        "gemm_fig": None,
+        "zoomable": False,
+        "advice": {
+            "stack": STACK_LABELS.get(stack, stack),
+            "primary": doc_html(adv.get("primary")),
+            "other_stack": STACK_LABELS.get(other, other),
+            "other": doc_html(adv.get("other")),
+            "common": doc_html(adv.get("common")),
+            "torch": doc_html(adv.get("torch")),
+        },
     }
 
 
@@ -292,22 +346,45 @@ def _gemm_ctx(f, trace, fig_id: str) -> tuple[dict[str, Any], Any] | None:
         return None
     model, dev = _model(trace)
     g = F.gemm_frame([s for s in shapes if isinstance(s, dict)], model, dev.compute_units if dev else None)
-    label = ((f"{model.key}: dense peaks per dtype" + (f", HBM {model.hbm_tbs} TB/s" if model.hbm_tbs else ""))
-             if model else "device peaks unknown")
+    label = (
+        (f"{model.key}: dense peaks per dtype" + (f", HBM {model.hbm_tbs} TB/s" if model.hbm_tbs else ""))
+        if model
+        else "device peaks unknown"
+    )
     fig = F.gemm_figure(g, model.hbm_tbs if model else None, label)
-    return {"fig": fig_id, "trace": trace.name, "finding": f.rule, "shapes": g.height,
-            "model": model.key if model else None}, fig
+    return {
+        "fig": fig_id,
+        "trace": trace.name,
+        "finding": f.rule,
+        "shapes": g.height,
+        "model": model.key if model else None,
+    }, fig
 
 
-def _trace_ctx(i: int, trace, findings_for_trace: list[tuple[str, str, list]], figs: dict[str, Any],
-               timeline_opts: dict[str, Any]) -> dict[str, Any]:
+def _trace_ctx(
+    i: int,
+    trace,
+    findings_for_trace: list[tuple[str, str, list]],
+    figs: dict[str, Any],
+    timeline_opts: dict[str, Any],
+) -> dict[str, Any]:
     m = trace.meta
     ctx: dict[str, Any] = {
-        "idx": i, "name": trace.name, "path": m.path, "format": m.format,
-        "producer": " ".join(x for x in (m.producer, m.producer_version) if x), "vendor": m.vendor,
-        "devices": _device_text(trace), "span": F.fmt_dur(trace.span_ns()), "rank": m.rank, "world_size": m.world_size,
-        "events": trace.counts_by_kind(), "n_events": trace.events.height, "health": _trace_health(trace),
-        "capabilities": sorted(m.capabilities), "clock": m.clock_base,
+        "idx": i,
+        "name": trace.name,
+        "path": m.path,
+        "format": m.format,
+        "producer": " ".join(x for x in (m.producer, m.producer_version) if x),
+        "vendor": m.vendor,
+        "devices": _device_text(trace),
+        "span": F.fmt_dur(trace.span_ns()),
+        "rank": m.rank,
+        "world_size": m.world_size,
+        "events": trace.counts_by_kind(),
+        "n_events": trace.events.height,
+        "health": _trace_health(trace),
+        "capabilities": sorted(m.capabilities),
+        "clock": m.clock_base,
     }
     has_timeline = trace.events.height > 0 and trace.events["start_ns"].drop_nulls().len() > 0
     steps = F.step_frame(trace, max_steps=MAX_STEP_BARS) if has_timeline else None
@@ -320,9 +397,14 @@ def _trace_ctx(i: int, trace, findings_for_trace: list[tuple[str, str, list]], f
         figs[fid] = F.timeline_figure(td)
         stats = td.lanes.filter(pl.col("group") != "finding")
         ctx["timeline"] = {
-            "fig": fid, "notes": td.notes, "lanes": stats.height, "t0_ns": td.t0_ns,
-            "drawn": int(stats["drawn"].sum()), "merged": int(stats["merged"].sum()),
-            "events": int(stats["events"].sum()), "blocks": int(stats["blocks"].sum()),
+            "fig": fid,
+            "notes": td.notes,
+            "lanes": stats.height,
+            "t0_ns": td.t0_ns,
+            "drawn": int(stats["drawn"].sum()),
+            "merged": int(stats["merged"].sum()),
+            "events": int(stats["events"].sum()),
+            "blocks": int(stats["blocks"].sum()),
             "bucket": F.fmt_dur(td.bucket_ns),
         }
         cat = F.gpu_category_frame(trace)
@@ -333,14 +415,18 @@ def _trace_ctx(i: int, trace, findings_for_trace: list[tuple[str, str, list]], f
         if bi.height:
             figs[f"busy-{i}"] = F.busy_idle_figure(bi)
             ctx["busy_fig"] = f"busy-{i}"
-            ctx["busy"] = [{"device": d, "share": 100 * s} for d, s in bi.select("device", "busy_share").iter_rows()]
+            ctx["busy"] = [
+                {"device": d, "share": 100 * s} for d, s in bi.select("device", "busy_share").iter_rows()
+            ]
         if steps is not None and steps.height:
             figs[f"steps-{i}"] = F.step_figure(steps)
             ctx["step_fig"] = f"steps-{i}"
     return ctx
 
 
-def build_context(result, *, timeline_opts: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build_context(
+    result, *, timeline_opts: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Template context and the plotly figures (id -> Figure) of a result."""
     import traceadvisor
 
@@ -354,8 +440,11 @@ def build_context(result, *, timeline_opts: dict[str, Any] | None = None) -> tup
     figs: dict[str, Any] = {}
     traces = []
     for i, t in enumerate(result.traces):
-        mine = [(fc["id"], F.esc(fc["label"]), f.ranges) for fc, f in zip(findings, result.findings, strict=True)
-                if f.trace == t.name]
+        mine = [
+            (fc["id"], F.esc(fc["label"]), f.ranges)
+            for fc, f in zip(findings, result.findings, strict=True)
+            if f.trace == t.name
+        ]
         traces.append(_trace_ctx(i, t, mine, figs, timeline_opts))
     gemm = []
     for fc, f in zip(findings, result.findings, strict=True):
@@ -372,15 +461,27 @@ def build_context(result, *, timeline_opts: dict[str, Any] | None = None) -> tup
         ti = trace_idx.get(f.trace)
         tl = traces[ti]["timeline"] if ti is not None else None
         if tl:
-            zoom[fc["id"]] = {"fig": tl["fig"], "label": fc["label"], "color": fc["color"],
-                              "ranges": [[(a - tl["t0_ns"]) / 1e6, (b - tl["t0_ns"]) / 1e6] for a, b in f.ranges]}
+            zoom[fc["id"]] = {
+                "fig": tl["fig"],
+                "label": fc["label"],
+                "color": fc["color"],
+                "ranges": [[(a - tl["t0_ns"]) / 1e6, (b - tl["t0_ns"]) / 1e6] for a, b in f.ranges],
+            }
         fc["zoomable"] = bool(tl and f.ranges)
-    title = ", ".join(t.name for t in result.traces[:3]) + (f" +{len(result.traces) - 3}" if len(result.traces) > 3 else "")
+    title = ", ".join(t.name for t in result.traces[:3]) + (
+        f" +{len(result.traces) - 3}" if len(result.traces) > 3 else ""
+    )
     ctx = {
-        "title": title or "no trace", "csp": Markup(CSP), "version": traceadvisor.__version__,
+        "title": title or "no trace",
+        "csp": Markup(CSP),
+        "version": traceadvisor.__version__,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "traces": traces, "findings": findings, "gemm": gemm,
-        "skipped": list(result.skipped), "errors": list(result.errors), "n_rules": len(result.rules),
+        "traces": traces,
+        "findings": findings,
+        "gemm": gemm,
+        "skipped": list(result.skipped),
+        "errors": list(result.errors),
+        "n_rules": len(result.rules),
         "zoom_json": script_json(zoom),
     }
     return ctx, figs
@@ -390,15 +491,22 @@ def figures_json(figs: dict[str, Any]) -> Markup:
     """All figures as one JSON object (id -> {data, layout}), escaped for a script block."""
     import plotly.io as pio
 
-    parts = [json.dumps(k) + ":" + pio.to_json(fig, validate=False, remove_uids=True) for k, fig in figs.items()]
+    parts = [
+        json.dumps(k) + ":" + pio.to_json(fig, validate=False, remove_uids=True) for k, fig in figs.items()
+    ]
     return json_text_for_script("{" + ",".join(parts) + "}")
 
 
 def _env():
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["thousands"] = lambda v: f"{v:,}"
     return env
 

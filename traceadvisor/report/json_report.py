@@ -9,12 +9,31 @@ from typing import Any
 def trace_summary(trace) -> dict[str, Any]:
     m = trace.meta
     return {
-        "path": m.path, "name": trace.name, "format": m.format, "producer": m.producer,
-        "producer_version": m.producer_version, "vendor": m.vendor,
-        "devices": [{"index": d.index, "model": d.model, "name": d.name, "vendor": d.vendor, "arch": d.arch,
-                     "compute_units": d.compute_units, "memory_bytes": d.memory_bytes} for d in m.devices],
-        "rank": m.rank, "world_size": m.world_size, "span_ns": trace.span_ns(), "events": trace.counts_by_kind(),
-        "capabilities": sorted(m.capabilities), "warnings": list(m.warnings), "skipped_events": dict(m.skipped),
+        "path": m.path,
+        "name": trace.name,
+        "format": m.format,
+        "producer": m.producer,
+        "producer_version": m.producer_version,
+        "vendor": m.vendor,
+        "devices": [
+            {
+                "index": d.index,
+                "model": d.model,
+                "name": d.name,
+                "vendor": d.vendor,
+                "arch": d.arch,
+                "compute_units": d.compute_units,
+                "memory_bytes": d.memory_bytes,
+            }
+            for d in m.devices
+        ],
+        "rank": m.rank,
+        "world_size": m.world_size,
+        "span_ns": trace.span_ns(),
+        "events": trace.counts_by_kind(),
+        "capabilities": sorted(m.capabilities),
+        "warnings": list(m.warnings),
+        "skipped_events": dict(m.skipped),
         "truncated": m.truncated,
     }
 

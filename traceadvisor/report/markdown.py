@@ -62,16 +62,20 @@ def _trace_lines(res) -> list[str]:
         from traceadvisor.schema import views
 
         steps = views.steps(t.lazy()).select("step").collect().height if t.events.height else 0
-        lines.append(f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
-                     f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events")
+        lines.append(
+            f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
+            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events"
+        )
         health = list(m.warnings)
         if m.truncated:
             health.insert(0, "input truncated: only the readable part was imported")
         dropped = m.skipped_split()[1]  # records folded into links/metadata are no health matter
         if dropped:
-            health.append(f"{sum(dropped.values()):,} input events not imported ("
-                          + "; ".join(f"{r}: {n:,}" for r, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
-                          + ")")
+            health.append(
+                f"{sum(dropped.values()):,} input events not imported ("
+                + "; ".join(f"{r}: {n:,}" for r, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
+                + ")"
+            )
         for w in health[:8]:
             lines.append(f"> ⚠️ {md_text(w, 300)}")
         if len(health) > 8:
@@ -84,11 +88,15 @@ def _table(res) -> list[str]:
     multi = len(res.traces) > 1
     for i, f in enumerate(res.findings[:TABLE_ROWS], 1):
         where = f" ({md_text(f.trace, 40)})" if multi else ""
-        rows.append(f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
-                    f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |")
+        rows.append(
+            f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
+            f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |"
+        )
     if len(res.findings) > TABLE_ROWS:
-        rows.append(f"\n_{len(res.findings) - TABLE_ROWS} more findings with smaller impact are in the HTML and JSON "
-                    "reports._")
+        rows.append(
+            f"\n_{len(res.findings) - TABLE_ROWS} more findings with smaller impact are in the HTML and JSON "
+            "reports._"
+        )
     return rows
 
 
@@ -99,12 +107,19 @@ def _evidence(f, t0: int | None) -> list[str]:
     shapes = (f.evidence or {}).get("shapes")
     out: list[str] = []
     for title, rows in (("GEMM shapes", shapes if isinstance(shapes, list) else []), ("Top items", items)):
-        rows = [r for r in rows if isinstance(r, dict)][:EVIDENCE_ROWS * 2 if title == "GEMM shapes" else EVIDENCE_ROWS]
+        rows = [r for r in rows if isinstance(r, dict)][
+            : EVIDENCE_ROWS * 2 if title == "GEMM shapes" else EVIDENCE_ROWS
+        ]
         if not rows:
             continue
         cols = order_columns(rows)[:8]
-        out += ["", f"<details><summary>{title}</summary>", "",
-                "| " + " | ".join(md_text(column_title(c)) for c in cols) + " |", "|" + "---|" * len(cols)]
+        out += [
+            "",
+            f"<details><summary>{title}</summary>",
+            "",
+            "| " + " | ".join(md_text(column_title(c)) for c in cols) + " |",
+            "|" + "---|" * len(cols),
+        ]
         out += ["| " + " | ".join(_value(c, r.get(c), t0) for c in cols) + " |" for r in rows]
         out += ["", "</details>"]
     return out
@@ -114,8 +129,12 @@ def _detail(i: int, f, t0: int | None) -> list[str]:
     adv = f.advice or {}
     stack = adv.get("stack", "nvidia")
     other = adv.get("other_stack", "amd" if stack == "nvidia" else "nvidia")
-    out = [f"#### {i}. `{f.rule}` {md_text(f.title)} — {_dur(f.impact_ns)} ({100 * f.share:.1f}%)", "",
-           md_text(f.summary, 600), ""]
+    out = [
+        f"#### {i}. `{f.rule}` {md_text(f.title)} — {_dur(f.impact_ns)} ({100 * f.share:.1f}%)",
+        "",
+        md_text(f.summary, 600),
+        "",
+    ]
     if adv.get("primary"):
         out.append(f"- **Fix on {STACK_LABELS.get(stack, stack)}:** {md_advice(adv['primary'])}")
     if adv.get("other"):
@@ -130,13 +149,25 @@ def _detail(i: int, f, t0: int | None) -> list[str]:
 def _rules(res) -> list[str]:
     out = []
     if res.errors:
-        out += ["", f"**{len(res.errors)} rule(s) failed:** "
-                + "; ".join(f"`{e['rule']}` on {md_text(e['trace'], 60)}: {md_text(e['error'], 200)}"
-                            for e in res.errors[:10])]
+        out += [
+            "",
+            f"**{len(res.errors)} rule(s) failed:** "
+            + "; ".join(
+                f"`{e['rule']}` on {md_text(e['trace'], 60)}: {md_text(e['error'], 200)}"
+                for e in res.errors[:10]
+            ),
+        ]
     if res.skipped:
-        out += ["", f"<details><summary>{len(res.skipped)} rule(s) skipped: the input lacks the facts they need"
-                "</summary>", ""]
-        out += [f"- `{s['rule']}` {md_text(s.get('name', ''))}: {md_text(s['reason'], 200)}" for s in res.skipped[:40]]
+        out += [
+            "",
+            f"<details><summary>{len(res.skipped)} rule(s) skipped: the input lacks the facts they need"
+            "</summary>",
+            "",
+        ]
+        out += [
+            f"- `{s['rule']}` {md_text(s.get('name', ''))}: {md_text(s['reason'], 200)}"
+            for s in res.skipped[:40]
+        ]
         out += ["", "</details>"]
     return out
 
@@ -151,8 +182,11 @@ def render_markdown(result, limit: int = LIMIT) -> str:
         head += [f"### {len(result.findings)} finding(s), ranked by impact", ""] + _table(result) + [""]
     else:
         head += ["**No findings.**", ""]
-    foot = ["", f"<sub>traceadvisor {traceadvisor.__version__} · impact is the time a fix could save (an upper "
-                "bound), share is of the capture span · the HTML report has the timeline and full evidence.</sub>"]
+    foot = [
+        "",
+        f"<sub>traceadvisor {traceadvisor.__version__} · impact is the time a fix could save (an upper "
+        "bound), share is of the capture span · the HTML report has the timeline and full evidence.</sub>",
+    ]
     blocks: list[list[str]] = []
     if result.findings:
         blocks.append(["### Top findings and what to do", ""])
@@ -180,6 +214,8 @@ def assemble(head: list[str], blocks: list[list[str]], foot: list[str], limit: i
             continue
         text += piece
     if left:
-        text += (f"\n\n_… {left} more section(s) left out to keep this comment under {limit:,} characters; "
-                 "see the HTML or JSON report for everything._")
+        text += (
+            f"\n\n_… {left} more section(s) left out to keep this comment under {limit:,} characters; "
+            "see the HTML or JSON report for everything._"
+        )
     return text + "\n" + tail + "\n"

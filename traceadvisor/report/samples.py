@@ -26,7 +26,9 @@ def sample_sources(root: Path = ROOT) -> list[Path]:
     from traceadvisor.errors import TraceAdvisorError
     from traceadvisor.importers import detect
 
-    cands = sorted(p for p in (root / "fixtures").rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    cands = sorted(
+        p for p in (root / "fixtures").rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+    )
     cands += sorted((root / "traceadvisor" / "data").glob("example*"))
     out = []
     for p in cands:
@@ -55,33 +57,54 @@ def build(paths: list[Path], out: Path) -> list[dict]:
         res, _ = run_analysis([trace], use_config=False)
         html = write_html(res, out / f"{trace.name}.html")
         (out / f"{trace.name}.md").write_text(render_markdown(res), encoding="utf-8")
-        rows.append({"name": trace.name, "source": str(src), "findings": res.findings, "skipped": len(res.skipped),
-                     "errors": len(res.errors), "html_bytes": html.stat().st_size,
-                     "seconds": time.perf_counter() - t0})
-        print(f"{trace.name}: {len(res.findings)} findings -> {html} ({html.stat().st_size / 1e6:.1f} MB)",
-              file=sys.stderr)
+        rows.append(
+            {
+                "name": trace.name,
+                "source": str(src),
+                "findings": res.findings,
+                "skipped": len(res.skipped),
+                "errors": len(res.errors),
+                "html_bytes": html.stat().st_size,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+        print(
+            f"{trace.name}: {len(res.findings)} findings -> {html} ({html.stat().st_size / 1e6:.1f} MB)",
+            file=sys.stderr,
+        )
     return rows
 
 
 def index_md(rows: list[dict]) -> str:
     from traceadvisor.report.figures import fmt_dur
 
-    lines = ["# Sample reports", "",
-             "Built from the project's own traces by `python -m traceadvisor.report.samples` (see "
-             "`traceadvisor/report/samples.py`). Open the `.html` files in a browser (they are self-contained and "
-             "work offline); the `.md` files are the pull-request summaries.", "",
-             "| Trace | Source | Findings | Top finding | HTML | Markdown |", "|---|---|--:|---|---|---|"]
+    lines = [
+        "# Sample reports",
+        "",
+        "Built from the project's own traces by `python -m traceadvisor.report.samples` (see "
+        "`traceadvisor/report/samples.py`). Open the `.html` files in a browser (they are self-contained and "
+        "work offline); the `.md` files are the pull-request summaries.",
+        "",
+        "| Trace | Source | Findings | Top finding | HTML | Markdown |",
+        "|---|---|--:|---|---|---|",
+    ]
     for r in rows:
         top = r["findings"][0] if r["findings"] else None
-        top_txt = f"`{top.rule}` {top.name}, {fmt_dur(top.impact_ns)} ({100 * top.share:.1f}%)" if top else "none"
-        lines.append(f"| {r['name']} | `{r['source']}` | {len(r['findings'])} | {top_txt} | "
-                     f"[{r['name']}.html]({r['name']}.html) ({r['html_bytes'] / 1e6:.1f} MB) | "
-                     f"[{r['name']}.md]({r['name']}.md) |")
+        top_txt = (
+            f"`{top.rule}` {top.name}, {fmt_dur(top.impact_ns)} ({100 * top.share:.1f}%)" if top else "none"
+        )
+        lines.append(
+            f"| {r['name']} | `{r['source']}` | {len(r['findings'])} | {top_txt} | "
+            f"[{r['name']}.html]({r['name']}.html) ({r['html_bytes'] / 1e6:.1f} MB) | "
+            f"[{r['name']}.md]({r['name']}.md) |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m traceadvisor.report.samples", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m traceadvisor.report.samples", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "reports", help="output folder [default: reports/]")
     ap.add_argument("--also", type=Path, nargs="*", default=[], help="more trace files to include")
     a = ap.parse_args(argv)

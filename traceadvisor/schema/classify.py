@@ -13,33 +13,69 @@ import polars as pl
 # name in ../shared/traces (torch, nsys, rpd, rocpd); tests/test_classify.py holds real names per row.
 KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     # collectives first: NCCL/RCCL kernels keep "nccl" names; "all_reduce" etc. appear in custom/Triton comms
-    ("collective", r"nccl|rccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_kernel"
-                   r"|cross_device_reduce", "NCCL/RCCL, custom all-reduce"),
+    (
+        "collective",
+        r"nccl|rccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_kernel"
+        r"|cross_device_reduce",
+        "NCCL/RCCL, custom all-reduce",
+    ),
     # KV-cache writes of serving engines: copies, although their names mention attention libraries
-    ("copy", r"reshape_and_cache|store_kvcache|concat_and_cache|kv_indices", "vLLM/SGLang/FlashInfer KV cache"),
+    (
+        "copy",
+        r"reshape_and_cache|store_kvcache|concat_and_cache|kv_indices",
+        "vLLM/SGLang/FlashInfer KV cache",
+    ),
     # attention before gemm: flash/fmha kernels often contain "gemm" tokens
-    ("attention", r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|softmax_gemm|bwd_kernel_fuse"
-                  r"|(?:^|_)(?:fwd|bwd)_kernel(?:_|$)",
-                  "FlashAttention, CK/ck_tile fmha, aiter, Triton attn_fwd, vLLM paged attention"),
+    (
+        "attention",
+        r"flash|fmha|attention|attn|mha_|sdpa|_fwd_kernel_splitK|softmax_gemm|bwd_kernel_fuse"
+        r"|(?:^|_)(?:fwd|bwd)_kernel(?:_|$)",
+        "FlashAttention, CK/ck_tile fmha, aiter, Triton attn_fwd, vLLM paged attention",
+    ),
     # "conv" only at a word start: vLLM's "_typeConvert" is not a convolution
-    ("conv", r"(?:^|[^a-z])conv(?:[^e]|$)|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
-             r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm", "cuDNN (cask, scudnn, winograd), MIOpen igemm, CK grouped conv"),
-    ("gemm", r"gemm|Cijk_|cutlass|xmma|nvjet|cublas|hipblaslt|rocblas|Tensile|_mm_|(?:^|_)mm(?:_|$)|matmul|bmm"
-             r"|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|mfma|triton_tem_|mul_mat",
-     "cuBLAS/cuBLASLt (xmma, nvjet, splitKreduce), CUTLASS, Tensile/hipBLASLt Cijk_, CK, skinny wvSplitK"),
-    ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|welford|norm_kernel"
-             r"|GammaBeta|RowwiseMoments", "PyTorch/cuDNN/MIOpen/vLLM/aiter norms"),
-    ("reduction", r"reduce|reduction|soft_?max|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel"
-                  r"|cross_entropy|nll_loss|NLLCriterion|logsumexp|triton_red_|triton_per_|nvfuser_\w*persistent|(?:max|avg|adaptive\w*)_?pool",
-     "reductions, scans, softmax, pooling, Inductor/nvFuser reductions"),
-    ("copy", r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|direct_copy|_to_copy"
-             r"|recat_copy|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", "copy / layout kernels (incl. ROCm blit copies)"),
-    ("memset", r"fillBuffer|memset|zero_kernel|FillFunctor|(?:^|_)fill(?:_|$)", "fill kernels (incl. ROCm blit fills)"),
-    ("elementwise", r"elementwise|vectorized_|pointwise|triton_|nvfuser_pointwise|nvfuser_none|activation|gelu"
-                    r"|relu|silu|sigmoid|tanh|add_kernel|mul_kernel|div_kernel|where_kernel|index|gather|scatter"
-                    r"|embedding|dropout|cast|quant|fused|adam|sgd|optimizer|foreach|multi_tensor_apply|_kernel_fun"
-                    r"|rotary|rope|SubTensorOp|OpTensor|scalePackedTensor|transform_kernel|^cupy_|convert",
-     "PyTorch/MIOpen/cuDNN pointwise, Inductor triton_poi, nvFuser, optimizers"),
+    (
+        "conv",
+        r"(?:^|[^a-z])conv(?:[^e]|$)|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
+        r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm",
+        "cuDNN (cask, scudnn, winograd), MIOpen igemm, CK grouped conv",
+    ),
+    (
+        "gemm",
+        r"gemm|Cijk_|cutlass|xmma|nvjet|cublas|hipblaslt|rocblas|Tensile|_mm_|(?:^|_)mm(?:_|$)|matmul|bmm"
+        r"|wvSplitK|wvSpltK|scaled_mm|gemv|dot_kernel|mfma|triton_tem_|mul_mat",
+        "cuBLAS/cuBLASLt (xmma, nvjet, splitKreduce), CUTLASS, Tensile/hipBLASLt Cijk_, CK, skinny wvSplitK",
+    ),
+    (
+        "norm",
+        r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|bn_fw|bn_bw|welford|norm_kernel"
+        r"|GammaBeta|RowwiseMoments",
+        "PyTorch/cuDNN/MIOpen/vLLM/aiter norms",
+    ),
+    (
+        "reduction",
+        r"reduce|reduction|soft_?max|argmax|argmin|cumsum|scan|topk|sum_kernel|max_kernel|mean_kernel"
+        r"|cross_entropy|nll_loss|NLLCriterion|logsumexp|triton_red_|triton_per_|nvfuser_\w*persistent|(?:max|avg|adaptive\w*)_?pool",
+        "reductions, scans, softmax, pooling, Inductor/nvFuser reductions",
+    ),
+    (
+        "copy",
+        r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|direct_copy|_to_copy"
+        r"|recat_copy|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw",
+        "copy / layout kernels (incl. ROCm blit copies)",
+    ),
+    (
+        "memset",
+        r"fillBuffer|memset|zero_kernel|FillFunctor|(?:^|_)fill(?:_|$)",
+        "fill kernels (incl. ROCm blit fills)",
+    ),
+    (
+        "elementwise",
+        r"elementwise|vectorized_|pointwise|triton_|nvfuser_pointwise|nvfuser_none|activation|gelu"
+        r"|relu|silu|sigmoid|tanh|add_kernel|mul_kernel|div_kernel|where_kernel|index|gather|scatter"
+        r"|embedding|dropout|cast|quant|fused|adam|sgd|optimizer|foreach|multi_tensor_apply|_kernel_fun"
+        r"|rotary|rope|SubTensorOp|OpTensor|scalePackedTensor|transform_kernel|^cupy_|convert",
+        "PyTorch/MIOpen/cuDNN pointwise, Inductor triton_poi, nvFuser, optimizers",
+    ),
 )
 
 CATEGORIES_IN_TABLE: tuple[str, ...] = tuple(dict.fromkeys(c for c, _, _ in KERNEL_CATEGORIES))
@@ -73,7 +109,12 @@ def classify_name(name: str | None, kind: str = "kernel") -> str | None:
 def classify_expr(name: str = "name", kind: str = "kind") -> pl.Expr:
     """Polars expression giving the category of every row (null for host events)."""
     n = pl.col(name)
-    expr = pl.when(pl.col(kind) == "memcpy").then(pl.lit("copy")).when(pl.col(kind) == "memset").then(pl.lit("memset"))
+    expr = (
+        pl.when(pl.col(kind) == "memcpy")
+        .then(pl.lit("copy"))
+        .when(pl.col(kind) == "memset")
+        .then(pl.lit("memset"))
+    )
     for cat, pat, _ in KERNEL_CATEGORIES:
         expr = expr.when((pl.col(kind) == "kernel") & n.str.contains(f"(?i){pat}")).then(pl.lit(cat))
     return expr.when(pl.col(kind) == "kernel").then(pl.lit("other")).otherwise(pl.lit(None, dtype=pl.String))
@@ -87,9 +128,12 @@ def classify_frame(df: pl.DataFrame) -> pl.DataFrame:
     keys = keys.with_columns(classify_expr().alias("category"))
     mapping = dict(zip(keys.get_column("name").to_list(), keys.get_column("category").to_list(), strict=True))
     category = (
-        pl.when(pl.col("kind") == "memcpy").then(pl.lit("copy"))
-        .when(pl.col("kind") == "memset").then(pl.lit("memset"))
-        .when(kernel).then(pl.col("name").replace_strict(mapping, default="other", return_dtype=pl.String))
+        pl.when(pl.col("kind") == "memcpy")
+        .then(pl.lit("copy"))
+        .when(pl.col("kind") == "memset")
+        .then(pl.lit("memset"))
+        .when(kernel)
+        .then(pl.col("name").replace_strict(mapping, default="other", return_dtype=pl.String))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
     cols = df.columns

@@ -66,8 +66,12 @@ _PL: dict[str, pl.DataType] = {
 
 COLUMNS: tuple[Column, ...] = (
     Column("kind", pa.string(), "enum", "Event kind: " + ", ".join(KINDS) + "."),
-    Column("category", pa.string(), "enum",
-           "Vendor-neutral work category: " + ", ".join(CATEGORIES) + " (null for host-only events)."),
+    Column(
+        "category",
+        pa.string(),
+        "enum",
+        "Vendor-neutral work category: " + ", ".join(CATEGORIES) + " (null for host-only events).",
+    ),
     Column("name", pa.string(), "text", "Name as recorded (kernel, API, operator or range name)."),
     Column("rank", pa.int32(), "index", "Distributed rank of the process that produced the event."),
     Column("pid", pa.int64(), "id", "Process id (GPU events: the producer's device lane id)."),
@@ -77,13 +81,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("start_ns", pa.int64(), "ns", "Start time, one clock per trace (see metadata clock_base)."),
     Column("dur_ns", pa.int64(), "ns", "Duration; 0 for instant events."),
     Column("correlation_id", pa.int64(), "id", "Links a runtime call to the GPU work it launched."),
-    Column("external_id", pa.int64(), "id", "Links a framework op to the runtime calls and GPU work under it."),
+    Column(
+        "external_id", pa.int64(), "id", "Links a framework op to the runtime calls and GPU work under it."
+    ),
     Column("bytes", pa.int64(), "bytes", "Bytes moved or set (copies, memsets, allocations)."),
     Column("copy_kind", pa.string(), "enum", "Copy direction: " + ", ".join(COPY_KINDS) + "."),
     Column("src_memory", pa.string(), "enum", "Source memory: " + ", ".join(MEMORY_KINDS) + "."),
     Column("dst_memory", pa.string(), "enum", "Destination memory: " + ", ".join(MEMORY_KINDS) + "."),
-    Column("memory_inferred", pa.bool_(), "flag",
-           "True when src/dst_memory was inferred (evidence in args), false when recorded by the profiler."),
+    Column(
+        "memory_inferred",
+        pa.bool_(),
+        "flag",
+        "True when src/dst_memory was inferred (evidence in args), false when recorded by the profiler.",
+    ),
     Column("grid_x", pa.int32(), "blocks", "Grid size in blocks, x."),
     Column("grid_y", pa.int32(), "blocks", "Grid size in blocks, y."),
     Column("grid_z", pa.int32(), "blocks", "Grid size in blocks, z."),
@@ -92,9 +102,24 @@ COLUMNS: tuple[Column, ...] = (
     Column("block_z", pa.int32(), "threads", "Block (workgroup) size in threads, z."),
     Column("registers", pa.int32(), "registers/thread", "Registers per thread (AMD: arch VGPRs)."),
     Column("shared_mem_bytes", pa.int64(), "bytes", "Static + dynamic shared memory (LDS) per block."),
-    Column("input_dims", pa.string(), "json", "Operator input shapes as JSON (record_shapes), e.g. [[16,8192],[8192,8192]]."),
-    Column("input_types", pa.string(), "json", 'Operator input dtypes as JSON, e.g. ["c10::BFloat16","c10::BFloat16"].'),
-    Column("args", pa.string(), "json", "Every other field the producer recorded, as a JSON object: nothing read is lost."),
+    Column(
+        "input_dims",
+        pa.string(),
+        "json",
+        "Operator input shapes as JSON (record_shapes), e.g. [[16,8192],[8192,8192]].",
+    ),
+    Column(
+        "input_types",
+        pa.string(),
+        "json",
+        'Operator input dtypes as JSON, e.g. ["c10::BFloat16","c10::BFloat16"].',
+    ),
+    Column(
+        "args",
+        pa.string(),
+        "json",
+        "Every other field the producer recorded, as a JSON object: nothing read is lost.",
+    ),
 )
 
 COLUMN_NAMES = tuple(c.name for c in COLUMNS)

@@ -12,7 +12,9 @@ GPU_KINDS = ("kernel", "memcpy", "memset")
 
 def gpu_work(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GPU activities (kernel, memcpy, memset) with ``end_ns``."""
-    return lf.filter(pl.col("kind").is_in(GPU_KINDS)).with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    return lf.filter(pl.col("kind").is_in(GPU_KINDS)).with_columns(
+        end_ns=pl.col("start_ns") + pl.col("dur_ns")
+    )
 
 
 def kernels(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -46,9 +48,16 @@ def merge_intervals(lf: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     """Union of [start_ns, end_ns) intervals per group ``by``: non-overlapping, sorted ``start_ns``/``end_ns``."""
     s = lf.select(*by, "start_ns", "end_ns").sort([*by, "start_ns"])
     s = s.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over(by))
-    s = s.with_columns(new=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end"))).cast(pl.Int64))
+    s = s.with_columns(
+        new=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end"))).cast(pl.Int64)
+    )
     s = s.with_columns(grp=pl.col("new").cum_sum().over(by))
-    return s.group_by([*by, "grp"]).agg(pl.col("start_ns").min(), pl.col("end_ns").max()).drop("grp").sort([*by, "start_ns"])
+    return (
+        s.group_by([*by, "grp"])
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .drop("grp")
+        .sort([*by, "start_ns"])
+    )
 
 
 def gpu_busy(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -73,12 +82,22 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
 
     Columns: the GPU event's columns plus ``api_name``, ``api_start_ns``, ``api_dur_ns``, ``api_tid``.
     """
-    rt = lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).select(
-        "rank", "correlation_id", pl.col("name").alias("api_name"), pl.col("start_ns").alias("api_start_ns"),
-        pl.col("dur_ns").alias("api_dur_ns"), pl.col("tid").alias("api_tid"),
-    ).unique(subset=["rank", "correlation_id"], keep="first")
-    return gpu_work(lf).filter(pl.col("correlation_id").is_not_null()).join(
-        rt, on=["rank", "correlation_id"], how="left", nulls_equal=True
+    rt = (
+        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select(
+            "rank",
+            "correlation_id",
+            pl.col("name").alias("api_name"),
+            pl.col("start_ns").alias("api_start_ns"),
+            pl.col("dur_ns").alias("api_dur_ns"),
+            pl.col("tid").alias("api_tid"),
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    return (
+        gpu_work(lf)
+        .filter(pl.col("correlation_id").is_not_null())
+        .join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
     )
 
 
@@ -87,15 +106,24 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
 # Blocking host synchronisation calls -> scope. nsys keeps CUPTI's "_vNNNN" suffix on runtime names;
 # ``api_name`` strips it, so the tables hold bare names.
 BLOCKING_SYNC_APIS: dict[str, str] = {
-    "cudaDeviceSynchronize": "device", "cudaThreadSynchronize": "device", "cuCtxSynchronize": "device",
-    "hipDeviceSynchronize": "device", "hipCtxSynchronize": "device",
-    "cudaStreamSynchronize": "stream", "cuStreamSynchronize": "stream", "hipStreamSynchronize": "stream",
-    "cudaEventSynchronize": "event", "cuEventSynchronize": "event", "hipEventSynchronize": "event",
+    "cudaDeviceSynchronize": "device",
+    "cudaThreadSynchronize": "device",
+    "cuCtxSynchronize": "device",
+    "hipDeviceSynchronize": "device",
+    "hipCtxSynchronize": "device",
+    "cudaStreamSynchronize": "stream",
+    "cuStreamSynchronize": "stream",
+    "hipStreamSynchronize": "stream",
+    "cudaEventSynchronize": "event",
+    "cuEventSynchronize": "event",
+    "hipEventSynchronize": "event",
 }
 # ``sync`` events (Kineto cuda_sync, nsys SYNCHRONIZATION) that block the host, lower-cased -> scope.
 # "Stream Wait Event" / "Stream wait sync" is a GPU-side wait and is deliberately absent.
 BLOCKING_SYNC_EVENTS: dict[str, str] = {
-    "context sync": "device", "stream sync": "stream", "event sync": "event",
+    "context sync": "device",
+    "stream sync": "stream",
+    "event sync": "event",
 }
 
 
@@ -114,40 +142,78 @@ def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
     """
     runtime_all = lf.filter(pl.col("kind") == "runtime")
     rt = (
-        runtime_all
-        .with_columns(name=api_name())
+        runtime_all.with_columns(name=api_name())
         .filter(pl.col("name").is_in(list(BLOCKING_SYNC_APIS)))
         .with_columns(scope=pl.col("name").replace_strict(BLOCKING_SYNC_APIS, default=None))
     )
     ev = (
         lf.filter(pl.col("kind") == "sync")
-        .with_columns(scope=pl.col("name").str.to_lowercase().replace_strict(BLOCKING_SYNC_EVENTS, default=None))
+        .with_columns(
+            scope=pl.col("name").str.to_lowercase().replace_strict(BLOCKING_SYNC_EVENTS, default=None)
+        )
         .filter(pl.col("scope").is_not_null())
     )
-    ev_dev = ev.filter(pl.col("correlation_id").is_not_null()).select(
-        "rank", "correlation_id", pl.col("device").alias("sync_device")
-    ).unique(subset=["rank", "correlation_id"], keep="first")
-    rt = rt.join(ev_dev, on=["rank", "correlation_id"], how="left", nulls_equal=True).with_columns(
-        device=pl.coalesce("device", "sync_device")
-    ).drop("sync_device")
-    rt_keys = runtime_all.filter(pl.col("correlation_id").is_not_null()).select("rank", "correlation_id").unique()
+    ev_dev = (
+        ev.filter(pl.col("correlation_id").is_not_null())
+        .select("rank", "correlation_id", pl.col("device").alias("sync_device"))
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    rt = (
+        rt.join(ev_dev, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+        .with_columns(device=pl.coalesce("device", "sync_device"))
+        .drop("sync_device")
+    )
+    rt_keys = (
+        runtime_all.filter(pl.col("correlation_id").is_not_null()).select("rank", "correlation_id").unique()
+    )
     ev_only = ev.join(rt_keys, on=["rank", "correlation_id"], how="anti", nulls_equal=True)
-    return pl.concat([rt, ev_only], how="vertical_relaxed").with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    return pl.concat([rt, ev_only], how="vertical_relaxed").with_columns(
+        end_ns=pl.col("start_ns") + pl.col("dur_ns")
+    )
 
 
 # Copy APIs that return only when the copy is done (bare names), both vendors.
 BLOCKING_COPY_APIS: tuple[str, ...] = (
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
-    "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy3D", "cuMemcpyPeer",
-    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpyDtoD", "hipMemcpy2D",
-    "hipMemcpy3D", "hipMemcpyToSymbol", "hipMemcpyFromSymbol", "hipMemcpyPeer",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemcpyPeer",
+    "cuMemcpy",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuMemcpyDtoD",
+    "cuMemcpy2D",
+    "cuMemcpy3D",
+    "cuMemcpyPeer",
+    "hipMemcpy",
+    "hipMemcpyWithStream",
+    "hipMemcpyHtoD",
+    "hipMemcpyDtoH",
+    "hipMemcpyDtoD",
+    "hipMemcpy2D",
+    "hipMemcpy3D",
+    "hipMemcpyToSymbol",
+    "hipMemcpyFromSymbol",
+    "hipMemcpyPeer",
 )
 
 # Asynchronous copy APIs (bare names), both vendors. From pageable memory they block the host too.
 ASYNC_COPY_APIS: tuple[str, ...] = (
-    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync", "cuMemcpyAsync",
-    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
-    "hipMemcpyAsync", "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemcpy2DAsync",
+    "cudaMemcpyAsync",
+    "cudaMemcpy2DAsync",
+    "cudaMemcpy3DAsync",
+    "cudaMemcpyPeerAsync",
+    "cuMemcpyAsync",
+    "cuMemcpyHtoDAsync",
+    "cuMemcpyDtoHAsync",
+    "cuMemcpyDtoDAsync",
+    "hipMemcpyAsync",
+    "hipMemcpyHtoDAsync",
+    "hipMemcpyDtoHAsync",
+    "hipMemcpyDtoDAsync",
+    "hipMemcpy2DAsync",
     "hipMemcpyPeerAsync",
 )
 
@@ -166,16 +232,27 @@ def covered_ns(intervals: pl.LazyFrame, busy: pl.LazyFrame, by: list[str]) -> pl
     ``gpu_busy``). With F(t) the busy time before t (cumulative busy time, one backward as-of join per end),
     ``covered_ns = F(end_ns) - F(start_ns)``. Null ``by`` values match each other.
     """
-    b = (busy.select(_group_key(by).alias("_key"), pl.col("start_ns").alias("_b_start"),
-                     pl.col("end_ns").alias("_b_end"))
-         .sort("_key", "_b_start")
-         .with_columns(_cum=(pl.col("_b_end") - pl.col("_b_start")).cum_sum().shift(1, fill_value=0).over("_key"))
-         .sort("_b_start"))
+    b = (
+        busy.select(
+            _group_key(by).alias("_key"),
+            pl.col("start_ns").alias("_b_start"),
+            pl.col("end_ns").alias("_b_end"),
+        )
+        .sort("_key", "_b_start")
+        .with_columns(
+            _cum=(pl.col("_b_end") - pl.col("_b_start")).cum_sum().shift(1, fill_value=0).over("_key")
+        )
+        .sort("_b_start")
+    )
     out = intervals.with_columns(_key=_group_key(by))
     for col in ("start_ns", "end_ns"):
         f = pl.col("_cum") + pl.min_horizontal(pl.col(col), pl.col("_b_end")) - pl.col("_b_start")
-        out = (out.sort(col).join_asof(b, left_on=col, right_on="_b_start", by="_key", check_sortedness=False)
-               .with_columns(pl.when(pl.col("_b_start").is_null()).then(0).otherwise(f).alias(f"_F_{col}"))
-               .drop("_b_start", "_b_end", "_cum"))
+        out = (
+            out.sort(col)
+            .join_asof(b, left_on=col, right_on="_b_start", by="_key", check_sortedness=False)
+            .with_columns(pl.when(pl.col("_b_start").is_null()).then(0).otherwise(f).alias(f"_F_{col}"))
+            .drop("_b_start", "_b_end", "_cum")
+        )
     return out.with_columns(covered_ns=pl.col("_F_end_ns") - pl.col("_F_start_ns")).drop(
-        "_key", "_F_start_ns", "_F_end_ns")
+        "_key", "_F_start_ns", "_F_end_ns"
+    )
