@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 import polars as pl
@@ -29,8 +30,18 @@ CAPABILITIES: dict[str, str] = {
 }
 
 
-# skip reasons that say where the record's content went (importers word their reasons this way)
-FOLDED_MARKERS = (
+class SkipKind(str, Enum):
+    """Why input records were not imported as events. Only ``not-imported``, ``unsupported`` and ``malformed``
+    are trace-health matters; ``folded-into`` records live on elsewhere (links, metadata, args, summaries)."""
+
+    FOLDED_INTO = "folded-into"  # content kept elsewhere: a link, metadata, args, a merged row
+    NOT_IMPORTED = "not-imported"  # read and understood, but not turned into events (e.g. monitor samples)
+    UNSUPPORTED = "unsupported"  # a record type or phase traceadvisor does not interpret
+    MALFORMED = "malformed"  # damaged, cut short or missing required fields
+
+
+# Compatibility path for importers that do not pass a SkipKind yet: reasons worded like these are folded.
+LEGACY_FOLDED_MARKERS = (
     "kept in",
     "stored in",
     "folded",
@@ -39,6 +50,11 @@ FOLDED_MARKERS = (
     "a timeline is present",
     "recomputable",
 )
+
+
+def legacy_skip_kind(reason: str) -> SkipKind:
+    """The kind of a reason from an importer that does not pass one (its wording says where the content went)."""
+    return SkipKind.FOLDED_INTO if any(k in reason for k in LEGACY_FOLDED_MARKERS) else SkipKind.NOT_IMPORTED
 
 
 @dataclass
@@ -70,6 +86,7 @@ class TraceMeta:
     capabilities: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> number of input events skipped
+    skip_kinds: dict[str, SkipKind] = field(default_factory=dict)  # reason -> why (see SkipKind)
     input_events: int | None = None  # events/rows read from the input (imported + skipped)
     truncated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # format-specific metadata (opaque)
@@ -78,19 +95,28 @@ class TraceMeta:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def skip(self, reason: str, n: int = 1) -> None:
+    def skip(self, reason: str, n: int = 1, kind: SkipKind | str | None = None) -> None:
+        """Count ``n`` input records not imported, with a reason (the kind is inferred when not given)."""
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
+            if kind is not None:
+                self.skip_kinds[reason] = SkipKind(kind)
+            elif reason not in self.skip_kinds:
+                self.skip_kinds[reason] = legacy_skip_kind(reason)
+
+    def skip_kind(self, reason: str) -> SkipKind:
+        return self.skip_kinds.get(reason) or legacy_skip_kind(reason)
 
     def skipped_split(self) -> tuple[dict[str, int], dict[str, int]]:
         """(folded, dropped): records whose content lives on elsewhere (links, metadata, args, summaries) vs
         records whose content was not imported. Only the second kind is a trace-health matter."""
-        folded = {r: n for r, n in self.skipped.items() if any(k in r for k in FOLDED_MARKERS)}
+        folded = {r: n for r, n in self.skipped.items() if self.skip_kind(r) is SkipKind.FOLDED_INTO}
         return folded, {r: n for r, n in self.skipped.items() if r not in folded}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["capabilities"] = sorted(self.capabilities)
+        d["skip_kinds"] = {r: k.value for r, k in self.skip_kinds.items()}
         return d
 
     @classmethod
@@ -98,6 +124,7 @@ class TraceMeta:
         d = dict(d)
         d["devices"] = [Device(**x) for x in d.get("devices", [])]
         d["capabilities"] = set(d.get("capabilities", []))
+        d["skip_kinds"] = {r: SkipKind(k) for r, k in (d.get("skip_kinds") or {}).items()}
         return cls(**d)
 
     def to_json(self) -> str:
