@@ -14,7 +14,14 @@ from traceadvisor.engine.loader import load_rules
 from traceadvisor.engine.rule import Finding, Rule, RuleModule
 from traceadvisor.engine.runner import AnalysisResult, analyze
 from traceadvisor.report import figures as F
-from traceadvisor.report.html import CSP, doc_html, render_html, script_json, write_html
+from traceadvisor.report.html import (
+    BUNDLE_TRACE_TYPES,
+    CSP,
+    doc_html,
+    render_html,
+    script_json,
+    write_html,
+)
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
 from traceadvisor.testing import TraceBuilder
@@ -261,7 +268,8 @@ def test_self_contained_offline_and_csp(small_html):
     assert f'<meta http-equiv="Content-Security-Policy" content="{CSP}">' in small_html
     assert "default-src 'none'" in CSP and "unsafe-eval" not in CSP
     p = parse(small_html)
-    assert "plotly.js v" in small_html  # the bundle is embedded, not linked
+    assert "plotly.js (basic - minified) v" in small_html  # the partial bundle is embedded, not linked
+    assert len(small_html.encode()) <= 2_000_000  # the partial bundle keeps a small report small
     for tag, attrs in p.tags:
         assert "src" not in attrs, (tag, attrs)  # nothing loaded: no script/img/iframe sources
         assert tag not in ("link", "iframe", "object", "embed", "img")
@@ -312,6 +320,8 @@ def test_figures_and_zoom_targets(small_html):
     assert zoom["f2"]["fig"] == "timeline-0" and len(zoom["f2"]["ranges"]) == 4
     assert zoom["f2"]["ranges"][1] == pytest.approx([1.005, 1.155])
     assert "All 252 events" in small_html  # small traces are drawn exactly, and the page says so
+    types = {t.get("type", "scatter") for f in figs.values() for t in f["data"]}
+    assert types <= BUNDLE_TRACE_TYPES, "a trace type the shipped plotly.js bundle cannot draw"
 
 
 def test_hostile_strings_are_text_everywhere(tmp_path):
@@ -518,6 +528,7 @@ def test_real_trace_report(traces_dir, tmp_path):
     gem = next(f for f in res.findings if f.rule == "GEM001")
     i = res.findings.index(gem) + 1
     assert f"gemm-f{i}" in figs, "the GEMM chart is fed from GEM001's shapes"
+    assert {t.get("type", "scatter") for f in figs.values() for t in f["data"]} <= BUNDLE_TRACE_TYPES
     pts = [t for t in figs[f"gemm-f{i}"]["data"] if t.get("mode") == "markers+text"]
     assert sum(len(t["x"]) for t in pts) == len(gem.evidence["shapes"])
     rm = next(r for r in res.rules if r.code == "GEM001")

@@ -49,14 +49,18 @@ def json_text_for_script(text: str) -> Markup:
     return Markup(text)  # safe: escaped above: no markup can open or close inside it
 
 
+# plotly.js's partial bundle shipped as package data (static/README.md says how it was made)
+PLOTLY_BUNDLE = Path(__file__).parent / "static" / "plotly-basic.min.js"
+# the trace types that bundle holds: a figure of any other type would not render
+BUNDLE_TRACE_TYPES = frozenset(("scatter", "bar", "pie"))
+
+
 @lru_cache(maxsize=1)
 def plotly_js() -> Markup:
-    """plotly.js from the installed plotly package (its offline bundle), made safe to inline."""
-    from plotly.offline import get_plotlyjs
-
-    js = get_plotlyjs()
+    """The shipped plotly.js partial bundle, made safe to inline."""
+    js = PLOTLY_BUNDLE.read_text(encoding="utf-8")
     js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE).replace("<!--", "<\\!--")
-    return Markup(js)  # safe: the bundle shipped with plotly; closing tags neutralised above
+    return Markup(js)  # safe: the bundle shipped with this package; closing tags neutralised above
 
 
 _INLINE = [
