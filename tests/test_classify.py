@@ -217,3 +217,43 @@ def test_amd_and_llamacpp_names_from_the_corpus():
     }
     for name, cat in cases.items():
         assert classify_name(name) == cat, name
+
+
+def test_im2col_kernels_are_conv():
+    from traceadvisor.schema.classify import classify_name
+
+    assert classify_name("Im2d2Col") == "conv"  # MIOpen GEMM-based convolution
+    assert (
+        classify_name("void cudnn::cnn::im2col4d_kernel<float, long>(cudnn::cnn::im2col4d_params)") == "conv"
+    )
+
+
+def test_gemm_kernels_launched_by_a_convolution_op_are_conv():
+    """MIOpen runs convolutions as im2col + a Tensile Cijk_ GEMM: the GEMM is conv work (issue 13)."""
+    from traceadvisor.schema.classify import refine_by_op
+
+    rows = [
+        ("cpu_op", "aten::miopen_convolution", None, 7, None),
+        ("kernel", "Im2d2Col", None, 7, 100),
+        ("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", None, 7, 101),
+        ("cpu_op", "aten::mm", None, 8, None),
+        ("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", None, 8, 102),
+        ("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16", None, 103, 103),  # legacy: External id == correlation id
+    ]
+    df = pl.DataFrame(
+        rows, schema=["kind", "name", "category", "external_id", "correlation_id"], orient="row"
+    ).with_columns(rank=pl.lit(0, dtype=pl.Int32), category=pl.lit(None, dtype=pl.String))
+    out = refine_by_op(classify_frame(df))
+    assert out["category"].to_list() == [None, "conv", "conv", None, "gemm", "gemm"]
+
+
+def test_mi300x_resnet_weight_gradient_gemms_are_conv(traces_dir):
+    from traceadvisor.importers import load_trace
+
+    t = load_trace(traces_dir / "torch/tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz")
+    k = t.events.filter(pl.col("kind") == "kernel")
+    launched = t.events.filter(pl.col("kind") == "runtime")["correlation_id"].implode()
+    bwd_w = k.filter(pl.col("name").str.contains("batched_gemm_xdlops_bwd_weight"))
+    # 11 of the 44 were launched before the profiler started (no launch call, no op): they stay gemm
+    seen = bwd_w.filter(pl.col("correlation_id").is_in(launched) | pl.col("external_id").is_not_null())
+    assert seen.height == 33 and set(seen["category"]) == {"conv"}

@@ -132,6 +132,68 @@ MODELS: tuple[Model, ...] = (
         source="NVIDIA H200 datasheet; 55 GB/s pinned H2D measured",
         names=("H200",),
     ),
+    # Not in devices.md; dense peaks from vendor datasheets / whitepapers found for issue 13 (sparse figures halved).
+    # B200 = HGX B200 at 1000 W, GB200 = the Blackwell GPU of a GB200 superchip at 1200 W (NVIDIA Blackwell
+    # datasheet tables as quoted by glennklockwood.com/garden/processors/B200 and verda.com's GB300 article).
+    Model(
+        "GB200",
+        "nvidia",
+        "sm_100",
+        148,
+        *_nv(45, 90, 1250, 2500, 5000, 5000, 8.0),
+        link="NVLink-C2C to Grace",
+        link_pinned_gbs=200.0,
+        source="NVIDIA GB200 NVL72 datasheet (per GPU, dense); pinned C2C rate unverified",
+        names=("GB200",),
+        memory_gb=186,
+    ),
+    Model(
+        "B200",
+        "nvidia",
+        "sm_100",
+        148,
+        *_nv(40, 80, 1100, 2250, 4500, 4500, 8.0),
+        link="PCIe Gen5 x16",
+        link_pinned_gbs=55.0,
+        source="NVIDIA HGX/DGX B200 datasheet (per GPU, dense, 1000 W); 148 SMs [obs devices.md]",
+        names=("B200",),
+        memory_gb=180,
+    ),
+    Model(
+        "H20",
+        "nvidia",
+        "sm_90",
+        78,
+        *_nv(1, 44, 74, 148, 296, 296, 4.0),
+        link="PCIe Gen5 x16",
+        link_pinned_gbs=55.0,
+        source="NVIDIA H20 product brief as reported (dense FP16 148 TFLOP/s, 4.0 TB/s; unverified primary)",
+        names=("H20",),
+        memory_gb=96,
+    ),
+    # GeForce parts: tensor rates with FP32 accumulate (what PyTorch GEMMs use), half the FP16-accumulate rate.
+    Model(
+        "RTX 4090",
+        "nvidia",
+        "sm_89",
+        128,
+        *_nv(1.29, 82.6, 82.6, 165.2, 330.3, 660.6, 1.008),
+        source="NVIDIA Ada Lovelace architecture whitepaper (RTX 4090, dense, FP32 accumulate)",
+        names=("RTX 4090",),
+        memory_gb=24,
+    ),
+    Model(
+        "RTX 5090",
+        "nvidia",
+        "sm_120",
+        170,
+        *_nv(1.64, 104.8, 104.8, 209.5, 419.0, 838.0, 1.792),
+        link="PCIe Gen5 x16",
+        link_pinned_gbs=55.0,
+        source="NVIDIA RTX Blackwell GPU architecture whitepaper (RTX 5090, dense, FP32 accumulate; unverified)",
+        names=("RTX 5090",),
+        memory_gb=32,
+    ),
     # Volta / Turing: not in devices.md; dense peaks from the NVIDIA V100 and T4 datasheets (no BF16/TF32 tensor
     # cores: the fp16 column is the tensor-core rate). PCIe Gen3 x16 moves ~12 GB/s pinned in practice.
     Model(
@@ -406,7 +468,8 @@ def _by_name(name: str) -> Model | None:
     n = name.upper()
     for m in MODELS:
         for s in m.names:
-            if s.upper() in n:
+            # a name token never matches inside a longer one: "H20" is not "H200", "B200" is not "GB200"
+            if re.search(rf"(?<![A-Z0-9]){re.escape(s.upper())}(?![0-9])", n):
                 if m.key.startswith("MI300X") and "MI300A" in n:
                     continue
                 return m
@@ -481,3 +544,145 @@ def dtype_column(torch_dtype: str | None, kernel_name: str | None = None) -> str
     if "int8" in t or t == "signed char":
         return "int8"
     return None
+
+
+# --- Architecture from kernel names, for traces that do not record the device ------------------------------
+# cuBLAS, cuDNN and Tensile ship kernels built for one architecture and name them after it; a trace that runs
+# ``volta_sgemm_*`` ran on Volta. The newest architecture seen wins (newer GPUs still run some older-named
+# kernels: H200 traces hold ``sm80_xmma_*`` FP32 GEMMs next to ``nvjet_*``). ``cutlass_75_*``/``cutlass_80_*``
+# name the CUTLASS *instruction* level, not the GPU, and are deliberately absent.
+KERNEL_ARCH_TOKENS: tuple[tuple[str, str], ...] = (
+    (r"(?i)(?:^|[^a-z0-9])sm_?120a?_|nvjet_sm120", "sm_120"),
+    (r"(?i)(?:^|[^a-z0-9])sm_?100a?_|nvjet_sm100", "sm_100"),
+    (r"(?i)(?:^|[^a-z0-9])sm_?90a?_|^nvjet_|hopper_", "sm_90"),
+    (r"(?i)(?:^|[^a-z0-9])sm_?89_", "sm_89"),
+    (r"(?i)(?:^|[^a-z0-9])sm_?86_", "sm_86"),
+    (r"(?i)(?:^|[^a-z0-9])sm_?80_|^ampere_|void ampere_", "sm_80"),
+    (r"(?i)(?:^|[^a-z0-9])turing_|(?:^|[^a-z0-9])sm_?75_", "sm_75"),
+    (r"(?i)(?:^|[^a-z0-9])volta_|(?:^|[^a-z0-9])sm_?70_", "sm_70"),
+)
+ARCH_ORDER = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+# architecture -> the model whose peaks stand in for it (same architecture, same tensor-core generation)
+ARCH_MODELS: dict[str, str] = {
+    "sm_70": "V100 SXM2",
+    "sm_75": "T4",
+    "sm_80": "A100 SXM4 40GB",
+    "sm_86": "A100 SXM4 40GB",
+    "sm_89": "L40S",
+    "sm_90": "H100 SXM5 80GB",
+    "sm_100": "B200",
+    "sm_120": "RTX 5090",
+}
+AMD_KERNEL_RE = r"^(?:Custom_)?Cijk_|igemm_(?:fwd|bwd|wrw)_gtc|MIOpen|miopen|ck::|_ZN2ck"
+GFX_KERNEL_RE = r"(?i)gfx(9\d[0-9a-f]|1[0-2]\d\d)|_ISA(9\d\d|1[0-2]\d\d)\b"
+
+
+@dataclass(frozen=True)
+class ArchGuess:
+    vendor: str  # "nvidia" | "amd"
+    arch: str | None  # "sm_70", "gfx942"; None when only the vendor is known (Cijk_ without a gfx token)
+    evidence: str  # one kernel name that shows it
+
+    @property
+    def model(self) -> Model | None:
+        if self.arch is None:
+            return None
+        if self.arch in ARCH_MODELS:
+            return BY_KEY[ARCH_MODELS[self.arch]]
+        keys = GFX_MODELS.get(self.arch)
+        return BY_KEY[keys[0]] if keys else None
+
+
+def infer_arch(kernel_names: list[str]) -> ArchGuess | None:
+    """The GPU architecture that ran ``kernel_names`` (distinct names), from architecture-named library kernels."""
+    best: tuple[int, str, str] | None = None
+    for name in kernel_names:
+        if not name:
+            continue
+        for pat, arch in KERNEL_ARCH_TOKENS:
+            if re.search(pat, name):
+                rank = ARCH_ORDER.index(arch)
+                if best is None or rank > best[0]:
+                    best = (rank, arch, name)
+                break
+    if best is not None:
+        return ArchGuess("nvidia", best[1], best[2])
+    for name in kernel_names:
+        g = re.search(GFX_KERNEL_RE, name or "")
+        if g:
+            return ArchGuess("amd", "gfx" + (g.group(1) or g.group(2)).lower(), name)
+    for name in kernel_names:
+        if re.search(AMD_KERNEL_RE, name or ""):
+            return ArchGuess("amd", None, name)
+    return None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    device: int
+    model: Model
+    source: str  # "recorded" | "inferred from kernel names (<kernel>)"
+    compute_units: int | None = None  # the device's own CUs when partitioned (fewer than the model's)
+
+    @property
+    def inferred(self) -> bool:
+        return self.source != "recorded"
+
+
+def resolve_models(trace) -> list[Resolved]:
+    """Model per device of ``trace``: the recorded one, else the architecture inferred from kernel names.
+
+    An inferred model stands for its architecture (``V100 SXM2`` for any ``volta_*`` trace): right about which
+    tensor-core dtypes exist, approximate about peaks; rules lower their confidence and say so.
+    """
+    out: list[Resolved] = []
+    for d in trace.meta.devices:
+        m = BY_KEY.get(d.model or "") or match_model(
+            d.name, arch=d.arch, compute_units=d.compute_units, memory_bytes=d.memory_bytes
+        )
+        if m is not None:
+            cu = d.compute_units if d.compute_units and d.compute_units < m.compute_units else None
+            out.append(Resolved(d.index, m, "recorded", cu))
+    if out:
+        return out
+    guess = guess_arch(trace)
+    if guess is None or guess.model is None:
+        return []
+    import polars as pl
+
+    ids = [d.index for d in trace.meta.devices] or (
+        trace.events.filter(pl.col("kind") == "kernel")
+        .select(pl.col("device").drop_nulls().unique().sort())
+        .to_series()
+        .to_list()
+    )
+    src = f"inferred from kernel names ({guess.evidence[:60]})"
+    return [Resolved(int(i), guess.model, src) for i in (ids or [0])]
+
+
+def guess_arch(trace) -> ArchGuess | None:
+    """``infer_arch`` over the distinct kernel names of ``trace``."""
+    import polars as pl
+
+    names = (
+        trace.events.lazy()
+        .filter(pl.col("kind") == "kernel")
+        .select(pl.col("name").cast(pl.String).unique())
+        .collect()
+        .to_series()
+        .to_list()
+    )
+    return infer_arch([n for n in names if n])
+
+
+def unknown_device_reason(trace) -> str:
+    """Why no peaks are known: what the trace records about its GPU, and how to name it."""
+    names = sorted({d.name for d in trace.meta.devices if d.name})
+    guess = guess_arch(trace)
+    if names:
+        what = f"the device {', '.join(names)} is not in the peak table"
+    elif guess is not None:
+        what = f"the trace records no GPU model and its kernels show only the vendor ({guess.vendor})"
+    else:
+        what = "the trace records no GPU model and no architecture-named kernels"
+    return f"{what}; name it with --device MODEL (e.g. --device 'H200 SXM 141GB')"

@@ -31,8 +31,20 @@ peak is the dense datasheet number of ``traceadvisor.devices`` for the dtype col
 FP32 peak unless the kernel name says ``tf32``/``xf32``). A shape is flagged when its TFLOP/s is below
 ``min_utilization`` of the *achievable* peak: AMD's measured "max achievable" figure where devices.md lists one
 (MI300X, MI325X), the datasheet peak elsewhere; both shares are in the evidence. ``impact_ns`` is the GPU time above the roofline:
-``sum(gpu) - calls * max(FLOPs/peak, bytes/HBM bandwidth)`` with the minimum bytes of A, B and C: an upper bound of
-what any kernel could save at that shape. The evidence lists every flagged shape under ``shapes`` and the
+``sum(gpu) - calls * max(FLOPs/peak, bytes/HBM bandwidth, launch floor)`` with the minimum bytes of A, B and C:
+an upper bound of what any kernel could save at that shape. The launch floor (``launch_floor_us``, 1 us on NVIDIA:
+the shortest kernels of ``h200_launch_bound`` take 0.93 us; ``amd_launch_floor_us``, 4 us: the 1st percentile of
+kernel times in ``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` is 4.2 us) keeps tiny GEMMs from promising savings
+no kernel can deliver. A shape whose arithmetic intensity is below the ridge (peak / HBM bandwidth) is labelled
+**memory-bound** with its share of the roofline time (``roofline_efficiency``: 84 % for the planted 16x8192x8192
+bf16 GEMM of ``h200_gemm_mix``, whose fix is batching more rows, not a better kernel), and alignment advice is
+only given to compute-bound shapes; a memory-bound shape seen in fewer than 3 calls is low
+confidence (a one-off 32x559x1 FP32 outer product is not worth a finding of its own). A trace without input dtypes
+(Kineto before 1.8) takes the dtype from the kernel name (``sgemm`` -> FP32, ``h884``/``fp16`` -> FP16); legacy
+Kineto traces whose kernels carry the correlation id as "External id" are linked by time containment, and when no
+GEMM op can be linked at all the rule is skipped with that reason rather than silently finding nothing. A device
+that is not recorded is taken from the kernels' architecture (``volta_*`` -> a V100-class model), medium
+confidence. The evidence lists every flagged shape under ``shapes`` and the
 other shapes under ``unflagged_shapes``; ``host_us_per_call`` (median host time of the op) shows when a shape is
 launch-bound as well. TFLOP/s here are GPU-time rates: a CUDA-event timing of one isolated call (as in
 ``h200_ground_truth.json``) also contains the host dispatch latency, which dominates for tiny GEMMs (512 x 64^3:
@@ -73,7 +85,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor.devices import BY_KEY, Model, match_model, peak_tflops
+from traceadvisor.devices import peak_tflops, resolve_models, unknown_device_reason
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
@@ -115,6 +127,10 @@ RULE = Rule(
         ),
         "min_gpu_us": Option(20.0, "us", "ignore shapes whose summed GPU time is below this"),
         "skinny_dim": Option(64, "elements", "min(M, N) at or below this makes a shape skinny"),
+        "launch_floor_us": Option(
+            1.0, "us", "shortest GPU time of any kernel (NVIDIA): the roofline time is never below it"
+        ),
+        "amd_launch_floor_us": Option(4.0, "us", "the same floor on AMD GPUs"),
         "small_dim": Option(
             128, "elements", "batched GEMMs with max(M, N) at or below this are small batched"
         ),
@@ -161,23 +177,20 @@ TILE = 128  # a typical output tile edge of tensor-core GEMM kernels (for the qu
 LEGACY_KERNEL = r"align1|align2|cutlass_7\d_|volta_|turing_|maxwell_|gemmSN|gemmk1"
 
 
-def _model_of(dev) -> Model | None:
-    return BY_KEY.get(dev.model or "") or match_model(
-        dev.name, arch=dev.arch, compute_units=dev.compute_units, memory_bytes=dev.memory_bytes
-    )
-
-
 def device_peaks(trace: Trace) -> pl.DataFrame:
-    """One row per device index known to the trace: model, compute units, peak per dtype column, HBM TB/s."""
+    """One row per device index known to the trace: model, compute units, peak per dtype column, HBM TB/s.
+
+    A device without a recorded model takes the architecture its kernels are named after (``inferred``)."""
     rows = []
-    for d in trace.meta.devices:
-        m = _model_of(d)
-        if m is None or not m.tflops or not m.hbm_tbs:  # unknown, or a named model without published peaks
+    for r in resolve_models(trace):
+        m = r.model
+        if not m.tflops or not m.hbm_tbs:  # a named model without published peaks
             continue
-        cu = d.compute_units if d.compute_units and d.compute_units < m.compute_units else None
+        cu = r.compute_units
         row: dict[str, Any] = {
-            "device": d.index,
-            "model": m.key,
+            "device": r.device,
+            "model": m.key if not r.inferred else f"{m.key} ({m.arch} class, {r.source})",
+            "inferred": r.inferred,
             "sms": cu or m.compute_units,
             "hbm_tbs": m.hbm_tbs,
         }
@@ -189,6 +202,7 @@ def device_peaks(trace: Trace) -> pl.DataFrame:
     schema = {
         "device": pl.Int32,
         "model": pl.String,
+        "inferred": pl.Boolean,
         "sms": pl.Int64,
         "hbm_tbs": pl.Float64,
         **{f"peak_{c}": pl.Float64 for c in PEAK_COLUMNS},
@@ -199,9 +213,8 @@ def device_peaks(trace: Trace) -> pl.DataFrame:
 
 def requires(trace: Trace) -> str | None:
     if device_peaks(trace).height == 0:
-        names = ", ".join(sorted({d.name or "?" for d in trace.meta.devices})) or "no device recorded"
-        return f"no peak FLOP/s known for the trace's device ({names}); utilization cannot be computed"
-    return None
+        return f"no peak FLOP/s known: {unknown_device_reason(trace)}; utilization cannot be computed"
+    return link_failure(trace)
 
 
 def _dims_expr(col: str, idx: str) -> pl.Expr:
@@ -219,9 +232,22 @@ def _prod(lst: pl.Expr) -> pl.Expr:
     return lst.list.eval(pl.element().product()).list.first()
 
 
+# kernel-name dtype tokens, for traces that record shapes but not dtypes (Kineto before 1.8 had no Input type)
+KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
+    (r"(?i)bf16|bfloat16", "bf16"),
+    (r"(?i)tf32|xf32|s1688|s16816", "tf32"),
+    (r"(?i)hgemm|h884|h1688|h16816|fp16|f16f16|_f16_|half", "fp16"),
+    (r"(?i)sgemm|f32f32|_ffma_", "fp32"),
+    (r"(?i)dgemm|f64", "fp64"),
+)
+
+
 def _dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:
     t = types.str.to_lowercase()
-    expr = pl.when(t.is_null()).then(pl.lit(None, dtype=pl.String))
+    expr = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    for pat, col in KERNEL_DTYPES:
+        expr = expr.when(t.is_null() & kernel.str.contains(pat)).then(pl.lit(col))
+    expr = expr.when(t.is_null()).then(pl.lit(None, dtype=pl.String))
     for pat, col in DTYPE_COLUMNS:
         cond = t.str.contains(pat)
         if col == "fp32":
@@ -314,8 +340,17 @@ def _linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
         )
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
-    k = k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True).with_columns(
-        ext=pl.coalesce("external_id", "rt_ext"), linked=pl.lit("external_id")
+    # legacy Kineto (2020-2022): a kernel's and its launch's "External id" repeat the correlation id instead of
+    # naming the op; such ids link nothing, so those ranks are linked by time containment only
+    legacy = (pl.col("external_id") == pl.col("correlation_id")).mean().over("rank") >= 0.5
+    k = (
+        k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+        .with_columns(_legacy=legacy.fill_null(False))
+        .with_columns(
+            ext=pl.when(pl.col("_legacy")).then(None).otherwise(pl.coalesce("external_id", "rt_ext")),
+            linked=pl.lit("external_id"),
+        )
+        .drop("_legacy")
     )
     direct = k.filter(pl.col("ext").is_not_null())
     spans = (
@@ -338,6 +373,33 @@ def _linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
         .select(direct.collect_schema().names())
     )
     return pl.concat([direct, fallback], how="vertical_relaxed")
+
+
+def link_failure(trace: Trace) -> str | None:
+    """A skip reason when the trace has GEMM ops with shapes and GEMM kernels but none of them could be linked."""
+    lf = trace.lazy()
+    ops = gemm_ops(lf)
+    n_ops, n_kernels, n_linked = pl.collect_all(
+        [
+            ops.select(pl.len()),
+            views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()),
+            _linked_kernels(lf, ops)
+            .join(
+                ops.select("rank", "external_id"),
+                left_on=["rank", "ext"],
+                right_on=["rank", "external_id"],
+                nulls_equal=True,
+            )
+            .select(pl.len()),
+        ]
+    )
+    if n_ops.item() and n_kernels.item() and not n_linked.item():
+        return (
+            f"could not link any of the {n_ops.item()} GEMM ops to the {n_kernels.item()} GEMM kernels: no "
+            "shared External id and no launch call inside an op's host time range on the same thread; "
+            "re-profile with a recent torch.profiler (record_shapes=True)"
+        )
+    return None
 
 
 def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
@@ -383,7 +445,7 @@ def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
     peaks = device_peaks(trace)
     shapes = _with_peaks(shapes, peaks)
-    return _with_metrics(shapes, options)
+    return _with_metrics(shapes, options, trace.meta.vendor)
 
 
 def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
@@ -406,7 +468,11 @@ def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame:
+def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any], vendor: str = "nvidia") -> pl.LazyFrame:
+    floor_us = (
+        options.get("amd_launch_floor_us", 4.0) if vendor == "amd" else options.get("launch_floor_us", 1.0)
+    )
+    floor_ns = float(floor_us) * 1e3
     eb = pl.col("dtype").replace_strict(ELEMENT_BYTES, default=2, return_dtype=pl.Float64)
     align = pl.col("dtype").replace_strict(ALIGN_ELEMENTS, default=8, return_dtype=pl.Int64)
     s = (
@@ -424,7 +490,9 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
             ideal_ns=pl.max_horizontal(
                 pl.col("flop_per_call") / (pl.col("peak_tflops") * 1e3),
                 pl.col("bytes_per_call") / (pl.col("hbm_tbs") * 1e3),
+                pl.lit(floor_ns),
             ),
+            launch_floor_us=pl.lit(floor_ns / 1e3),
             intensity=pl.col("flop_per_call") / pl.col("bytes_per_call"),
             ridge=pl.col("peak_tflops") / pl.col("hbm_tbs"),
             tile_waste=1.0
@@ -439,7 +507,8 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
             roofline_efficiency=pl.col("calls") * pl.col("ideal_ns") / pl.col("gpu_ns"),
         )
     )
-    skinny = pl.min_horizontal("m", "n") <= options["skinny_dim"]
+    memory_bound = pl.col("intensity") < pl.col("ridge")
+    skinny = (pl.min_horizontal("m", "n") <= options["skinny_dim"]) | memory_bound
     small_batched = (pl.col("batch") > 1) & (pl.max_horizontal("m", "n") <= options["small_dim"])
     legacy = pl.col("kernel").str.contains(LEGACY_KERNEL)
     underfilled = pl.col("tiles") < pl.col("sms")
@@ -455,18 +524,29 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
         ),
         (
             skinny & ~small_batched,
-            pl.lit("skinny GEMM (memory-bound)"),
+            pl.concat_str(
+                pl.when(memory_bound).then(pl.lit("memory-bound")).otherwise(pl.lit("skinny")),
+                pl.lit(" GEMM at "),
+                pct,
+                pl.lit("% of its roofline (intensity "),
+                pl.col("intensity").round(1).cast(pl.String),
+                pl.lit(" FLOP/B, ridge "),
+                pl.col("ridge").round(0).cast(pl.Int64).cast(pl.String),
+                pl.lit(")"),
+            ),
             pl.concat_str(
                 pl.lit("at "),
                 pct,
                 pl.lit(
-                    "% of the HBM/FLOP roofline: raise min(M, N) by batching more "
-                    "rows/tokens or fusing GEMMs that share an operand"
+                    "% of the roofline (HBM time, at least the launch floor): raise min(M, N) by batching "
+                    "more rows/tokens, fuse GEMMs that share an operand, or (K = 1 outer products, M or N "
+                    "of 1) use a broadcast multiply instead of a GEMM"
                 ),
             ),
         ),
-        (misaligned & legacy, pl.lit("misaligned dims, legacy/align1 kernel"), None),
-        (misaligned & ~legacy, pl.lit("misaligned dims"), None),
+        # alignment only matters for kernels that could run at the matrix rate (compute-bound shapes)
+        (misaligned & legacy & ~skinny, pl.lit("misaligned dims, legacy/align1 kernel"), None),
+        (misaligned & ~legacy & ~skinny, pl.lit("misaligned dims"), None),
         (
             underfilled & ~skinny & ~small_batched,
             pl.lit("too small to fill the GPU"),
@@ -484,10 +564,15 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
             pl.lit("choose M and N as multiples of 128 (fill whole tiles)"),
         ),
     ]
+    matrix_units = (
+        " elements to get aligned Matrix-core (MFMA) kernels from hipBLASLt"
+        if vendor == "amd"
+        else " elements to get aligned tensor-core kernels from cuBLAS"
+    )
     align_fix = pl.concat_str(
         pl.lit("pad N and K to multiples of "),
         align.cast(pl.String),
-        pl.lit(" elements to get aligned tensor-core kernels"),
+        pl.lit(matrix_units),
     )
     causes = [pl.when(c).then(txt) for c, txt, _ in table]
     fixes = [pl.when(c).then(f if f is not None else align_fix) for c, _, f in table]
@@ -506,6 +591,7 @@ def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame
     return s.with_columns(
         cause=cause,
         fix=fix,
+        bound=pl.when(memory_bound).then(pl.lit("memory")).otherwise(pl.lit("compute")),
         flagged=(pl.col("utilization_of_achievable") < options["min_utilization"])
         & (pl.col("gpu_ns") >= options["min_gpu_us"] * 1000)
         & (pl.col("impact_ns") > 0),
@@ -547,7 +633,15 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "ops",
         "dtype_raw",
         "model",
-        pl.when(pl.col("inferred_link")).then(pl.lit("medium")).otherwise(pl.lit("high")).alias("confidence"),
+        "bound",
+        "launch_floor_us",
+        # a one-off memory-bound call is low; a link or a device model inferred rather than recorded is medium
+        pl.when((pl.col("bound") == "memory") & (pl.col("calls") < 3))
+        .then(pl.lit("low"))
+        .when(pl.col("inferred_link") | pl.col("inferred").fill_null(False))
+        .then(pl.lit("medium"))
+        .otherwise(pl.lit("high"))
+        .alias("confidence"),
     ).sort("impact_ns", descending=True)
 
 
@@ -566,6 +660,7 @@ SHAPE_KEYS = (
     "gpu_us_per_call",
     "roofline_us_per_call",
     "host_us_per_call",
+    "bound",
     "cause",
     "fix",
     "kernel",

@@ -19,8 +19,11 @@ Kernels of category ``gemm`` are matched against the name table at the top of th
 minus TF32 / tensor-op / xf32 tokens; GEMV and convolution kernels are excluded). ``impact_ns`` per kernel is
 ``duration * (1 - fp32_peak / tc_peak)`` where ``tc_peak`` is the device's TF32 peak, or its BF16 peak when it has no
 TF32 (MI200, V100-class FP16 tensor cores): the time the same GEMM would save at the tensor-core rate, an upper
-bound because real TF32 kernels reach less than their peak. Devices the peak table does not know use
-``unknown_speedup`` (8x, the A100 TF32/FP32 ratio) with low confidence; kernels of pre-tensor-core architectures
+bound because real TF32 kernels reach less than their peak. A trace that records no GPU model is given the
+architecture its library kernels are named after (``volta_*`` -> Volta, whose tensor cores run FP16 only, so the
+target is FP16 autocast, never TF32/BF16; ``ampere_*``/``sm80_*`` -> Ampere; ``nvjet_*``/``sm90_*`` -> Hopper), with
+medium confidence; devices known neither way use ``unknown_speedup`` (8x, the A100 TF32/FP32 ratio) with low
+confidence; kernels of pre-tensor-core architectures
 (``maxwell_``, ``pascal_``, ``sm5x``/``sm6x``) are never flagged. Findings whose total impact is below
 ``min_impact_us`` are dropped.
 
@@ -52,7 +55,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor.devices import BY_KEY, Model, match_model, peak_tflops
+from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
@@ -103,19 +106,14 @@ NOT_SIMT = r"(?i)tf32|xf32|_MX|s1688|s16816|tensorop|wmma|hmma|gemv|convolve|con
 NO_TENSOR_CORES = r"(?i)maxwell_|pascal_|kepler_|\bsm_?[35-6]\d_|ISA90[0-6]\b|ISA80\d|ISA10[13]\d"
 
 
-def _model_of(dev) -> Model | None:
-    return BY_KEY.get(dev.model or "") or match_model(
-        dev.name, arch=dev.arch, compute_units=dev.compute_units, memory_bytes=dev.memory_bytes
-    )
-
-
 def speedups(trace: Trace) -> pl.DataFrame:
-    """Per device index: the tensor-core target (TF32, else BF16) and its speed ratio over the FP32 peak."""
+    """Per device index: the tensor-core target (TF32, else BF16) and its speed ratio over the FP32 peak.
+
+    Devices without a recorded model take the architecture their kernels are named after (``volta_*`` ->
+    Volta: FP16 tensor cores only), with medium confidence."""
     rows = []
-    for d in trace.meta.devices:
-        m = _model_of(d)
-        if m is None:
-            continue
+    for r in resolve_models(trace):
+        m = r.model
         fp32 = peak_tflops(m, "fp32")
         tc, target = peak_tflops(m, "tf32"), "TF32"
         if not tc:  # no TF32 (Volta, Turing, MI200): half-precision tensor/matrix cores through autocast
@@ -125,9 +123,25 @@ def speedups(trace: Trace) -> pl.DataFrame:
                 else (peak_tflops(m, "fp16"), "FP16")
             )
         if fp32 and tc and tc > fp32:
-            rows.append({"device": d.index, "target": target, "speedup": tc / fp32, "model": m.key})
+            model = m.key if not r.inferred else f"{m.arch} class ({r.source})"
+            rows.append(
+                {
+                    "device": r.device,
+                    "target": target,
+                    "speedup": tc / fp32,
+                    "model": model,
+                    "inferred": r.inferred,
+                }
+            )
     return pl.DataFrame(
-        rows, schema={"device": pl.Int32, "target": pl.String, "speedup": pl.Float64, "model": pl.String}
+        rows,
+        schema={
+            "device": pl.Int32,
+            "target": pl.String,
+            "speedup": pl.Float64,
+            "model": pl.String,
+            "inferred": pl.Boolean,
+        },
     )
 
 
@@ -143,12 +157,18 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = k.join(sp.lazy(), on="device", how="left")
     if sp.height and sp["model"].n_unique() == 1:  # one model in the trace: it applies to every device index
         first = sp.row(0, named=True)
-        k = k.with_columns(pl.col(c).fill_null(pl.lit(first[c])) for c in ("target", "speedup", "model"))
+        k = k.with_columns(
+            pl.col(c).fill_null(pl.lit(first[c])) for c in ("target", "speedup", "model", "inferred")
+        )
     known = pl.col("speedup").is_not_null()
     k = k.with_columns(
         target=pl.col("target").fill_null(pl.lit("TF32/BF16")),
         speedup=pl.col("speedup").fill_null(pl.lit(float(options["unknown_speedup"]))),
-        confidence=pl.when(known).then(pl.lit("high")).otherwise(pl.lit("low")),
+        confidence=pl.when(known & ~pl.col("inferred").fill_null(False))
+        .then(pl.lit("high"))
+        .when(known)
+        .then(pl.lit("medium"))
+        .otherwise(pl.lit("low")),
     ).with_columns(
         impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64),
         matrix_cores_at_fp32_rate=pl.col("name").str.contains(r"_MI\d+x\d+"),

@@ -26,8 +26,11 @@ Numbers seen on the corpus (copies of 1 MiB or more): `torch/h200_h2d_pageable` 
 7.3-8.2 GB/s (median 7.9; ground truth 8.1 GB/s) against 53-55 GB/s for the same copies from pinned memory in
 `h200_h2d_pinned`, so 29 ms of the 98 ms trace; nsys `h200_mix_h2d_gemm_launch` median 6.6 GB/s; HTA A100
 AlexNet median 5.7 GB/s; T4 OpenMP offload (nsys) 4.3 GB/s; the gfx90a RPD sample (inferred) 13.4 GB/s.
-Every pageable copy is reported, whatever its size: small copies get a near-zero impact, so they count but
-do not rank.
+A small copy is latency-bound: pinned, it still takes `pinned_latency_us` (1.5 us; the 1 KiB device copies of
+`hta_a100_ddp_2rank_rank0_nccl` take 1.3-1.7 us, the 36-byte pageable read-backs of `hta_a100_train_rank3_of_8`
+1-2 us), so its impact is `dur - max(bytes / pinned_rate, pinned_latency)`. Findings whose total saving is under
+0.1 ms are minor and dropped: sixty 36-byte `loss.item()`-style read-backs are a synchronisation question
+(SYN001, MEM002), not a bandwidth one.
 
 ## Known false positives
 A pageable copy outside the hot loop (loading weights once, saving a checkpoint) is real but may not be worth
@@ -88,8 +91,12 @@ RULE = Rule(
         "default_pinned_gbs": Option(
             25.0, "GB/s", "Pinned host-link rate used when the device model is unknown (PCIe Gen4 x16)."
         ),
+        "pinned_latency_us": Option(
+            1.5, "us", "Shortest time of a pinned copy of a few bytes: a small copy never gets faster."
+        ),
     },
     confidence="high",
+    min_impact_ns=100_000,  # findings whose total saving is below 0.1 ms are minor and dropped
 )
 
 PAGEABLE = "pageable"
@@ -133,7 +140,9 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .with_columns(pinned_gbps=pl.col("pinned_gbps").fill_null(default))
         .join(host, on=["rank", "correlation_id"], how="left", nulls_equal=True)
     )
-    pinned_ns = pl.col("bytes") / pl.col("pinned_gbps")  # bytes / (GB/s) = ns
+    latency_ns = float(options.get("pinned_latency_us", 1.5)) * 1e3
+    # bytes / (GB/s) = ns; a small copy is latency-bound and takes at least the pinned latency
+    pinned_ns = pl.max_horizontal(pl.col("bytes") / pl.col("pinned_gbps"), pl.lit(latency_ns))
     return cp.select(
         "rank",
         "device",

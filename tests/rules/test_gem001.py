@@ -44,7 +44,9 @@ def mix():
 def test_mix_flags_the_planted_shapes_only(mix):
     flagged = {key(s): s for s in mix.evidence["shapes"]}
     assert set(flagged) == {(16, 8192, 8192, 1), (4095, 4097, 4093, 1), (64, 64, 64, 512)}
-    assert flagged[(16, 8192, 8192, 1)]["cause"].startswith("skinny")
+    # 16x8192x8192 bf16 is memory-bound and near its HBM roofline (33 us of GPU time against 28 us)
+    skinny = flagged[(16, 8192, 8192, 1)]
+    assert skinny["cause"].startswith("memory-bound GEMM at 8") and skinny["bound"] == "memory"
     assert flagged[(4095, 4097, 4093, 1)]["cause"].startswith("misaligned dims, legacy")
     assert flagged[(64, 64, 64, 512)]["cause"].startswith("small batched")
     assert mix.count == 15  # 3 shapes x 5 calls
@@ -224,6 +226,62 @@ def test_amd_trace_gets_amd_advice_and_achievable_peak():
     )
     # the big projection GEMMs reach over 40 % of the achievable 708 TFLOP/s and are not flagged
     assert all(max(s["m"], s["n"]) < 25000 or s["utilization_of_achievable"] < 0.4 for s in shapes.values())
+
+
+def test_legacy_v100_trace_without_device_or_dtypes():
+    """2020 Kineto (tensorboard plugin sample): no device record, no Input type, ext ids on kernels."""
+    (f,) = run(
+        trace("torch/kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list.pt.trace.json.gz")
+    ).findings
+    assert f.confidence == "medium" and "sm_70 class" in f.evidence["device_model"]
+    assert {(s["m"], s["n"], s["k"]) for s in f.evidence["shapes"]} == {(32, 1000, 2048), (32, 2048, 1000)}
+    assert all(s["dtype"] == "fp32" and s["bound"] == "memory" for s in f.evidence["shapes"])
+
+
+def test_legacy_external_id_equal_to_correlation_links_by_time():
+    """hta_a100_train_rank3_of_8: launches and kernels carry External id == correlation id (no op link)."""
+    (f,) = run(trace("torch/hta_a100_train_rank3_of_8.json.gz")).findings
+    assert f.count > 1000 and f.confidence == "medium"  # linked by time containment: inferred links
+    shapes = {(s["m"], s["n"], s["k"]) for s in f.evidence["shapes"] + f.evidence["unflagged_shapes"]}
+    assert (1024, 512, 1705) in shapes
+
+
+def test_linking_failure_is_a_skip_reason():
+    b = TraceBuilder()
+    for i in range(3):
+        b.cpu_op(
+            "aten::mm", i * 1000.0, 30, ext=i + 1, dims=[[4096, 4096], [4096, 4096]], types=["float"] * 2
+        )
+        b.kernel("ampere_sgemm_128x64_nn", i * 1000.0 + 50, 800, corr=None, ext=None)
+    res = analyze([b.build()], [RM])
+    assert res.findings == [] and "could not link any of the 3 GEMM ops" in res.skipped[0]["reason"]
+
+
+def test_amd_outer_product_is_memory_bound_low_confidence():
+    """tracelens_mi300x_qwen: one 27 us 32x559x1 FP32 outer product. Memory-bound, no alignment advice."""
+    (f,) = run(trace("torch/tracelens_mi300x_qwen1.5_0.5b_chat_inference.json.gz")).findings
+    (s,) = f.evidence["shapes"]
+    assert (s["m"], s["n"], s["k"]) == (32, 559, 1) and s["bound"] == "memory"
+    assert f.confidence == "low" and "pad N and K" not in s["fix"] and "tensor-core" not in s["fix"]
+    assert s["roofline_us_per_call"] == pytest.approx(4.0)  # the AMD launch floor, not 14 ns of HBM time
+
+
+def test_amd_misaligned_wording():
+    b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X")
+    for i in range(5):
+        RM.module._gemm(
+            b,
+            i * 1000,
+            100 + i,
+            [[4095, 4093], [4093, 4097]],
+            ["c10::BFloat16"] * 2,
+            "Cijk_Ailk_Bljk_BBS_BH_MT64x64x64",
+            50 + i * 1000,
+            904,
+        )
+    (f,) = run(b.build()).findings
+    (s,) = f.evidence["shapes"]
+    assert "Matrix-core (MFMA)" in s["fix"] and "hipBLASLt" in s["fix"] and "tensor-core" not in s["fix"]
 
 
 CORPUS = corpus_files()

@@ -84,9 +84,19 @@ def test_amd_device_and_unknown_device():
     assert f.evidence["speedup_assumed"] == pytest.approx(653.7 / 163.4, rel=1e-3) and f.confidence == "high"
     u = TraceBuilder(device_name="Mystery Accelerator 9000")  # no device model: assumed ratio, low confidence
     for i in range(20):
-        u.launch("volta_sgemm_128x64_nn", i * 100.0, i * 100.0 + 10, 80)
+        u.launch("cutlass_80_simt_sgemm_128x64_8x5_nn_align1", i * 100.0, i * 100.0 + 10, 80)
     (f,) = run(u.build()).findings
     assert f.confidence == "low" and f.evidence["speedup_assumed"] == 8.0
+
+
+def test_unrecorded_volta_device_is_inferred_from_kernel_names():
+    """The 2020 V100 ResNet-50 sample records no device: volta_* kernels say Volta, so FP16, never TF32/BF16."""
+    (f,) = run(
+        trace("torch/kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list.pt.trace.json.gz")
+    ).findings
+    assert f.evidence["target"] == "FP16" and "TF32" not in f.summary and "BF16" not in f.summary
+    assert f.confidence == "medium" and "sm_70 class" in f.evidence["device_model"]
+    assert f.evidence["speedup_assumed"] == pytest.approx(125 / 15.7, rel=1e-2)
 
 
 def test_v100_trace_targets_fp16_tensor_cores():

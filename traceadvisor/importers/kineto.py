@@ -21,7 +21,7 @@ from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
 from traceadvisor.progress import Progress
-from traceadvisor.schema.classify import classify_frame
+from traceadvisor.schema.classify import classify_frame, refine_by_op
 from traceadvisor.schema.columns import COLUMN_NAMES, conform
 from traceadvisor.trace import Trace, TraceMeta
 
@@ -80,7 +80,7 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     ev = _copy_bytes_from_host(ev)
     box = [ev]
     del ev  # the sort frees the columns of the unsorted frame as it goes
-    ev = conform(classify_frame(_sorted(box)))
+    ev = conform(refine_by_op(classify_frame(_sorted(box))))
     fill_meta(meta, doc, ev)
     meta.extra["metadata_events"] = totals["metadata"]
     _warn_synthetic(meta, ev)

@@ -36,8 +36,8 @@ KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     (
         "conv",
         r"(?:^|[^a-z])conv(?:[^e]|$)|convolve|convolution|implicit_?gemm|igemm|wgrad|dgrad|fprop|winograd|scudnn"
-        r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm",
-        "cuDNN (cask, scudnn, winograd), MIOpen igemm, CK grouped conv",
+        r"|cask_cudnn|miopenSp|MIOpenCv|gcnAsm|im2col|col2im|Im[23]d2Col|Col2Im[23]d",
+        "cuDNN (cask, scudnn, winograd, im2col), MIOpen igemm / Im2d2Col, CK grouped conv",
     ),
     (
         "gemm",
@@ -139,3 +139,58 @@ def classify_frame(df: pl.DataFrame) -> pl.DataFrame:
     cols = df.columns
     out = df.with_columns(category=category)
     return out if "category" in cols else out.select(*cols, "category")
+
+
+# Framework ops that are convolutions: a GEMM kernel they launch (MIOpen's im2col + Tensile ``Cijk_`` path, cuDNN
+# GEMM-based algorithms) is convolution work, whatever its name says.
+CONV_OPS = (
+    r"^aten::(?:(?:cudnn|miopen|mkldnn)_convolution\w*|_?convolution\w*|conv\d?d\w*|conv_transpose\d?d\w*)$"
+)
+OP_RECLASSIFY: tuple[tuple[str, tuple[str, ...], str], ...] = ((CONV_OPS, ("gemm", "other"), "conv"),)
+
+
+def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
+    """Re-label kernels by the framework op that launched them (same rank and External id, Kineto).
+
+    The kernel's own External id, else its launch call's. Only ids that name an op count (not legacy traces,
+    where the External id repeats the correlation id)."""
+    need = {"kind", "name", "category", "external_id", "correlation_id", "rank"}
+    if not need <= set(df.columns) or df.height == 0:
+        return df
+    out = df
+    for pat, cats, new in OP_RECLASSIFY:
+        ops = (
+            out.lazy()
+            .filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(pat))
+            .select("rank", "external_id", _hit=pl.lit(True))
+            .drop_nulls("external_id")
+            .unique()
+        )
+        launch_ext = (
+            out.lazy()
+            .filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+            .select("rank", "correlation_id", pl.col("external_id").alias("_rt_ext"))
+            .unique(subset=["rank", "correlation_id"], keep="first")
+        )
+        k = (
+            out.lazy()
+            .with_row_index("_row")
+            .filter((pl.col("kind") == "kernel") & pl.col("category").is_in(list(cats)))
+            .join(launch_ext, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+            .with_columns(external_id=pl.coalesce("external_id", "_rt_ext"))
+            .filter(
+                pl.col("external_id").is_not_null()
+                & (pl.col("external_id") != pl.col("correlation_id").fill_null(-1))
+            )
+            .select("_row", "rank", "external_id")
+            .join(ops, on=["rank", "external_id"], how="inner", nulls_equal=True)
+            .select("_row")
+            .collect()
+            .to_series()
+        )
+        if k.len():
+            hit = pl.int_range(pl.len(), dtype=pl.UInt32).is_in(k.implode())
+            out = out.with_columns(
+                category=pl.when(hit).then(pl.lit(new)).otherwise(pl.col("category").cast(pl.String))
+            )
+    return out
