@@ -19,12 +19,12 @@ def command(packs: tuple[str, ...]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from traceadvisor.engine.loader import load_rules
+    from traceadvisor.engine.loader import rule_headers
 
     t = Table(show_lines=False)
     for h in ("code", "name", "title", "needs"):
         t.add_column(h)
-    for rm in load_rules(packs):
-        needs = ", ".join("|".join(n) if isinstance(n, tuple) else n for n in rm.rule.needs)
-        t.add_row(rm.code, rm.rule.name, rm.rule.title, needs)
+    for h in rule_headers(packs):
+        needs = ", ".join("|".join(n) if isinstance(n, tuple) else n for n in h.needs)
+        t.add_row(h.code, h.name, h.title, needs)
     Console(width=160).print(t)

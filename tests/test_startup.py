@@ -1,0 +1,45 @@
+"""Start-up stays light: listing rules or printing the version imports neither polars nor pyarrow, and the rule
+list read from the rule files' source matches the loaded rules. (Timings live in benchmarks/bench_startup.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from traceadvisor.engine.loader import load_rules, peek_file, rule_headers
+
+HEAVY = ("polars", "pyarrow", "plotly", "jinja2", "torch", "traceadvisor.importers")
+
+
+def _imported_after(args: list[str]) -> set[str]:
+    code = (
+        "import sys\nfrom traceadvisor.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return set(out.stderr.split())
+
+
+def test_version_and_rules_do_not_import_heavy_modules():
+    for args in (["--version"], ["rules"]):
+        mods = _imported_after(args)
+        assert not {m for m in mods if m.split(".")[0] in HEAVY or m.startswith(HEAVY[-1])}, args
+
+
+def test_rule_headers_match_loaded_rules():
+    heads = rule_headers()
+    rules = load_rules()
+    assert [h.code for h in heads] == [r.code for r in rules]
+    for h, r in zip(heads, rules, strict=True):
+        assert (h.name, h.title, h.needs, h.path) == (r.rule.name, r.rule.title, tuple(r.rule.needs), r.path)
+
+
+def test_non_literal_rule_header_is_loaded(tmp_path):
+    f = tmp_path / "zzz001_computed.py"
+    f.write_text(
+        '"""doc"""\nfrom traceadvisor.engine.rule import Rule\nCODE = "ZZZ001"\n'
+        'RULE = Rule(code=CODE, name="computed", title="t" + "x", summary="s", advice={})\n'
+        "def detect(trace, options):\n    return None\n"
+    )
+    h = peek_file(f)
+    assert (h.code, h.name, h.title, h.needs) == ("ZZZ001", "computed", "tx", ())
