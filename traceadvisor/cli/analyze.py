@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from traceadvisor.cli.common import device_option, example_option, load_all, no_cache_option, resolve_traces
+from traceadvisor.cli.common import (
+    device_option,
+    example_option,
+    load_all,
+    no_cache_option,
+    progress_enabled,
+    progress_option,
+    resolve_traces,
+)
 
 
 def print_summary(res) -> None:
@@ -99,7 +107,8 @@ def default_html_path(res) -> Path:
     help="The TRACES are the per-rank traces of one distributed job: merge them "
     "(enables cross-rank rules such as STR001 straggler).",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No terminal summary and no progress.")
+@progress_option
 @no_cache_option
 @device_option
 @example_option
@@ -117,6 +126,7 @@ def command(
     fail_on,
     job,
     quiet,
+    show_progress,
     no_cache,
     device,
     example,
@@ -132,43 +142,53 @@ def command(
     """
     from traceadvisor.analysis import run_analysis
     from traceadvisor.engine.failon import FailOn
+    from traceadvisor.progress import Progress
 
     fo = FailOn.parse(fail_on)
     paths = resolve_traces(traces, example)
-    loaded = load_all(paths, no_cache=no_cache, device=device)
-    if job:
-        from traceadvisor.job import merge_job
+    html_out = None
+    with Progress(progress_enabled(quiet, show_progress)) as prog:
+        loaded = load_all(paths, no_cache=no_cache, device=device, progress=prog)
+        if job:
+            from traceadvisor.job import merge_job
 
-        loaded = [merge_job(loaded)]
-    res, cfg = run_analysis(
-        loaded,
-        select=select,
-        ignore=ignore,
-        packs=packs,
-        cli_options=opts,
-        config=Path(config) if config else None,
-    )
-    if fo is None and cfg.get("fail-on"):
-        fo = FailOn.parse(str(cfg["fail-on"]))
-    if json_path:
-        from traceadvisor.report.json_report import write_json
+            with prog.stage(f"merging {len(loaded)} ranks"):
+                loaded = [merge_job(loaded)]
+        with prog.stage("running the rules"):
+            res, cfg = run_analysis(
+                loaded,
+                select=select,
+                ignore=ignore,
+                packs=packs,
+                cli_options=opts,
+                config=Path(config) if config else None,
+            )
+        if fo is None and cfg.get("fail-on"):
+            fo = FailOn.parse(str(cfg["fail-on"]))
+        if json_path:
+            from traceadvisor.report.json_report import write_json
 
-        write_json(res, json_path)
-    if md_path:
-        from traceadvisor.report.markdown import render_markdown
+            with prog.stage("writing the JSON report"):
+                write_json(res, json_path)
+        text = None
+        if md_path:
+            from traceadvisor.report.markdown import render_markdown
 
-        text = render_markdown(res)
-        if md_path == "-":
-            click.echo(text)
-        else:
-            Path(md_path).write_text(text, encoding="utf-8")
-    if not no_html:
-        from traceadvisor.report.html import write_html
+            with prog.stage("writing the Markdown report"):
+                text = render_markdown(res)
+                if md_path != "-":
+                    Path(md_path).write_text(text, encoding="utf-8")
+        if not no_html:
+            from traceadvisor.report.html import write_html
 
-        out = Path(html_path) if html_path else default_html_path(res)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_html(res, out)
-        click.echo(f"HTML report: {out}", err=True)
+            html_out = Path(html_path) if html_path else default_html_path(res)
+            html_out.parent.mkdir(parents=True, exist_ok=True)
+            with prog.stage("writing the HTML report"):
+                write_html(res, html_out)
+    if md_path == "-":
+        click.echo(text)
+    if html_out is not None:
+        click.echo(f"HTML report: {html_out}", err=True)
     if not quiet and "-" not in (json_path, md_path):
         print_summary(res)
     if fo is not None and any(fo.hits(f) for f in res.findings):

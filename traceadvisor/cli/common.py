@@ -47,12 +47,29 @@ device_option = click.option(
 )
 
 
-def load_all(paths: list[Path], no_cache: bool = False, device: str | None = None):
+progress_option = click.option(
+    "--progress",
+    "show_progress",
+    is_flag=True,
+    help="Show progress on stderr even when it is not a terminal (it is shown on a terminal anyway).",
+)
+
+
+def progress_enabled(quiet: bool = False, show_progress: bool = False) -> bool | None:
+    """Progress on stderr: never with -q, always with --progress, else only when stderr is a terminal."""
+    return False if quiet else (True if show_progress else None)
+
+
+def load_all(paths: list[Path], no_cache: bool = False, device: str | None = None, progress=None):
+    """Import every path; progress goes to ``progress`` (a :class:`~traceadvisor.progress.Progress`), or to
+    one of its own that shows only on a terminal."""
+    from contextlib import nullcontext
+
     from traceadvisor.importers import load_trace
     from traceadvisor.progress import Progress
 
     out = []
-    with Progress() as prog:
+    with Progress() if progress is None else nullcontext(progress) as prog:
         for p in paths:
             t = load_trace(p, cache=not no_cache, progress=prog)
             if device:

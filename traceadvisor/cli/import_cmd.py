@@ -6,15 +6,26 @@ import time
 
 import click
 
-from traceadvisor.cli.common import example_option, load_all, no_cache_option, resolve_traces
+from traceadvisor.cli.common import (
+    example_option,
+    load_all,
+    no_cache_option,
+    progress_enabled,
+    progress_option,
+    resolve_traces,
+)
 
 
 @click.command("import")
 @click.argument("trace", required=False)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Parquet file to write.")
 @no_cache_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress.")
+@progress_option
 @example_option
-def command(trace: str | None, output: str, no_cache: bool, example: bool) -> None:
+def command(
+    trace: str | None, output: str, no_cache: bool, quiet: bool, show_progress: bool, example: bool
+) -> None:
     """Import TRACE (any supported format) into the canonical table and write it as Parquet.
 
     The Parquet file carries the schema docs per column and the trace metadata (key traceadvisor.meta).
@@ -45,8 +56,12 @@ def command(trace: str | None, output: str, no_cache: bool, example: bool) -> No
         md = json.loads(pq.read_schema(hit).metadata[META_KEY])
         rows, fmt, warnings = pq.read_metadata(hit).num_rows, md["format"], md.get("warnings", [])
     else:
-        (tr,) = load_all([src], no_cache=no_cache)
-        write_parquet(tr, output)
+        from traceadvisor.progress import Progress
+
+        with Progress(progress_enabled(quiet, show_progress)) as prog:
+            (tr,) = load_all([src], no_cache=no_cache, progress=prog)
+            with prog.stage(f"writing {Path(output).name}"):
+                write_parquet(tr, output)
         rows, fmt, warnings = tr.events.height, tr.meta.format, tr.meta.warnings
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)

@@ -18,7 +18,7 @@ from types import ModuleType
 
 from traceadvisor.errors import InputError, UnknownFormatError
 from traceadvisor.importers.probe import Probe
-from traceadvisor.progress import Progress
+from traceadvisor.progress import Progress, stage
 from traceadvisor.trace import Trace
 
 # module names under traceadvisor.importers, tried in this order
@@ -83,10 +83,12 @@ def load_trace(path: str | Path, *, cache: bool = True, progress: Progress | Non
         raise InputError(f"{p} does not exist", "Check the path")
     mod = detect(p)
     if cache:
-        hit = _cache.get(p, mod.NAME)
+        with stage(progress, f"reading {p.name} from the import cache"):
+            hit = _cache.get(p, mod.NAME)
         if hit is not None:
             return hit
     trace = mod.read(p, progress=progress)
     if cache:
-        _cache.put(p, mod.NAME, trace)
+        with stage(progress, "writing the import cache"):
+            _cache.put(p, mod.NAME, trace)
     return trace

@@ -20,7 +20,7 @@ from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
-from traceadvisor.progress import Progress
+from traceadvisor.progress import Progress, stage
 from traceadvisor.schema.classify import classify_frame, refine_by_op
 from traceadvisor.schema.columns import COLUMN_NAMES, conform
 from traceadvisor.trace import Trace, TraceMeta
@@ -75,12 +75,13 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
             f"{path} has traceEvents but none of them is an event object",
             "Is this a torch.profiler trace? Re-export it with export_chrome_trace()",
         )
-    ev = link_flows(flows, ev, meta)
-    ev = _fix_rocm_grids(ev)
-    ev = _copy_bytes_from_host(ev)
-    box = [ev]
-    del ev  # the sort frees the columns of the unsorted frame as it goes
-    ev = conform(refine_by_op(classify_frame(_sorted(box))))
+    with stage(progress, f"ordering {ev.height:,} events"):
+        ev = link_flows(flows, ev, meta)
+        ev = _fix_rocm_grids(ev)
+        ev = _copy_bytes_from_host(ev)
+        box = [ev]
+        del ev  # the sort frees the columns of the unsorted frame as it goes
+        ev = conform(refine_by_op(classify_frame(_sorted(box))))
     fill_meta(meta, doc, ev)
     meta.extra["metadata_events"] = totals["metadata"]
     _warn_synthetic(meta, ev)
