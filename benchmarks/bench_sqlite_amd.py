@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
-    from traceadvisor.importers import amd_common as ac
+    from traceadvisor.importers import _sqlite as sq
     from traceadvisor.importers import rpd
 
     with tempfile.TemporaryDirectory(prefix="ta-bench-") as tmp:
@@ -104,15 +104,13 @@ def main() -> None:
         con = sqlite3.connect(big)
         n_ev = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rocpd_op", "rocpd_api"))
         con.close()
-        with ac.SqliteInput(big) as db:
-            c = db.connect()
-            cols = {t: ac.table_columns(c, t) for t, ty in db.tables().items() if ty == "table"}
-            c.close()
+        with sq.SqliteDB(big) as db:
+            cols = {t: list(db.columns(t)) for t, ty in db.tables().items() if ty == "table"}
             specs = rpd._specs(cols)
             reads, rows = [], 0
             for _ in range(args.runs):
                 t = time.perf_counter()
-                frames, _ = ac.read_tables(db, specs)
+                frames, _ = db.read_many(specs)
                 reads.append(time.perf_counter() - t)
                 rows = sum(f.height for f in frames.values())
         imports = []

@@ -9,6 +9,11 @@ import polars as pl
 import pytest
 
 from traceadvisor.devices import BY_KEY, match_model, peak_tflops
+from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _amd_salvage as sal
+from traceadvisor.importers import _amd_stats as st
+from traceadvisor.importers import _host_memory as hm
+from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.testing import TraceBuilder
 
@@ -33,7 +38,7 @@ def _copy_case(
     if extra_api:
         b.runtime(extra_api, 1.0, 5.0, corr=b.next_corr())
     tr = b.build()
-    ev, n = ac.infer_host_memory(tr.events, tr.meta.devices, runtime_traced=True)
+    ev, n = hm.infer_host_memory(tr.events, tr.meta.devices, runtime_traced=True)
     row = ev.filter(pl.col("kind") == "memcpy").row(0, named=True)
     mi = json.loads(row["args"]).get("memory_inference") if row["args"] else None
     host = row["src_memory"] if kind == "h2d" else row["dst_memory"]
@@ -113,21 +118,23 @@ def test_amd_device_mapping():
 
 
 def test_parse_rocminfo_real_dumps(traces_dir):
-    mi = ac.parse_rocminfo((traces_dir / "rocprof_csv/mi300x_hip_bmm_naive/results.sysinfo.txt").read_text())
+    mi = amd_dev.parse_rocminfo(
+        (traces_dir / "rocprof_csv/mi300x_hip_bmm_naive/results.sysinfo.txt").read_text()
+    )
     assert len(mi) == 8 and {(a.name, a.arch, a.compute_units, a.pci_id) for a in mi} == {
         ("AMD Instinct MI300X", "gfx942", 304, 29857)
     }
     assert [a.ordinal for a in mi] == list(range(8)) and mi[0].memory_bytes == 201310208 * 1024
-    wx = ac.parse_rocminfo(
+    wx = amd_dev.parse_rocminfo(
         (traces_dir / "rocprof_csv/wx9100_gfx900_llamacpp/results.sysinfo.txt").read_text()
     )
     assert wx and wx[0].arch == "gfx900" and wx[0].name == "Radeon Pro WX 9100"
 
 
 def test_arch_hint_from_kernel_names():
-    assert ac.arch_hint(pl.Series(["Cijk_Ailk_Bljk_SB_MT128x64x16_ISA90a_IU1", "x"]))[0] == "gfx90a"
-    assert ac.arch_hint(pl.Series(["quant<c10::Float8_e4m3fnuz>"]))[0] == "gfx942"
-    assert ac.arch_hint(pl.Series(["void k()"])) == (None, None)
+    assert amd_dev.arch_hint(pl.Series(["Cijk_Ailk_Bljk_SB_MT128x64x16_ISA90a_IU1", "x"]))[0] == "gfx90a"
+    assert amd_dev.arch_hint(pl.Series(["quant<c10::Float8_e4m3fnuz>"]))[0] == "gfx942"
+    assert amd_dev.arch_hint(pl.Series(["void k()"])) == (None, None)
 
 
 def test_pack_writes_no_null_keys_and_keeps_order():
@@ -156,8 +163,8 @@ def test_bulk_read_handles_mixed_storage_classes(tmp_path):
     con.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
     con.commit()
     con.close()
-    with ac.SqliteInput(p) as db:
-        frames, errors = ac.read_tables(db, [ac.TableSpec("t", ("id", "n", "s"), ("s",))])
+    with sq.SqliteDB(p) as db:
+        frames, errors = db.read_many([sq.TableSpec("t", ("id", "n", "s"), ("s",))])
     df = frames["t"]
     assert not errors and df.height == 70003 and df.schema == {"id": pl.Int64, "n": pl.Int64, "s": pl.String}
     assert df["n"].tail(3).to_list() == [None, None, 5] and df["s"].tail(1).to_list() == ["7"]
@@ -172,19 +179,19 @@ def test_recover_json_closes_after_the_last_complete_record():
     )
     third, second = full.index(b'{"n": "z"'), full.index(b'{"n": "\\"')
     for cut, kept in ((third + 8, [1, 2]), (second + 9, [1]), (len(full) - 3, [1, 2])):
-        doc, at = ac.recover_json(full[:cut], msgspec.json.decode)
+        doc, at = sal.recover_json(full[:cut], msgspec.json.decode)
         assert [r["v"] for r in doc["a"]["recs"]] == kept and at <= cut
-    assert ac.recover_json(full[: full.index(b'"v": 1')], msgspec.json.decode) is None  # no complete record
+    assert sal.recover_json(full[: full.index(b'"v": 1')], msgspec.json.decode) is None  # no complete record
 
 
 def test_stats_file_class_content_first_name_breaks_ties():
     api = pl.Series(["runtime", "runtime", "generic"])
-    assert ac.stats_file_class("results.stats.csv", api) == "runtime"
+    assert st.stats_file_class("results.stats.csv", api) == "runtime"
     tie = pl.Series(["runtime", "generic"])
-    assert ac.stats_file_class("x.hip_stats.csv", tie) == "runtime"
-    assert ac.stats_file_class("x.stats.csv", tie) == "generic"
-    assert ac.stats_file_class("marker_api_stats.csv", pl.Series(["generic"])) == "marker"
-    assert ac.stats_file_class("trace.bin", pl.Series(["domain", "domain"])) == "domain"
+    assert st.stats_file_class("x.hip_stats.csv", tie) == "runtime"
+    assert st.stats_file_class("x.stats.csv", tie) == "generic"
+    assert st.stats_file_class("marker_api_stats.csv", pl.Series(["generic"])) == "marker"
+    assert st.stats_file_class("trace.bin", pl.Series(["domain", "domain"])) == "domain"
 
 
 def test_nvidia_volta_turing_models_have_peaks_and_gen3_link():

@@ -43,19 +43,15 @@ events carry pid = the process and tid = the stream. ``streamId`` / ``eventId`` 
 TARGET_INFO_SESSION_START_TIME.utcEpochNs. correlationId is unique per process only: when several
 processes have CUDA activity, correlation_id becomes pid * 2**32 + correlationId (meta.extra says so).
 
-Reading is bulk and read-only: SQLite through ADBC into Arrow (the URI is opened ``mode=ro&immutable=1``),
-names and enums joined in polars. A truncated file is read from a copy whose header is fixed to the
-pages that exist: what is readable is imported, with a warning and ``meta.truncated``.
+Reading is bulk and read-only through the shared SQLite layer (``_sqlite``: ADBC into Arrow, pending -wal /
+-journal writes applied on a private copy), names and enums joined in polars. A truncated or damaged file
+imports what is readable, with a warning and ``meta.truncated``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import sqlite3
-import struct
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +62,8 @@ import polars as pl
 
 from traceadvisor.devices import match_model
 from traceadvisor.errors import InputError
-from traceadvisor.importers.probe import Probe, open_sqlite_ro
+from traceadvisor.importers import _sqlite as sq
+from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
@@ -204,158 +201,60 @@ class TableSource(Protocol):
     def close(self) -> None: ...
 
 
-def _sql_literal(decl: str) -> str:
-    d = (decl or "").upper()
-    if "INT" in d:
-        return "0"
-    if "REAL" in d or "FLOA" in d or "DOUB" in d:
-        return "0.0"
-    if "CHAR" in d or "TEXT" in d or "CLOB" in d:
-        return "''"
-    return "NULL"
-
-
 def polars_type(decl: str) -> pl.DataType:
-    d = (decl or "").upper()
-    if "INT" in d:
-        return pl.Int64()
-    if "REAL" in d or "FLOA" in d or "DOUB" in d:
-        return pl.Float64()
-    return pl.String()
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    return sq.decl_dtype(decl)
 
 
 class SqliteSource:
-    """Read-only bulk reader of a SQLite export: ADBC into Arrow, stdlib sqlite3 to salvage damaged tables.
-
-    Every read opens its own read-only connection, so tables can be read from several threads at once.
-    """
+    """The nsys tables of a SQLite export, read through the shared SQLite layer (``_sqlite``): bulk ADBC reads,
+    damaged tables salvaged row by row with a warning."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.warnings: list[str] = []
-        self.truncated = False
-        self._tmpdir: str | None = None
-        self._file = self._usable_file(path)
+        self.db = sq.SqliteDB(path, redo="Export the report again with nsys export")
         try:
-            con = open_sqlite_ro(self._file)
-            try:
-                names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-                self._cols = {t: self._table_info(con, t) for t in names}
-            finally:
-                con.close()
-        except sqlite3.DatabaseError as e:
-            self.close()
-            raise InputError(
-                f"{path} is a damaged SQLite file ({e})", "Export the report again with nsys export"
-            ) from e
+            self._tables = {t for t, ty in self.db.tables().items() if ty == "table"}
+        except InputError:
+            self.db.close()
+            raise
 
-    def _table_info(self, con: sqlite3.Connection, table: str) -> dict[str, str]:
-        try:
-            return {r[1]: r[2] for r in con.execute(f"PRAGMA table_info({_q(table)})")}
-        except sqlite3.DatabaseError as e:
-            self.warnings.append(f"table {table} is unreadable ({e})")
-            return {}
+    @property
+    def warnings(self) -> list[str]:
+        return self.db.warnings
 
-    def _usable_file(self, path: Path) -> Path:
-        """The file itself, or for a truncated file a copy whose header counts only the pages present."""
-        try:
-            with open(path, "rb") as f:
-                head = f.read(100)
-        except OSError as e:
-            raise InputError(f"cannot read {path}: {e.strerror}", "Check the file's permissions") from e
-        if len(head) < 100:
-            raise InputError(
-                f"{path} is truncated (only {len(head)} bytes)", "Export the report again with nsys export"
-            )
-        page_size = struct.unpack(">H", head[16:18])[0]
-        page_size = 65536 if page_size == 1 else page_size
-        pages = struct.unpack(">I", head[28:32])[0]
-        size = path.stat().st_size
-        if page_size < 512 or pages == 0 or size >= pages * page_size:
-            return path
-        present = size // page_size
-        self.truncated = True
-        self.warnings.append(
-            f"the SQLite file is truncated ({size:,} of {pages * page_size:,} bytes): imported the rows that "
-            "were readable; re-export the report for a complete import"
-        )
-        self._tmpdir = tempfile.mkdtemp(prefix="traceadvisor-nsys-")
-        fixed = Path(self._tmpdir) / "truncated.sqlite"
-        with open(path, "rb") as src, open(fixed, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-            dst.truncate(present * page_size)
-            dst.seek(28)
-            dst.write(struct.pack(">I", present))
-        return fixed
+    @property
+    def truncated(self) -> bool:
+        return self.db.truncated
 
     def tables(self) -> set[str]:
-        return set(self._cols)
+        return set(self._tables)
 
     def columns(self, table: str) -> dict[str, str]:
-        return self._cols.get(table, {})
+        return self.db.columns(table) if table in self._tables else {}
 
     def read(self, table: str, columns: list[str]) -> pl.DataFrame:
         decl = self.columns(table)
-        cols = [c for c in columns if c in decl]
-        schema = {c: polars_type(decl[c]) for c in cols}
-        if not cols:
+        schema = {c: polars_type(decl[c]) for c in columns if c in decl}
+        if not schema:
             return pl.DataFrame(schema=schema)
-        # A first row of typed literals fixes each Arrow column's type (ADBC infers types from the
-        # first batch, and a column that starts with NULLs would otherwise be mistyped). It is dropped.
-        seed = ", ".join(f"{_sql_literal(decl[c])} AS {_q(c)}" for c in cols)
-        sql = f"SELECT {seed} UNION ALL SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)}"
-        if not self.truncated:
-            try:
-                df = pl.from_arrow(self._fetch_arrow(sql))
-                assert isinstance(df, pl.DataFrame)
-                return df.slice(1).cast(schema, strict=False)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - damaged pages or odd values: salvage row by row below
-                pass
-        return self._read_rows(table, cols, schema)
-
-    def _fetch_arrow(self, sql: str):
-        import adbc_driver_sqlite.dbapi as adbc
-
-        with adbc.connect(self._file.resolve().as_uri() + "?mode=ro&immutable=1") as con, con.cursor() as cur:
-            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "65536"})
-            cur.execute(sql)
-            return cur.fetch_arrow_table()
-
-    def _read_rows(self, table: str, cols: list[str], schema: dict[str, pl.DataType]) -> pl.DataFrame:
-        """Row-by-row salvage: keeps the rows read before a damaged page."""
-        rows: list[tuple] = []
-        sql = f"SELECT {', '.join(_q(c) for c in cols)} FROM {_q(table)}"
-        con = open_sqlite_ro(self._file)
-        try:
-            cur = con.execute(sql)
-            while batch := cur.fetchmany(65536):
-                rows.extend(batch)
-        except sqlite3.DatabaseError as e:
-            self.truncated = True
+        df, err = self.db.read(sq.spec_for(table, schema))
+        if err:
+            self.db.truncated = True
             self.warnings.append(
-                f"table {table}: read {len(rows):,} rows, then the file was unreadable ({e})"
+                f"table {table} is damaged ({err}): imported the {df.height:,} rows that were readable"
             )
-        finally:
-            con.close()
-        return pl.DataFrame(rows, schema=schema, orient="row", strict=False)
+        return df
 
     def count(self, table: str) -> int:
-        con = open_sqlite_ro(self._file)
-        try:
-            return int(con.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()[0])
-        except sqlite3.DatabaseError:
-            return 0
-        finally:
-            con.close()
+        n, err = self.db.count(table)
+        if err:
+            self.warnings.append(
+                f"table {table} is damaged ({err}): counted the {n:,} rows that were readable"
+            )
+        return n
 
     def close(self) -> None:
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        self.db.close()
 
 
 # --------------------------------------------------------------------------------------------- importer API

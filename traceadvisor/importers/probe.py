@@ -10,16 +10,11 @@ from functools import cached_property
 from pathlib import Path
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers._sqlite import schema_names
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
-
-
-def open_sqlite_ro(path: str | Path) -> sqlite3.Connection:
-    """Open a SQLite file strictly read-only (immutable URI: no journal, no locks, no writes)."""
-    uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True)
 
 
 @dataclass
@@ -82,16 +77,11 @@ class Probe:
         if not self.is_sqlite:
             return set()
         try:
-            con = open_sqlite_ro(self.path)
-            try:
-                rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
-            finally:
-                con.close()
+            return schema_names(self.path)
         except sqlite3.DatabaseError as e:
             raise InputError(
                 f"{self.path} is a damaged SQLite file ({e})", "Export or copy the database again"
             ) from e
-        return {r[0] for r in rows}
 
     def first_line(self) -> str:
         return self.text_head.splitlines()[0] if self.text_head else ""

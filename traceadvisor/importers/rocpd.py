@@ -33,6 +33,9 @@ from pathlib import Path
 import polars as pl
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _host_memory as hm
+from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
@@ -80,7 +83,7 @@ def _logical(name: str) -> str:
 def sniff(probe: Probe) -> bool:
     if not probe.is_sqlite:
         return False
-    names = {_logical(n) for n in ac.sqlite_names(probe)}
+    names = {_logical(n) for n in sq.sqlite_names(probe)}
     return (
         "rocpd_api" not in names
         and "rocpd_metadata" in names
@@ -172,23 +175,21 @@ SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # logical -> (col
 }
 
 
-def _specs(con: sqlite3.Connection, phys: dict[str, str]) -> list[ac.TableSpec]:
+def _specs(db: sq.SqliteDB, phys: dict[str, str]) -> list[sq.TableSpec]:
     out = []
     for logical, (cols, text) in SPECS.items():
         if logical in phys:
-            have = set(ac.table_columns(con, phys[logical]))
+            have = set(db.columns(phys[logical]))
             use = tuple(c for c in cols if c in have)
-            out.append(ac.TableSpec(phys[logical], use, tuple(t for t in text if t in use)))
+            out.append(sq.TableSpec(phys[logical], use, tuple(t for t in text if t in use)))
     return out
 
 
-def _small(
-    db: ac.SqliteInput, table: str | None, cols: dict[str, pl.DataType], meta: TraceMeta
-) -> pl.DataFrame:
+def _small(db: sq.SqliteDB, table: str | None, cols: dict[str, pl.DataType], meta: TraceMeta) -> pl.DataFrame:
     """An info/string table, damage-tolerant (a damaged one gives the rows that could be read, with a warning)."""
     if table is None:
         return pl.DataFrame(schema=cols)
-    df, err = ac.read_table(db, table, cols)
+    df, err = db.read_typed(table, cols)
     if err:
         meta.warn(f"table {table} is damaged ({err}); imported the {df.height} rows that could be read")
         meta.truncated = True
@@ -435,7 +436,7 @@ def _agent_devices(agents: pl.DataFrame) -> list[Device]:
             )
             if k in ext
         }
-        agent = ac.Agent(
+        agent = amd_dev.Agent(
             name=r["product_name"] or r["model_name"] or None,
             arch=r["name"] or None,
             compute_units=ext.get("cu_count"),
@@ -446,7 +447,7 @@ def _agent_devices(agents: pl.DataFrame) -> list[Device]:
             properties=props,
         )
         out.append(
-            ac.device_from_agent(
+            amd_dev.device_from_agent(
                 int(r["type_index"] if r["type_index"] is not None else len(out)), agent, "rocpd_info_agent"
             )
         )
@@ -493,21 +494,17 @@ INFO = {
 
 
 def _read_group(
-    db: ac.SqliteInput, phys: dict[str, str], meta: TraceMeta, rec: ac.Records
+    db: sq.SqliteDB, phys: dict[str, str], meta: TraceMeta, rec: ac.Records
 ) -> tuple[list[pl.DataFrame], dict]:
     g: dict = {k: _small(db, phys.get(logical), schema, meta) for k, (logical, schema) in INFO.items()}
     g["queues"] = g["queues"].rename({"id": "queue_id", "name": "queue_name"})
     g["streams"] = g["streams"].rename({"id": "stream_id", "name": "stream_name"})
     md = _small(db, phys.get("rocpd_metadata"), {"tag": pl.String, "value": pl.String}, meta)
     g["metadata"] = {str(k): v for k, v in md.iter_rows()}
-    con = db.connect()
-    try:
-        specs = _specs(con, phys)
-    finally:
-        con.close()
+    specs = _specs(db, phys)
     for logical, reason in SKIPPED.items():
         if logical in phys:
-            n, err = ac.count_rows(db, phys[logical])
+            n, err = db.count(phys[logical])
             if err:
                 meta.warn(
                     f"table {phys[logical]} is damaged ({err}); counted the {n} rows that could be read"
@@ -515,7 +512,7 @@ def _read_group(
                 meta.truncated = True
             rec.add(n)
             meta.skip(reason, n)
-    frames, errors = ac.read_tables(db, specs)
+    frames, errors = db.read_many(specs)
     by_logical = {_logical(t): df for t, df in frames.items()}
     for t, err in errors.items():
         meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows that could be read")
@@ -536,15 +533,18 @@ def _read_group(
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
-    with ac.SqliteInput(path) as db:
+    with sq.SqliteDB(path) as db:
         return _read(db, progress)
 
 
-def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
+def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
     path = db.path
     groups = _groups(db.tables())
-    if not groups:
-        raise InputError(f"{path} has no rocpd tables", "Is this a rocprofv3 --output-format rocpd database?")
+    if not any(set(EVENT_TABLES) & set(g) for g in groups.values()):
+        raise InputError(
+            f"{path} has no rocpd event tables ({', '.join(EVENT_TABLES)})",
+            "Is this a rocprofv3 --output-format rocpd database?",
+        )
     if progress:
         progress.start(None, f"reading {path.name}")
     meta = ac.new_meta(path, NAME, "rocprofv3 (rocpd database)", None, "CLOCK_BOOTTIME")
@@ -568,9 +568,9 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
         raise InputError(
             f"{path} is a damaged rocpd database ({e})", "Copy or record the profile again"
         ) from e
-    if db.truncated:
-        meta.truncated = True
-        meta.warn("the file is cut short (its last pages are missing); imported the rows that are present")
+    meta.truncated = meta.truncated or db.truncated
+    for w in db.warnings:
+        meta.warn(w)
     meta.producer_version = "schema " + "/".join(sorted(versions))
     used = {
         int(x) for p in parts if "device" in p.columns for x in p.get_column("device").drop_nulls().unique()
@@ -597,4 +597,4 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
         ).height
         > 0,
     )
-    return ac.with_memory_inference(trace)
+    return hm.with_memory_inference(trace)

@@ -38,6 +38,12 @@ import msgspec
 import polars as pl
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _amd_files as files
+from traceadvisor.importers import _amd_salvage as sal
+from traceadvisor.importers import _amd_stats as st
+from traceadvisor.importers import _host_memory as hm
+from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
@@ -55,9 +61,9 @@ DIMS_RE = r"dimBlocks\(\{z\((\d+)\) y\((\d+)\) x\((\d+)\}\)"
 
 def sniff(probe: Probe) -> bool:
     if probe.is_dir:
-        types = [t for _, t in ac.typed_members(probe.path)]
-        return any(t in ac.V1_TYPES for t in types) and not any(t in ac.V3_TYPES for t in types)
-    return ac.file_type(probe) in ac.V1_TYPES
+        types = [t for _, t in files.typed_members(probe.path)]
+        return any(t in files.V1_TYPES for t in types) and not any(t in files.V3_TYPES for t in types)
+    return files.file_type(probe) in files.V1_TYPES
 
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
@@ -65,20 +71,20 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     if progress:
         progress.start(None, f"reading {path.name}")
     if path.is_dir():
-        members = [(p, t) for p, t in ac.typed_members(path) if t in ac.V1_TYPES]
+        members = [(p, t) for p, t in files.typed_members(path) if t in files.V1_TYPES]
         if not members:
             raise InputError(
                 f"{path} holds no rocprof output", "Pass the folder rocprof wrote its results into"
             )
         sysinfo = next((p for p, t in members if t == "sysinfo"), None)
     else:
-        t = ac.file_type(Probe.open(path))
-        if t not in ac.V1_TYPES:
+        t = files.file_type(Probe.open(path))
+        if t not in files.V1_TYPES:
             raise InputError(
                 f"{path} is not a rocprof v1 output", "Pass results.csv/.json/.db, a stats CSV or the folder"
             )
         members = [(path, t)]
-        sysinfo = path if t == "sysinfo" else ac.find_sysinfo(path)
+        sysinfo = path if t == "sysinfo" else amd_dev.find_sysinfo(path)
     return _read(path, members, sysinfo)
 
 
@@ -88,7 +94,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     by: dict[str, list[Path]] = {}
     for p, t in members:
         by.setdefault(t, []).append(p)
-    agents = ac.read_sysinfo_agents(sysinfo)
+    agents = amd_dev.read_sysinfo_agents(sysinfo)
     rows: pl.DataFrame | None = None
     source = None
     if by.get("v1_db"):
@@ -108,8 +114,8 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         parts = _build(rows)
     kcsv = []
     for p in by.get("v1_kernel_csv", []):
-        df = ac.read_csv_strings(p, meta, rec)
-        ac.require_columns(df, p, ("KernelName",), "rocprof results.csv kernel trace")
+        df = sal.read_csv_strings(p, meta, rec)
+        sal.require_columns(df, p, ("KernelName",), "rocprof results.csv kernel trace")
         kcsv.append(df.with_columns(source_file=pl.lit(p.name)))
     kframe = pl.concat([_kernel_csv(df) for df in kcsv], how="diagonal_relaxed") if kcsv else None
     if kframe is not None:
@@ -120,10 +126,10 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     stats = by.get("v1_stats", [])
     if parts:
         for p in stats:
-            n = ac.stats_table(p, meta, rec).height
+            n = st.stats_table(p, meta, rec).height
             meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", n)
     elif stats:
-        parts = [ac.read_stats(p, run=p.name.split(".")[0], meta=meta, records=rec) for p in stats]
+        parts = [st.read_stats(p, run=p.name.split(".")[0], meta=meta, records=rec) for p in stats]
         ac.aggregates_meta(meta)
     elif rows is not None:
         meta.warn(f"{source[0].name} holds no trace events")  # type: ignore[index]
@@ -138,7 +144,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     }
     if not ids and agents:
         ids = {a.ordinal for a in agents if a.ordinal is not None}
-    meta.devices = ac.devices_for(ids, agents, sysinfo.name if sysinfo else "results.json otherData")
+    meta.devices = amd_dev.devices_for(ids, agents, sysinfo.name if sysinfo else "results.json otherData")
     if not agents and meta.devices:
         meta.warn("no results.sysinfo.txt beside the input: the device model is unknown")
     trace = ac.finish(parts, meta, read=rec.n, raw=("counters",))
@@ -162,7 +168,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         ).height
         > 0,
     )
-    return ac.with_memory_inference(trace)
+    return hm.with_memory_inference(trace)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -293,13 +299,9 @@ DB_LANES = {"HIP": "hip", "HSA": "hsa", "OPS": "kernel", "COPY": "copy", "rocTX"
 
 
 def _db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
-    with ac.SqliteInput(path) as db:
+    with sq.SqliteDB(path) as db:
         tables = db.tables()
-        con = db.connect()
-        try:
-            cols = {t: ac.table_columns(con, t) for t in tables if t in DB_LANES}
-        finally:
-            con.close()
+        cols = {t: list(db.columns(t)) for t in tables if t in DB_LANES}
         specs = []
         for t, cs in cols.items():
             text = tuple(c for c in ("Name", "args") if c in cs)
@@ -320,24 +322,22 @@ def _db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
                 )
                 if c in cs
             )
-            specs.append(ac.TableSpec(t, want, text))
-        frames, errors = ac.read_tables(db, specs)
+            specs.append(sq.TableSpec(t, want, text))
+        frames, errors = db.read_many(specs)
         for t, ty in sorted(
             tables.items()
         ):  # KERN / A: dispatch index -> kernel name, the names are on OPS rows
             if ty == "table" and t not in DB_LANES and not t.startswith("sqlite_"):
-                n, err = ac.count_rows(db, t)
+                n, err = db.count(t)
                 rec.add(n)
                 meta.skip(
                     f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)", n
                 )
                 if err:
                     errors[t] = err
-        if db.truncated:
-            meta.truncated = True
-            meta.warn(
-                f"{path.name} is cut short (its last pages are missing); imported the rows that are present"
-            )
+        meta.truncated = meta.truncated or db.truncated
+        for w in db.warnings:
+            meta.warn(w)
     for t, err in errors.items():
         got = (
             f"the {frames[t].height} rows that could be read"
@@ -426,7 +426,7 @@ _DOC = msgspec.json.Decoder(_Doc)
 
 def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
     """The JSON document; one cut short (plain or gzip) is closed after its last complete event, with a warning."""
-    text, gz_cut = ac.read_json_bytes(path)
+    text, gz_cut = sal.read_json_bytes(path)
     try:
         doc = _DOC.decode(text)
         if gz_cut:
@@ -439,7 +439,7 @@ def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
         ) from e
     except msgspec.DecodeError as e:
         err = e
-    got = ac.recover_json(text, _DOC.decode)
+    got = sal.recover_json(text, _DOC.decode)
     if got is None or not got[0].traceEvents:
         raise InputError(
             f"{path} is not complete rocprof JSON and no event could be recovered ({err})",
@@ -455,7 +455,7 @@ def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
     return doc
 
 
-def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFrame, list[ac.Agent]]:
+def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFrame, list[amd_dev.Agent]]:
     doc = _load_doc(path, meta)
     rec.add(len(doc.traceEvents))
     lanes: dict[int, str] = {}
@@ -520,7 +520,9 @@ def _json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFra
                 .then(pl.lit(procs[0]))
                 .otherwise(pl.col("os_pid"))
             )
-    agents = ac.agents_from_kv({str(k): str(v) for k, v in doc.otherData.items()}) if doc.otherData else []
+    agents = (
+        amd_dev.agents_from_kv({str(k): str(v) for k, v in doc.otherData.items()}) if doc.otherData else []
+    )
     meta.extra["lanes"] = {str(k): v for k, v in sorted(lanes.items())}
     return rows.drop("_i", "_pid", "_tid", "_ts", "_dur"), agents
 
@@ -607,12 +609,12 @@ KCSV_KNOWN = {
 
 
 def _kernel_csv(df: pl.DataFrame) -> pl.DataFrame:
-    i = lambda c: ac.int_col(c) if c in df.columns else pl.lit(None, dtype=pl.Int64)  # noqa: E731
+    i = lambda c: sal.int_col(c) if c in df.columns else pl.lit(None, dtype=pl.Int64)  # noqa: E731
     counters = [c for c in df.columns if c not in KCSV_KNOWN]
     extra = []
     if counters:
         kv = [
-            pl.concat_str([pl.lit(f'"{c}":'), pl.coalesce(ac.float_col(c).cast(pl.String), pl.lit("null"))])
+            pl.concat_str([pl.lit(f'"{c}":'), pl.coalesce(sal.float_col(c).cast(pl.String), pl.lit("null"))])
             for c in counters
         ]
         extra.append(

@@ -34,6 +34,11 @@ import msgspec
 import polars as pl
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _amd_files as files
+from traceadvisor.importers import _amd_salvage as sal
+from traceadvisor.importers import _amd_stats as st
+from traceadvisor.importers import _host_memory as hm
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
@@ -56,9 +61,9 @@ TIMELINE_TYPES = (
 
 def sniff(probe: Probe) -> bool:
     if probe.is_dir:
-        return any(t in ac.V3_TYPES for _, t in ac.typed_members(probe.path))
-    t = ac.file_type(probe)
-    return t is not None and t in ac.V3_TYPES and t != "rocpd_db"
+        return any(t in files.V3_TYPES for _, t in files.typed_members(probe.path))
+    t = files.file_type(probe)
+    return t is not None and t in files.V3_TYPES and t != "rocpd_db"
 
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
@@ -67,16 +72,16 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
         progress.start(None, f"reading {path.name}")
     if path.is_dir():
         return _read_folder(path)
-    t = ac.file_type(Probe.open(path))
+    t = files.file_type(Probe.open(path))
     if t == "v3_json":
         return read_json(path)
-    if t not in ac.V3_TYPES:
+    if t not in files.V3_TYPES:
         raise InputError(f"{path} is not a rocprofv3 output", "Pass a rocprofv3 CSV, JSON or output folder")
     return read_csv_set(path, [(path, t)])
 
 
 def _read_folder(path: Path) -> Trace:
-    members = [(p, t) for p, t in ac.typed_members(path) if t in ac.V3_TYPES]
+    members = [(p, t) for p, t in files.typed_members(path) if t in files.V3_TYPES]
     if not members:
         raise InputError(f"{path} holds no rocprofv3 output", "Pass the folder rocprofv3 wrote (-d)")
     dbs = [p for p, t in members if t == "rocpd_db"]
@@ -108,7 +113,7 @@ def _agent_number(col: str) -> pl.Expr:
 def _opt_int(df: pl.DataFrame, *names: str) -> pl.Expr:
     for n in names:
         if n in df.columns:
-            return ac.int_col(n)
+            return sal.int_col(n)
     return pl.lit(None, dtype=pl.Int64)
 
 
@@ -116,7 +121,7 @@ def _opt_str(df: pl.DataFrame, name: str) -> pl.Expr:
     return pl.col(name).replace("", None) if name in df.columns else pl.lit(None, dtype=pl.String)
 
 
-def _agents_csv(df: pl.DataFrame) -> tuple[list[ac.Agent], dict[int, int]]:
+def _agents_csv(df: pl.DataFrame) -> tuple[list[amd_dev.Agent], dict[int, int]]:
     """GPU agents of agent_info.csv and agent number (node id, logical node id) -> GPU ordinal."""
     gpus = df.filter(pl.col("Agent_Type").str.to_uppercase().str.contains("GPU"))
     gpus = gpus.with_columns(_node=_opt_int(gpus, "Node_Id"), _lnode=_opt_int(gpus, "Logical_Node_Id")).sort(
@@ -125,11 +130,11 @@ def _agents_csv(df: pl.DataFrame) -> tuple[list[ac.Agent], dict[int, int]]:
     agents, mapping = [], {}
     for i, r in enumerate(gpus.iter_rows(named=True)):
         agents.append(
-            ac.Agent(
+            amd_dev.Agent(
                 name=(r.get("Product_Name") or r.get("Model_Name") or None),
                 arch=r.get("Name") or None,
-                compute_units=ac._int_prefix(r.get("Cu_Count")),
-                pci_id=ac._int_prefix(r.get("Device_Id")),
+                compute_units=amd_dev._int_prefix(r.get("Cu_Count")),
+                pci_id=amd_dev._int_prefix(r.get("Device_Id")),
                 node=r["_node"],
                 ordinal=i,
                 properties={
@@ -159,7 +164,7 @@ def _device_expr(col: str, mapping: dict[int, int] | None) -> pl.Expr:
 
 
 def _kernel_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
-    ac.require_columns(
+    sal.require_columns(
         df, path, ("Kernel_Name", "Start_Timestamp", "End_Timestamp"), "rocprofv3 kernel trace"
     )
     wg = [_opt_int(df, f"Workgroup_Size_{a}") for a in "XYZ"]
@@ -169,8 +174,8 @@ def _kernel_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) ->
     out = df.select(
         pl.lit("kernel").alias("kind"),
         ac.clean_kernel_name(pl.col("Kernel_Name")).alias("name"),
-        ac.int_col("Start_Timestamp").alias("start_ns"),
-        ac.int_col("End_Timestamp").alias("_end"),
+        sal.int_col("Start_Timestamp").alias("start_ns"),
+        sal.int_col("End_Timestamp").alias("_end"),
         _device_expr("Agent_Id", mapping).alias("device")
         if "Agent_Id" in df.columns
         else pl.lit(None, pl.Int64).alias("device"),
@@ -201,7 +206,7 @@ def _kernel_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) ->
 
 
 def _copy_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
-    ac.require_columns(
+    sal.require_columns(
         df, path, ("Direction", "Start_Timestamp", "End_Timestamp"), "rocprofv3 memory copy trace"
     )
     ck = pl.col("Direction").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
@@ -219,8 +224,8 @@ def _copy_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> p
         pl.lit("memcpy").alias("kind"),
         pl.col("Direction").alias("name"),
         ck.alias("copy_kind"),
-        ac.int_col("Start_Timestamp").alias("start_ns"),
-        ac.int_col("End_Timestamp").alias("_end"),
+        sal.int_col("Start_Timestamp").alias("start_ns"),
+        sal.int_col("End_Timestamp").alias("_end"),
         src.alias("_src"),
         dst.alias("_dst"),
         _opt_int(df, "Queue_Id").alias("tid"),
@@ -240,7 +245,7 @@ def _copy_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> p
 
 
 def _api_csv(df: pl.DataFrame, path: Path) -> pl.DataFrame:
-    ac.require_columns(df, path, ("Function", "Start_Timestamp", "End_Timestamp"), "rocprofv3 API trace")
+    sal.require_columns(df, path, ("Function", "Start_Timestamp", "End_Timestamp"), "rocprofv3 API trace")
     dom = _opt_str(df, "Domain")
     name = pl.col("Function")
     kind = (
@@ -251,8 +256,8 @@ def _api_csv(df: pl.DataFrame, path: Path) -> pl.DataFrame:
             kind.alias("kind"),
             name.alias("name"),
             dom.alias("api_category"),
-            ac.int_col("Start_Timestamp").alias("start_ns"),
-            ac.int_col("End_Timestamp").alias("_end"),
+            sal.int_col("Start_Timestamp").alias("start_ns"),
+            sal.int_col("End_Timestamp").alias("_end"),
             _opt_int(df, "Process_Id").alias("pid"),
             _opt_int(df, "Thread_Id").alias("tid"),
             ac.positive_expr(_opt_int(df, "Correlation_Id")).alias("correlation_id"),
@@ -264,7 +269,7 @@ def _api_csv(df: pl.DataFrame, path: Path) -> pl.DataFrame:
 
 def _counters_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) -> pl.DataFrame:
     """One row per dispatch with ``counters`` (name -> value) as JSON text, from the per-counter rows."""
-    ac.require_columns(
+    sal.require_columns(
         df, path, ("Dispatch_Id", "Counter_Name", "Counter_Value"), "rocprofv3 counter collection"
     )
     kv = pl.concat_str(
@@ -277,7 +282,7 @@ def _counters_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) 
             ),
         ]
     )
-    df = df.with_columns(_kv=kv, _disp=ac.int_col("Dispatch_Id"), _pid=_opt_int(df, "Process_Id"))
+    df = df.with_columns(_kv=kv, _disp=sal.int_col("Dispatch_Id"), _pid=_opt_int(df, "Process_Id"))
     first = {
         c: pl.col(c).first()
         for c in df.columns
@@ -329,13 +334,13 @@ def _counters_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None) 
 
 
 def _alloc_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None, kind: str) -> pl.DataFrame:
-    ac.require_columns(df, path, ("Operation", "Start_Timestamp"), f"rocprofv3 {kind} trace")
-    end = ac.int_col("End_Timestamp") if "End_Timestamp" in df.columns else ac.int_col("Start_Timestamp")
+    sal.require_columns(df, path, ("Operation", "Start_Timestamp"), f"rocprofv3 {kind} trace")
+    end = sal.int_col("End_Timestamp") if "End_Timestamp" in df.columns else sal.int_col("Start_Timestamp")
     return (
         df.select(
             pl.lit("memory" if kind == "memory allocation" else "other").alias("kind"),
             pl.col("Operation").alias("name"),
-            ac.int_col("Start_Timestamp").alias("start_ns"),
+            sal.int_col("Start_Timestamp").alias("start_ns"),
             end.alias("_end"),
             ac.positive_expr(_opt_int(df, "Allocation_Size")).alias("bytes"),
             (_device_expr("Agent_Id", mapping) if "Agent_Id" in df.columns else pl.lit(None, pl.Int64)).alias(
@@ -352,7 +357,7 @@ def _alloc_csv(df: pl.DataFrame, path: Path, mapping: dict[int, int] | None, kin
 
 
 def _load(path: Path, meta: TraceMeta | None = None, rec: ac.Records | None = None) -> pl.DataFrame:
-    return ac.read_csv_strings(path, meta, rec)
+    return sal.read_csv_strings(path, meta, rec)
 
 
 def _read_member(
@@ -439,7 +444,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         if i == 0:
             agents, mapping = _agents_csv(df)
     timeline = [(p, t) for p, t in members if t in TIMELINE_TYPES]
-    stats = [(p, t) for p, t in members if t in ac.STATS_TYPES]
+    stats = [(p, t) for p, t in members if t in files.STATS_TYPES]
     parts: dict[str, list[pl.DataFrame]] = {}
     for p, t in timeline:
         try:
@@ -458,11 +463,11 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         for p, _ in stats:
             meta.skip(
                 f"aggregate statistics rows of {p.name} (a timeline is present)",
-                ac.stats_table(p, meta, rec).height,
+                st.stats_table(p, meta, rec).height,
             )
         _disjoint_warning(frames, meta)
     elif stats:
-        frames = [ac.read_stats(p, meta=meta, records=rec) for p, _ in stats]
+        frames = [st.read_stats(p, meta=meta, records=rec) for p, _ in stats]
         ac.aggregates_meta(meta)
     elif not agents:
         raise InputError(
@@ -478,7 +483,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         if "device" in f.columns:
             gpu_ids |= set(f.get_column("device").drop_nulls().to_list())
     meta.devices = (
-        ac.devices_for(gpu_ids, agents, "agent_info.csv")
+        amd_dev.devices_for(gpu_ids, agents, "agent_info.csv")
         if agents
         else [Device(index=int(i), vendor="amd") for i in sorted(gpu_ids)]
     )
@@ -487,7 +492,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
             "no agent_info.csv: the device model is unknown and device numbers are rocprofv3 agent ids "
             "(CPU agents count first)"
         )
-        ac.apply_arch_hint(
+        amd_dev.apply_arch_hint(
             meta,
             pl.concat(
                 [
@@ -513,7 +518,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         .height
     )
     ac.timeline_caps(meta, kinds, copy_bytes=False, correlation=linked > 0)
-    return ac.with_memory_inference(trace)
+    return hm.with_memory_inference(trace)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -622,7 +627,7 @@ _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 def _load_json(path: Path, meta: TraceMeta) -> Root:
     """The document; one cut short (plain or gzip) is closed after its last complete record, with a warning."""
-    text, gz_cut = ac.read_json_bytes(path)
+    text, gz_cut = sal.read_json_bytes(path)
     try:
         root = _ROOT.decode(text)
         if gz_cut:
@@ -634,7 +639,7 @@ def _load_json(path: Path, meta: TraceMeta) -> Root:
         ) from e
     except msgspec.DecodeError as e:
         err = e
-    got = ac.recover_json(text, _ROOT.decode)
+    got = sal.recover_json(text, _ROOT.decode)
     if got is None:
         raise InputError(
             f"{path} is not complete JSON and no record could be recovered ({err})",
@@ -730,7 +735,7 @@ def _gpu_agents(proc: Process) -> tuple[dict[int, int], list[Device], dict[int, 
             )
             if k in a
         }
-        agent = ac.Agent(
+        agent = amd_dev.Agent(
             name=a.get("product_name") or None,
             arch=a.get("name") or None,
             compute_units=a.get("cu_count"),
@@ -739,7 +744,7 @@ def _gpu_agents(proc: Process) -> tuple[dict[int, int], list[Device], dict[int, 
             ordinal=idx,
             properties=props,
         )
-        devices.append(ac.device_from_agent(idx, agent, "rocprofv3 JSON agents"))
+        devices.append(amd_dev.device_from_agent(idx, agent, "rocprofv3 JSON agents"))
     return ordinal, devices, types
 
 
@@ -962,4 +967,4 @@ def read_json(path: Path) -> Trace:
         ).height
         > 0,
     )
-    return ac.with_memory_inference(trace)
+    return hm.with_memory_inference(trace)

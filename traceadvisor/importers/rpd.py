@@ -15,12 +15,12 @@ Field map (source -> canonical):
 | ``ext_autogradapi`` | annotation args (autograd name, seq, op ids); ``sizes`` -> ``input_dims`` |
 
 ``rocpd_copyapi.pinned`` is never written by the tracer (always 0), so it is not carried: host memory kinds are
-inferred (amd_common.infer_host_memory) and marked as such. ``rocpd_monitor`` clock samples are summarised in
+inferred (_host_memory.infer_host_memory) and marked as such. ``rocpd_monitor`` clock samples are summarised in
 ``meta.extra``; other tables (``ext_callstack``, unknown extension tables) are counted as skipped rows.
 
 ``input_events`` counts the rows read from ``rocpd_op`` and ``rocpd_api`` (one event each), ``rocpd_monitor`` and
 the tables counted as skipped, and ``ext_autogradapi`` rows with no marker to join. Damaged tables are read
-around their damaged pages (amd_common); when ``rocpd_string`` is damaged, the events whose names are lost are
+around their damaged pages (_sqlite); when ``rocpd_string`` is damaged, the events whose names are lost are
 named ``<unknown string id N>`` and an op of unknown type is a kernel when its launch recorded a grid, a copy when
 it recorded a size.
 """
@@ -32,6 +32,9 @@ from pathlib import Path
 import polars as pl
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _host_memory as hm
+from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
@@ -63,23 +66,23 @@ KERNEL_OPTYPES = ("KernelExecution", "Kernel")
 
 
 def sniff(probe: Probe) -> bool:
-    return probe.is_sqlite and {"rocpd_api", "rocpd_op"} <= ac.sqlite_names(probe)
+    return probe.is_sqlite and {"rocpd_api", "rocpd_op"} <= sq.sqlite_names(probe)
 
 
 def _want(cols: list[str], wanted: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in wanted if c in cols)
 
 
-def _specs(cols: dict[str, list[str]]) -> list[ac.TableSpec]:
+def _specs(cols: dict[str, list[str]]) -> list[sq.TableSpec]:
     s = [
-        ac.TableSpec(
+        sq.TableSpec(
             "rocpd_op",
             _want(
                 cols["rocpd_op"],
                 ("id", "gpuId", "queueId", "sequenceId", "start", "end", "description_id", "opType_id"),
             ),
         ),
-        ac.TableSpec(
+        sq.TableSpec(
             "rocpd_api",
             _want(
                 cols["rocpd_api"],
@@ -88,10 +91,10 @@ def _specs(cols: dict[str, list[str]]) -> list[ac.TableSpec]:
         ),
     ]
     if "rocpd_api_ops" in cols:
-        s.append(ac.TableSpec("rocpd_api_ops", ("api_id", "op_id")))
+        s.append(sq.TableSpec("rocpd_api_ops", ("api_id", "op_id")))
     if "rocpd_kernelapi" in cols:
         s.append(
-            ac.TableSpec(
+            sq.TableSpec(
                 "rocpd_kernelapi",
                 _want(
                     cols["rocpd_kernelapi"],
@@ -115,7 +118,7 @@ def _specs(cols: dict[str, list[str]]) -> list[ac.TableSpec]:
         )
     if "rocpd_copyapi" in cols:
         s.append(
-            ac.TableSpec(
+            sq.TableSpec(
                 "rocpd_copyapi",
                 _want(
                     cols["rocpd_copyapi"],
@@ -138,7 +141,7 @@ def _specs(cols: dict[str, list[str]]) -> list[ac.TableSpec]:
         )
     if "ext_autogradapi" in cols:
         s.append(
-            ac.TableSpec(
+            sq.TableSpec(
                 "ext_autogradapi",
                 _want(
                     cols["ext_autogradapi"],
@@ -481,7 +484,7 @@ def _monitor_summary(mon: pl.DataFrame) -> list[dict]:
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
-    with ac.SqliteInput(path) as db:
+    with sq.SqliteDB(path) as db:
         return _read(db, progress)
 
 
@@ -491,7 +494,7 @@ def _damage(meta: TraceMeta, table: str, err: str, got: str) -> None:
         meta.truncated = True
 
 
-def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
+def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
     path = db.path
     tables = db.tables()
     missing = [t for t in CORE if t not in tables]
@@ -504,22 +507,18 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
         progress.start(None, f"reading {path.name}")
     meta = ac.new_meta(path, NAME, "rocmProfileData (rpd_tracer)", None, "CLOCK_MONOTONIC")
     rec = ac.Records()
-    con = db.connect()
-    try:
-        cols = {t: ac.table_columns(con, t) for t, ty in tables.items() if ty == "table"}
-    finally:
-        con.close()
-    if db.truncated:
-        meta.truncated = True
-        meta.warn("the file is cut short (its last pages are missing); imported the rows that are present")
-    strings, err = ac.read_table(db, "rocpd_string", STRINGS)
+    cols = {t: list(db.columns(t)) for t, ty in tables.items() if ty == "table"}
+    meta.truncated = db.truncated
+    for w in db.warnings:
+        meta.warn(w)
+    strings, err = db.read_typed("rocpd_string", STRINGS)
     _damage(meta, "rocpd_string", err, f"the {strings.height} strings that could be read")
     args_strings = strings
     if "rocpd_ustring" in tables:
-        args_strings, err = ac.read_table(db, "rocpd_ustring", STRINGS)
+        args_strings, err = db.read_typed("rocpd_ustring", STRINGS)
         _damage(meta, "rocpd_ustring", err, f"the {args_strings.height} strings that could be read")
     md_frame, err = (
-        ac.read_table(db, "rocpd_metadata", {"tag": pl.String, "value": pl.String})
+        db.read_typed("rocpd_metadata", {"tag": pl.String, "value": pl.String})
         if "rocpd_metadata" in tables
         else (pl.DataFrame(), "")
     )
@@ -527,13 +526,13 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     md = {str(k): v for k, v in md_frame.iter_rows()} if md_frame.height else {}
     codeobj = None
     if {"vgpr", "sgpr"} <= set(cols.get("rocpd_kernelcodeobject", [])):
-        codeobj, err = ac.read_table(
-            db, "rocpd_kernelcodeobject", {"id": pl.Int64, "vgpr": pl.Int64, "sgpr": pl.Int64}
+        codeobj, err = db.read_typed(
+            "rocpd_kernelcodeobject", {"id": pl.Int64, "vgpr": pl.Int64, "sgpr": pl.Int64}
         )
         _damage(meta, "rocpd_kernelcodeobject", err, f"the {codeobj.height} rows that could be read")
     monitor: list[dict] = []
     if "rocpd_monitor" in cols:
-        mon, err = ac.read_table(db, "rocpd_monitor", MONITOR)
+        mon, err = db.read_typed("rocpd_monitor", MONITOR)
         _damage(meta, "rocpd_monitor", err, f"the {mon.height} samples that could be read")
         monitor = _monitor_summary(mon)
         rec.add(mon.height)
@@ -541,13 +540,13 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     counts = {}
     for t in cols:
         if t not in MERGED and t != "rocpd_monitor":
-            n, err = ac.count_rows(db, t)
+            n, err = db.count(t)
             _damage(meta, t, err, f"counted the {n} rows that could be read")
             counts[t] = n
             rec.add(n)
             meta.skip(SKIP_REASONS.get(t, f"rows of extension table {t} (not interpreted)"), n)
     meta.producer_version = f"schema {md.get('schema_version', '?')}"
-    frames, errors = ac.read_tables(db, _specs(cols))
+    frames, errors = db.read_many(_specs(cols))
     for t, err in errors.items():
         _damage(meta, t, err, f"the {frames[t].height} rows that could be read")
     if frames["rocpd_op"].height == 0 and frames["rocpd_api"].height == 0 and (errors or db.truncated):
@@ -575,7 +574,7 @@ def _read(db: ac.SqliteInput, progress: Progress | None) -> Trace:
     )
     if trace.events.filter(pl.col("input_dims").is_not_null()).height:
         meta.capabilities.add("input_shapes")
-    return ac.with_memory_inference(trace)
+    return hm.with_memory_inference(trace)
 
 
 STRING_REFS = {
@@ -611,11 +610,11 @@ def unknown_name(id_col: str) -> pl.Expr:
 
 
 def _devices(meta: TraceMeta, path: Path, gpu: pl.DataFrame) -> None:
-    sysinfo = ac.find_sysinfo(path)
-    agents = ac.read_sysinfo_agents(sysinfo)
+    sysinfo = amd_dev.find_sysinfo(path)
+    agents = amd_dev.read_sysinfo_agents(sysinfo)
     gpu_ids = gpu.get_column("device").drop_nulls().unique().to_list()
-    meta.devices = ac.devices_for(gpu_ids, agents, f"rocminfo dump {sysinfo.name}" if sysinfo else "")
-    ac.apply_arch_hint(meta, gpu.filter(pl.col("kind") == "kernel").get_column("name"))
+    meta.devices = amd_dev.devices_for(gpu_ids, agents, f"rocminfo dump {sysinfo.name}" if sysinfo else "")
+    amd_dev.apply_arch_hint(meta, gpu.filter(pl.col("kind") == "kernel").get_column("name"))
     if not agents and not any(d.model for d in meta.devices):
         meta.warn(
             "RPD files do not record the GPU model; put the run's rocminfo output beside the trace "

@@ -1,0 +1,503 @@
+"""The one SQLite layer of the importers (nsys, rpd, rocpd, rocprof v1): read-only opens, schema introspection,
+bulk Arrow reads and damage salvage.
+
+* **Opening** never writes to the input or its folder. A database with nothing pending next to it is opened
+  ``mode=ro`` (shared locks: a file still being written is read consistently). A ``-wal`` file (rows not yet
+  checkpointed) or a ``-journal`` (an interrupted write that a normal open rolls back) is applied the way
+  SQLite itself would, on a private copy of the three files: a ``mode=ro`` open of the original cannot roll a
+  hot journal back and would leave a ``-shm`` file beside the input. Where no copy can be made, or ``mode=ro``
+  cannot open the file, the read falls back to ``immutable=1`` (with a warning when pending writes are
+  ignored that way).
+* **Schema** (tables, views, columns with declared types, ``user_version``) comes from sqlite-utils over the
+  read-only connection.
+* **Bulk reads**: ADBC's SQLite driver into Arrow, tables on parallel read-only connections. A first row of
+  typed literals fixes each column's Arrow type (ADBC infers it from the first batch); a column that mixes
+  storage classes is read again with per-value ``typeof`` casts.
+* **Damage**: a file cut short (its header counts pages that are missing) is read through a private copy padded
+  with zero pages to its declared size; a table whose bulk read fails is read row by row in rowid order,
+  resuming past damaged pages, so a damaged page costs only its own rows. Native panics (polars' Rust
+  ``PanicException`` derives from ``BaseException``) are caught here like any other read error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+from polars.exceptions import PanicException
+
+from traceadvisor.errors import InputError
+from traceadvisor.importers._sqlite_salvage import frame as _frame
+from traceadvisor.importers._sqlite_salvage import scan_by_rowid as _scan_by_rowid
+from traceadvisor.importers._sqlite_salvage import scan_plain as _scan_plain
+
+# what a native read can raise: Python errors and Rust panics (BaseException subclasses)
+READ_ERRORS: tuple[type[BaseException], ...] = (Exception, PanicException)
+SIDECARS = ("-wal", "-journal")
+BATCH_ROWS = "65536"
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """Columns to read from one table or view: ``text`` columns become String, ``real`` Float64, others Int64."""
+
+    table: str
+    columns: tuple[str, ...]
+    text: tuple[str, ...] = ()
+    real: tuple[str, ...] = ()
+
+    def dtype(self, col: str) -> pl.DataType:
+        if col in self.text:
+            return pl.String()
+        return pl.Float64() if col in self.real else pl.Int64()
+
+
+def decl_dtype(decl: str) -> pl.DataType:
+    """Polars type for a declared SQLite column type (SQLite's affinity rules, simplified)."""
+    d = (decl or "").upper()
+    if "INT" in d:
+        return pl.Int64()
+    if "REAL" in d or "FLOA" in d or "DOUB" in d:
+        return pl.Float64()
+    return pl.String()
+
+
+def spec_for(table: str, columns: dict[str, pl.DataType]) -> TableSpec:
+    text = tuple(c for c, t in columns.items() if t == pl.String)
+    real = tuple(c for c, t in columns.items() if t.is_float())
+    return TableSpec(table, tuple(columns), text, real)
+
+
+def _uri(path: Path, query: str) -> str:
+    return Path(path).resolve().as_uri() + "?" + query
+
+
+def open_ro(path: str | Path, *, immutable: bool = False) -> sqlite3.Connection:
+    """A read-only connection (``mode=ro``; with ``immutable`` also no locks, no journal, no WAL)."""
+    return sqlite3.connect(_uri(Path(path), "mode=ro&immutable=1" if immutable else "mode=ro"), uri=True)
+
+
+def pending_files(path: Path) -> list[Path]:
+    """The ``-wal`` / ``-journal`` files with content next to ``path`` (writes SQLite would apply on open)."""
+    out = []
+    for s in SIDECARS:
+        p = path.with_name(path.name + s)
+        try:
+            if p.is_file() and p.stat().st_size > 0:
+                out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+class SqliteDB:
+    """A SQLite input opened read-only (see the module docstring); ``warnings`` says what was done to read it."""
+
+    def __init__(self, path: str | Path, *, redo: str = "Copy or record the trace again") -> None:
+        self.path = Path(path)
+        self.file = self.path
+        self.redo = redo
+        self.truncated = False
+        self.warnings: list[str] = []
+        self.immutable = False
+        self._tmp: str | None = None
+        self._schema: dict[str, str] | None = None
+        self._cols: dict[str, dict[str, str]] = {}
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+
+    # ----------------------------------------------------------------------------------------- opening
+    def _prepare(self) -> None:
+        head = self._head()
+        pending = pending_files(self.path)
+        if pending:
+            self._settle(pending)
+            with open(self.file, "rb") as f:
+                head = f.read(100)
+        elif head[18:20] == b"\x02\x02":  # WAL mode with no -wal: nothing pending; mode=ro would add a -shm
+            self.immutable = True
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        pages = int.from_bytes(head[28:32], "big")
+        size = self.file.stat().st_size
+        if page >= 512 and (size % page or pages * page > size):
+            self._repair(page, max(pages, -(-size // page)))
+        if not self._tmp:
+            self._check_mode_ro(pending)
+
+    def _head(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(100)
+        except OSError as e:
+            raise InputError(f"cannot read {self.path}: {e.strerror}", "Check the file's permissions") from e
+        if len(head) < 100:
+            raise InputError(f"{self.path} is truncated ({len(head)} bytes)", self.redo)
+        return head
+
+    def _private_dir(self) -> Path:
+        if not self._tmp:
+            self._tmp = tempfile.mkdtemp(prefix="traceadvisor-sqlite-")
+        return Path(self._tmp)
+
+    def _settle(self, pending: list[Path]) -> None:
+        """Apply a -wal / hot -journal the way a normal open would, on a private copy of the files."""
+        names = ", ".join(p.name for p in pending)
+        try:
+            dst = self._private_dir() / "input.sqlite"
+            shutil.copyfile(self.path, dst)
+            for p in pending:
+                shutil.copyfile(p, dst.with_name(dst.name + p.name[len(self.path.name) :]))
+            con = sqlite3.connect(dst)
+            try:
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                con.execute("PRAGMA journal_mode=DELETE").fetchall()
+            finally:
+                con.close()
+        except (OSError, sqlite3.Error) as e:
+            self.immutable = True
+            self.file = self.path
+            self.warnings.append(
+                f"{names} beside {self.path.name} hold(s) writes not yet in the database, and they could not "
+                f"be applied ({e}): imported the database file as it is, without them. Open it once with "
+                "sqlite3 in a writable folder to apply them"
+            )
+            return
+        self.file = dst
+        self.warnings.append(
+            f"applied the pending writes in {names} (as SQLite does when it opens the database) on a private "
+            "copy; the input files were not changed"
+        )
+
+    def _check_mode_ro(self, pending: list[Path]) -> None:
+        try:
+            con = open_ro(self.file)
+            try:
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError:  # e.g. a WAL database in a read-only folder: no -shm can be made
+            self.immutable = True
+            if pending:
+                self.warnings.append(
+                    f"{self.path.name} was read without its pending writes (read-only folder)"
+                )
+        except sqlite3.DatabaseError:
+            pass  # damage: reported by tables() / salvaged by the reads
+
+    def _repair(self, page: int, pages: int) -> None:
+        """Copy the whole pages present and pad with zero pages to the declared size: the schema stays valid,
+        and a read that reaches a missing page fails there (and is salvaged)."""
+        size = self.file.stat().st_size
+        if size < page:
+            raise InputError(f"{self.path} is truncated inside its first page", self.redo)
+        dst = self._private_dir() / "truncated.sqlite"
+        src_file = self.file
+        tmp = dst.with_suffix(".part")
+        with open(src_file, "rb") as src, open(tmp, "wb") as out:
+            left = (size // page) * page
+            while left:
+                buf = src.read(min(left, 1 << 24))
+                if not buf:
+                    break
+                out.write(buf)
+                left -= len(buf)
+            out.truncate(pages * page)  # sparse zero pages in place of the missing ones
+        os.replace(tmp, dst)
+        self.file = dst
+        self.truncated = True
+        self.warnings.append(
+            f"{self.path.name} is truncated (cut short: {size:,} of {pages * page:,} bytes, its last pages are "
+            "missing): imported the rows that are present"
+        )
+
+    @property
+    def uri(self) -> str:
+        private = self._tmp is not None and self.file != self.path
+        return _uri(self.file, "mode=ro&immutable=1" if self.immutable or private else "mode=ro")
+
+    def connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.uri, uri=True)
+
+    # ----------------------------------------------------------------------------------------- schema
+    def _damaged(self, e: BaseException) -> InputError:
+        return InputError(f"{self.path} is a damaged SQLite file ({e})", self.redo)
+
+    def tables(self) -> dict[str, str]:
+        """Table and view names -> 'table' | 'view' (InputError when even the schema cannot be read)."""
+        if self._schema is None:
+            import sqlite_utils
+
+            try:
+                con = self.connect()
+                try:
+                    db = sqlite_utils.Database(con)
+                    schema = dict.fromkeys(db.table_names(), "table")
+                    schema.update(dict.fromkeys(db.view_names(), "view"))
+                finally:
+                    con.close()
+            except READ_ERRORS as e:
+                raise self._damaged(e) from e
+            self._schema = schema
+        return dict(self._schema)
+
+    def columns(self, table: str) -> dict[str, str]:
+        """Column -> declared type of a table or view ({} when it is absent or its definition is unreadable)."""
+        if table not in self._cols:
+            import sqlite_utils
+
+            cols: dict[str, str] = {}
+            if table in self.tables():
+                try:
+                    con = self.connect()
+                    try:
+                        cols = {c.name: c.type for c in sqlite_utils.Database(con)[table].columns}
+                    finally:
+                        con.close()
+                except READ_ERRORS as e:
+                    self.warnings.append(f"table {table} is unreadable ({e})")
+            self._cols[table] = cols
+        return self._cols[table]
+
+    def user_version(self) -> int | None:
+        try:
+            con = self.connect()
+            try:
+                return int(con.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                con.close()
+        except READ_ERRORS:
+            return None
+
+    # ----------------------------------------------------------------------------------------- reads
+    def read_many(
+        self, specs: Sequence[TableSpec], *, workers: int = 2
+    ) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+        """Each table in bulk into Arrow, tables in parallel; a table whose bulk read fails is salvaged row by
+        row. Returns frames by table and, for tables read only in part, the damage met."""
+
+        def one(spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
+            try:
+                return spec.table, _adbc_read(self.uri, spec), ""
+            except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
+                df, err = self.salvage(spec)
+                return spec.table, df, err
+            except READ_ERRORS:
+                df, err = self.salvage(spec)
+                return spec.table, df, err or "read failed"
+
+        frames: dict[str, pl.DataFrame] = {}
+        errors: dict[str, str] = {}
+        if not specs:
+            return frames, errors
+        with ThreadPoolExecutor(max(1, min(workers, len(specs)))) as ex:
+            for name, df, err in ex.map(one, specs):
+                frames[name] = df
+                if err:
+                    errors[name] = err
+        return frames, errors
+
+    def read(self, spec: TableSpec) -> tuple[pl.DataFrame, str]:
+        frames, errors = self.read_many([spec], workers=1)
+        return frames[spec.table], errors.get(spec.table, "")
+
+    def read_typed(self, table: str, schema: dict[str, pl.DataType]) -> tuple[pl.DataFrame, str]:
+        """A table read as ``schema`` (columns the table lacks are null); the frame and the damage met."""
+        have = self.columns(table)
+        use = {c: t for c, t in schema.items() if c in have}
+        if use:
+            df, err = self.read(spec_for(table, use))
+        else:
+            df, err = pl.DataFrame(), ""
+        df = df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in schema.items() if c not in use])
+        return df.select([pl.col(c).cast(t, strict=False) for c, t in schema.items()]), err
+
+    def count(self, table: str) -> tuple[int, str]:
+        """Rows of ``table`` that can be read (all of them when it is intact) and the damage met, if any."""
+        try:
+            con = self.connect()
+        except sqlite3.Error as e:
+            return 0, str(e)
+        try:
+            try:
+                return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()[0]), ""
+            except sqlite3.DatabaseError as e:
+                err = str(e) or "damaged page"
+            rows: list[tuple] = []
+            try:
+                _scan_by_rowid(con, table, "NULL", rows)
+            except sqlite3.DatabaseError:
+                rows.clear()
+                _scan_plain(con, table, "NULL", rows)
+            return len(rows), err
+        finally:
+            con.close()
+
+    def salvage(self, spec: TableSpec) -> tuple[pl.DataFrame, str]:
+        """Every row that can be read, in rowid order around damaged pages, and the first error met."""
+        rows: list[tuple] = []
+        cols = ", ".join(quote(c) for c in spec.columns) if spec.columns else "NULL"
+        try:
+            con = self.connect()
+        except sqlite3.Error as e:
+            return _frame(spec, rows), str(e)
+        try:
+            try:
+                err = _scan_by_rowid(con, spec.table, cols, rows)
+            except sqlite3.OperationalError as e:  # a view or WITHOUT ROWID table: one scan to the damage
+                if "rowid" not in str(e) and "no such column" not in str(e):
+                    raise
+                rows.clear()
+                err = _scan_plain(con, spec.table, cols, rows)
+        except sqlite3.DatabaseError as e:
+            err = str(e) or "damaged page"
+        finally:
+            con.close()
+        return _frame(spec, rows), err
+
+    def close(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> SqliteDB:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def schema_names(path: str | Path) -> set[str]:
+    """Table and view names, for sniffing (pending -wal / -journal writes applied); DatabaseError if unreadable."""
+    p = Path(path)
+    if pending_files(p):
+        try:
+            with SqliteDB(p) as db:
+                return set(db.tables())
+        except InputError as e:
+            raise sqlite3.DatabaseError(str(e)) from e
+    try:
+        con = open_ro(p)
+    except sqlite3.OperationalError:
+        con = open_ro(p, immutable=True)
+    try:
+        try:
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "database is damaged" in str(e):
+                raise
+            con.close()
+            con = open_ro(p, immutable=True)
+            rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+    finally:
+        con.close()
+    return {r[0] for r in rows}
+
+
+# --------------------------------------------------------------------------------------------- bulk (ADBC)
+def _select_sql(spec: TableSpec, typed: bool) -> str:
+    """SELECT with a seed row of typed literals first (ADBC infers each column's type from the first batch)."""
+    lit = {"text": "''", "real": "0.0", "int": "0"}
+
+    def kind(c: str) -> str:
+        return "text" if c in spec.text else "real" if c in spec.real else "int"
+
+    seed = ", ".join(f"{lit[kind(c)]} AS {quote(c)}" for c in spec.columns) or "NULL"
+    if typed:
+        conv = {
+            "text": "CAST({c} AS TEXT)",
+            "real": "CASE typeof({c}) WHEN 'real' THEN {c} WHEN 'integer' THEN CAST({c} AS REAL) END",
+            "int": "CASE typeof({c}) WHEN 'integer' THEN {c} WHEN 'real' THEN CAST({c} AS INTEGER) END",
+        }
+        cols = ", ".join(conv[kind(c)].format(c=quote(c)) for c in spec.columns)
+    else:
+        cols = ", ".join(quote(c) for c in spec.columns)
+    return f"SELECT {seed} UNION ALL SELECT {cols or 'NULL'} FROM {quote(spec.table)}"
+
+
+def _typed(df: pl.DataFrame, spec: TableSpec) -> pl.DataFrame:
+    exprs = []
+    for c in spec.columns:
+        col, want = pl.col(c), spec.dtype(c)
+        if want == pl.String:
+            exprs.append(col.cast(pl.String, strict=False).replace("", None))
+        elif df.schema[c] == pl.String:
+            exprs.append(col.str.strip_chars().cast(want, strict=False))
+        elif want == pl.Int64 and df.schema[c].is_float():
+            finite = col.is_finite() & (col.abs() < 9.2e18)
+            exprs.append(pl.when(finite).then(col).cast(pl.Int64, strict=False))
+        else:
+            exprs.append(col.cast(want, strict=False))
+    return df.select(exprs)
+
+
+def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
+    import adbc_driver_sqlite.dbapi as adbc
+
+    last: BaseException | None = None
+    for typed in (False, True):  # plain first; typed when a column mixes storage classes
+        con = adbc.connect(uri)
+        try:
+            cur = con.cursor()
+            try:
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": BATCH_ROWS})
+                cur.execute(_select_sql(spec, typed))
+                tab = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+            df = pl.from_arrow(tab)
+            assert isinstance(df, pl.DataFrame)
+            return _typed(df.slice(1), spec) if spec.columns else df.slice(1).select([])
+        except READ_ERRORS as e:  # ADBC's own DB-API errors and polars panics: retried typed, then salvaged
+            last = e
+        finally:
+            con.close()
+    raise sqlite3.DatabaseError(str(last))
+
+
+# --------------------------------------------------------------------------------------------- sniffing
+SCHEMA_SCAN_BYTES = 32 << 20  # a damaged file's schema text is looked for in its first 32 MiB
+_CREATE_RE = re.compile(rb'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)')
+
+
+def sqlite_names(probe) -> set[str]:
+    """Table and view names of a SQLite probe; for a damaged or cut file, the names in its schema text.
+
+    ``sqlite_master`` rows hold each table's ``CREATE`` statement as text, and SQLite writes the schema
+    first, so the names are found in the file's first pages even when the schema cannot be loaded (a file cut
+    short fails SQLite's page-count check before any page is read). The result is kept on the probe: every
+    SQLite importer's ``sniff`` asks.
+    """
+    try:
+        return probe.tables
+    except InputError:
+        cached = probe.__dict__.get("_schema_text_names")
+        if cached is None:
+            cached = _schema_text_names(probe.path, probe.raw_head)
+            probe.__dict__["_schema_text_names"] = cached
+        return cached
+
+
+def _schema_text_names(path: Path, head: bytes) -> set[str]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(SCHEMA_SCAN_BYTES)
+    except OSError:
+        data = head
+    return {m.decode("ascii", errors="replace") for m in _CREATE_RE.findall(data)}
