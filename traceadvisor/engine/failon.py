@@ -35,6 +35,8 @@ class FailOn:
         return cls(conf, share)
 
     def hits(self, finding) -> bool:
+        if getattr(finding, "minor", False):  # predicted saving too small to act on
+            return False
         if self.confidence and CONFIDENCES.index(finding.confidence) < CONFIDENCES.index(self.confidence):
             return False
         return not (self.share is not None and finding.share < self.share)

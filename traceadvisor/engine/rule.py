@@ -10,6 +10,8 @@ A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
   It must stay lazy: the engine collects every rule's frame in one ``pl.collect_all``;
 * optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding, and
   ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
+* optional ``fix(rows, trace, options) -> traceadvisor.replay.Fix | None``: the recommended change as a graph
+  transformation; the finding's ``impact_ns`` is then the replayed saving of that fix alone (docs/impact.md);
 * ``example_bad()`` / ``example_good()`` returning small traces on which the rule fires / stays silent.
 """
 
@@ -98,6 +100,10 @@ class Finding:
     evidence: dict[str, Any]
     advice: dict[str, str]
     ranges: list[tuple[int, int]] = field(default_factory=list)  # [start_ns, end_ns] of offending items
+    window_ns: int | None = None  # the analysed window, replayed as recorded
+    prediction: dict[str, Any] | None = None  # {"before_ns", "after_ns", "method"} from the replay
+    minor: bool = False  # predicted saving below max(0.5% of the window, 50 us): not ranked, not failed on
+    bound_ns: int | None = None  # the rule's own bound, for rules whose fix the replay cannot express
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,4 +121,8 @@ class Finding:
             "evidence": self.evidence,
             "advice": self.advice,
             "ranges": [list(r) for r in self.ranges],
+            "window_ns": self.window_ns,
+            "prediction": self.prediction,
+            "minor": self.minor,
+            **({"bound_ns": self.bound_ns} if self.bound_ns is not None else {}),
         }

@@ -23,6 +23,7 @@ class AnalysisResult:
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {rule, name, trace, reason}
     errors: list[dict[str, Any]] = field(default_factory=list)  # {rule, trace, error}
     rules: list[RuleModule] = field(default_factory=list)
+    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)  # trace -> prediction_all
 
     def to_dict(self) -> dict[str, Any]:
         from traceadvisor.report.json_report import result_to_dict
@@ -74,24 +75,65 @@ def _json_safe(v: Any) -> Any:
     return v
 
 
+MINOR_SHARE = 0.005  # findings predicted to save less than this share of the window (or MINOR_NS) are minor
+MINOR_NS = 50_000
+
+
+def _replayer(trace: Trace):
+    """The trace's replay model, or None for inputs without a timeline."""
+    if "timeline" not in trace.meta.capabilities:
+        return None
+    from traceadvisor.replay import replayer
+
+    return replayer(trace)
+
+
+def _predict(rm: RuleModule, trace: Trace, g: pl.DataFrame, options: dict[str, Any], fixes: list):
+    """(Prediction | None, method note) for one finding's rows; the Fix is appended to ``fixes``."""
+    fixfn = getattr(rm.module, "fix", None)
+    if not callable(fixfn):
+        return None, None
+    rp = _replayer(trace)
+    if rp is None:
+        return None, "not modelled: the input has no timeline to replay"
+    fx = fixfn(g, trace, options)
+    if fx is None:
+        return None, "not modelled: this finding's fix cannot be expressed on this trace"
+    fixes.append(fx)
+    return rp.predict(fx), None
+
+
+def is_minor(impact_ns: int, window_ns: int) -> bool:
+    return impact_ns < max(MINOR_SHARE * window_ns, MINOR_NS)
+
+
 def build_findings(
-    rm: RuleModule, trace: Trace, rows: pl.DataFrame, options: dict[str, Any]
+    rm: RuleModule,
+    trace: Trace,
+    rows: pl.DataFrame,
+    options: dict[str, Any],
+    fixes: dict[int, Any] | None = None,
 ) -> list[Finding]:
     if rows.height == 0:
         return []
     missing = [c for c in REQUIRED_COLUMNS if c not in rows.columns]
     if missing:
         raise ValueError(f"detect() result lacks columns {missing}")
-    span = max(trace.span_ns(), 1)
+    rp = _replayer(trace) if callable(getattr(rm.module, "fix", None)) else None
+    # predicted savings are shares of the analysed window; a rule's own bound stays a share of the capture
+    span = max(rp.window_ns if rp is not None and rp.window_ns > 0 else trace.span_ns(), 1)
     keys = [k for k in rm.rule.group_by if k in rows.columns]
     groups = rows.partition_by(keys, as_dict=True, maintain_order=True) if keys else {(): rows}
     out = []
     for key, g in groups.items():
         key = key if isinstance(key, tuple) else (key,)
         kv = dict(zip(keys, key, strict=False))
-        impact = int(min(g["impact_ns"].fill_null(0).sum(), span))
-        if impact < rm.rule.min_impact_ns:
+        bound = int(min(g["impact_ns"].fill_null(0).sum(), span))
+        if bound < rm.rule.min_impact_ns:
             continue
+        got: list = []
+        pred, note = _predict(rm, trace, g, options, got)
+        impact = pred.impact_ns if pred is not None else bound
         count = int(g["count"].sum()) if "count" in g.columns else g.height
         conf = rm.rule.confidence
         if "confidence" in g.columns:
@@ -115,24 +157,29 @@ def build_findings(
         except (KeyError, ValueError, IndexError):
             summary = f"{rm.rule.title}: {count} occurrences, {impact / 1e6:.2f} ms"
         ranges = top.head(MAX_RANGES).select("start_ns", "end_ns").drop_nulls().sort("start_ns").rows()
-        out.append(
-            Finding(
-                rule=rm.code,
-                name=rm.rule.name,
-                title=rm.rule.title,
-                summary=summary,
-                trace=trace.name,
-                rank=kv.get("rank", trace.meta.rank),
-                device=kv.get("device"),
-                count=count,
-                impact_ns=impact,
-                share=round(impact / span, 6),
-                confidence=conf,
-                evidence=evidence,
-                advice=_vendor_advice(rm, trace.meta.vendor),
-                ranges=[(int(a), int(b)) for a, b in ranges],
-            )
+        finding = Finding(
+            rule=rm.code,
+            name=rm.rule.name,
+            title=rm.rule.title,
+            summary=summary,
+            trace=trace.name,
+            rank=kv.get("rank", trace.meta.rank),
+            device=kv.get("device"),
+            count=count,
+            impact_ns=impact,
+            share=round(impact / span, 6),
+            confidence=conf,
+            evidence=evidence,
+            advice=_vendor_advice(rm, trace.meta.vendor),
+            ranges=[(int(a), int(b)) for a, b in ranges],
+            window_ns=span,
+            prediction=pred.to_dict() if pred is not None else ({"method": note} if note else None),
+            minor=pred is not None and is_minor(impact, span),
+            bound_ns=bound if pred is not None else None,
         )
+        if fixes is not None and got:
+            fixes[id(finding)] = got[0]
+        out.append(finding)
     return out
 
 
@@ -157,16 +204,31 @@ def analyze(
             except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
                 res.errors.append(_err(rm, trace, e))
     frames = _collect(plans, res)
+    fixes: dict[int, Any] = {}
     for (rm, trace, _), df in zip(plans, frames, strict=True):
         if df is None:
             continue
         opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
         try:
-            res.findings.extend(build_findings(rm, trace, df, opts))
+            res.findings.extend(build_findings(rm, trace, df, opts, fixes))
         except Exception as e:  # noqa: BLE001
             res.errors.append(_err(rm, trace, e))
-    res.findings.sort(key=lambda f: (-f.impact_ns, f.rule))
+    res.findings.sort(key=lambda f: (f.minor, -f.impact_ns, f.rule))
+    _predict_all(res, fixes)
     return res
+
+
+def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
+    """Per trace: the replayed window with every (non-minor) finding's fix applied together."""
+    from traceadvisor.replay import Fix
+
+    for trace in res.traces:
+        mine = [fixes[id(f)] for f in res.findings if f.trace == trace.name and id(f) in fixes]
+        rp = _replayer(trace) if mine else None
+        if rp is None:
+            continue
+        p = rp.predict(Fix.merge(mine, f"every fix together ({len(mine)} findings)"))
+        res.predictions[trace.name] = {**p.to_dict(), "impact_ns": p.impact_ns, "window_ns": rp.window_ns}
 
 
 def _collect(plans, res: AnalysisResult) -> list[pl.DataFrame | None]:

@@ -43,6 +43,7 @@ def result_to_dict(res) -> dict[str, Any]:
         "version": 1,
         "traces": [trace_summary(t) for t in res.traces],
         "findings": [f.to_dict() for f in res.findings],
+        "prediction_all": dict(getattr(res, "predictions", {}) or {}),
         "skipped": list(res.skipped),
         "errors": list(res.errors),
     }

@@ -1,0 +1,96 @@
+"""The replay model: baseline reproduction on every timeline trace of the corpus, and the Fix primitives."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "rules"))
+from corpus_check import corpus_files, expected_importer, ids  # noqa: E402
+
+from traceadvisor.errors import InputError  # noqa: E402
+from traceadvisor.importers import load_trace  # noqa: E402
+from traceadvisor.replay import Fix, Replayer, indexed  # noqa: E402
+from traceadvisor.testing import TraceBuilder  # noqa: E402
+
+FILES = corpus_files()
+
+
+def _timeline(path: Path):
+    try:
+        t = load_trace(path)
+    except InputError as e:
+        if path.name.endswith(".nsys-rep"):
+            pytest.skip(f"{path.name}: {e}")
+        raise
+    if "timeline" not in t.meta.capabilities:
+        pytest.skip(f"{path.name}: stats-only input ({expected_importer(path)}), no timeline to replay")
+    return t
+
+
+@pytest.fixture(scope="module")
+def errors() -> dict[str, float]:
+    out: dict[str, float] = {}
+    yield out
+    if out:
+        v = np.array(list(out.values()))
+        print(f"\nbaseline replay error over {len(v)} timeline traces: median {np.median(v):+.4f}%, "
+              f"max |err| {np.abs(v).max():.4f}%")
+        for k, e in sorted(out.items(), key=lambda kv: -abs(kv[1])):
+            print(f"  {e:+8.4f}%  {k}")
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_baseline_replay_reproduces_the_window(path, errors):
+    t = _timeline(path)
+    r = Replayer(t)
+    assert r.g.cyclic == 0
+    if r.recorded_window_ns == 0:
+        pytest.skip(f"{path.name}: no GPU activity and no steps, so no analysed window")
+    err = 100.0 * (r.window_ns - r.recorded_window_ns) / r.recorded_window_ns
+    errors[str(path.relative_to(path.parents[1]))] = err
+    assert abs(err) <= 3.0
+
+
+def _loop(sync: bool):
+    """Ten steps: the host launches 5 kernels of 100 us (10 us per launch), then optionally waits for them."""
+    b = TraceBuilder(name="replay_loop")
+    t = 0.0
+    for _ in range(10):
+        g0 = t
+        for k in range(5):
+            b.launch("gemm_kernel", t, max(t + 5.0, g0 + 100.0 * k + 5.0), 100.0)
+            t += 10.0
+        if sync:
+            end = g0 + 5.0 + 500.0
+            b.runtime("cudaDeviceSynchronize", t, end + 5.0 - t, corr=b.next_corr())
+            t = end + 10.0
+    return b.build()
+
+
+def test_fix_drop_wait_and_gpu_duration():
+    tr = _loop(sync=True)
+    r = Replayer(tr)
+    assert r.window_ns == r.recorded_window_ns
+    ev = indexed(tr).collect()
+    syncs = ev.filter(ev["name"] == "cudaDeviceSynchronize")["eid"]
+    kernels = ev.filter(ev["kind"] == "kernel")
+    # without the syncs the host runs ahead and the GPU runs back to back: 50 kernels of 100 us
+    p = r.predict(Fix("drop the syncs").no_wait(syncs))
+    assert p.after_ns == pytest.approx(50 * 100_000 + 5_000, rel=0.01)
+    # kernels twice as fast: the synchronised loop halves its GPU time
+    p2 = r.predict(Fix("2x kernels").gpu_duration(kernels["eid"], kernels["dur_ns"] // 2))
+    assert r.window_ns - p2.after_ns == pytest.approx(10 * 250_000, rel=0.02)
+
+
+def test_fix_cut_host_time():
+    tr = _loop(sync=False)
+    r = Replayer(tr)
+    ev = indexed(tr).collect()
+    host = ev.filter(ev["kind"] == "runtime")
+    # the host is ahead of the GPU: removing host time saves nothing
+    p = r.predict(Fix("faster host").host_duration(host["eid"], 0))
+    assert p.impact_ns == 0

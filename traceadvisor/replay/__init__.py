@@ -1,0 +1,188 @@
+"""Predicted savings: replay a trace's dependency graph with and without a fix (docs/impact.md).
+
+    from traceadvisor.replay import Replayer, Fix
+    r = Replayer(trace)                 # builds the graph once
+    p = r.predict(fix)                  # Prediction(before_ns, after_ns, method); p.impact_ns = saving
+
+The replayed window is the analysed window (``replay.window``) measured on the replayed times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from traceadvisor.replay import graph as G
+from traceadvisor.replay.fix import Fix, gpu_eids, host_eids, indexed, launching_calls
+from traceadvisor.replay.sim import relax
+from traceadvisor.replay.window import recorded_span, span, window_nodes
+from traceadvisor.trace import Trace
+
+__all__ = [
+    "Fix",
+    "Prediction",
+    "Replayer",
+    "gpu_eids",
+    "host_eids",
+    "indexed",
+    "launching_calls",
+    "replayer",
+]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    before_ns: int  # replayed window as recorded
+    after_ns: int  # replayed window with the fix
+    method: str
+
+    @property
+    def impact_ns(self) -> int:
+        return max(0, self.before_ns - self.after_ns)
+
+    def to_dict(self) -> dict:
+        return {"before_ns": self.before_ns, "after_ns": self.after_ns, "method": self.method}
+
+
+class Replayer:
+    """The graph of one trace and its baseline replay; ``predict`` replays it with a fix."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.g = G.build(trace)
+        self.mask = window_nodes(self.g)
+        self._own = self.g.edge_of(G.E_OWN)
+        self._launch = self.g.edge_of(G.E_LAUNCH)
+        self._stream_out = self.g.edge_of(G.E_STREAM, by="src")
+        self.recorded_window_ns = recorded_span(self.g, self.mask)
+        self.times, self.via = self.run(None)
+        self.window_ns = span(self.times, self.mask)
+
+    @property
+    def launch_cost_ns(self) -> int:
+        """What one asynchronous launch costs the host here: the median duration of the calls that launched
+        kernels (10 us when none did)."""
+        g = self.g
+        k = np.nonzero((g.ntype == G.GPU) & (g.launcher >= 0) & (g.kind == "kernel"))[0]
+        if not len(k):
+            return 10_000
+        return int(np.median(g.dur[np.unique(g.launcher[k])]))
+
+    # --- replay ---------------------------------------------------------------------------------------
+    def arrays(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(release, weights, active) of the graph with ``fix`` applied."""
+        g = self.g
+        w = g.w.copy()
+        active = np.ones(len(w), bool)
+        if fix is None or fix.empty:
+            return g.release, w, active
+        node = g.node_of_eid
+        if len(fix.gpu_eid):
+            j = node(fix.gpu_eid)
+            ok = (j >= 0) & (self._own[np.maximum(j, 0)] >= 0)
+            e = self._own[j[ok]]
+            w[e] = fix.gpu_dur[ok]
+        if len(fix.nowait_eid):
+            j = node(fix.nowait_eid)
+            hit = np.zeros(g.n, bool)
+            hit[j[j >= 0]] = True
+            active &= ~((g.etype == G.E_WAIT) & hit[g.dst // 2])
+        if len(fix.lat_eid):
+            j = node(fix.lat_eid)
+            ok = (j >= 0) & (self._launch[np.maximum(j, 0)] >= 0)
+            w[self._launch[j[ok]]] = fix.lat_ns[ok]
+        if len(fix.detach_eid):
+            j = node(fix.detach_eid)
+            j = j[j >= 0]
+            e = self._stream_out[j]
+            ok = e >= 0
+            w[e[ok]] -= w[self._own[j[ok]]]  # the queue's next activity waits for this one's start only
+        cuts = fix.cuts
+        if len(fix.host_eid):
+            j = node(fix.host_eid)
+            ok = j >= 0
+            jj = j[ok]
+            th = g.threads.select("tcode", "rank", "pid", "tid")
+            extra = (
+                pl.DataFrame({"tcode": g.thread[jj], "s": g.start[jj] + fix.host_dur[ok], "e": g.end[jj]})
+                .join(th, on="tcode", how="left")
+                .select("rank", "pid", "tid", pl.col("s").alias("start_ns"), pl.col("e").alias("end_ns"))
+            )
+            cuts = pl.concat([cuts, extra], how="vertical_relaxed")
+        if cuts.height:
+            w = self._apply_cuts(w, cuts)
+        return g.release, w, active
+
+    def _apply_cuts(self, w: np.ndarray, cuts: pl.DataFrame) -> np.ndarray:
+        g = self.g
+        c = (
+            cuts.filter(pl.col("end_ns") > pl.col("start_ns"))
+            .with_columns(
+                pl.col("rank").fill_null(-1), pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1)
+            )
+            .join(g.threads, on=["rank", "pid", "tid"], how="inner")
+        )
+        if not c.height:
+            return w
+        rec = g.recorded_points()
+        t0 = int(min(rec.min(), c["start_ns"].min())) - 1
+        scale = np.int64(1) << np.int64(42)
+        merged = _merge(c.select("tcode", "start_ns", "end_ns"))
+        ks = merged["tcode"].to_numpy() * scale + (merged["start_ns"].to_numpy() - t0)
+        ke = merged["tcode"].to_numpy() * scale + (merged["end_ns"].to_numpy() - t0)
+        cum = np.concatenate([[0], np.cumsum(ke - ks)])
+
+        def covered(k: np.ndarray) -> np.ndarray:  # cut time before key k on its thread (keys sorted)
+            i = np.searchsorted(ks, k, side="right") - 1
+            out = cum[np.maximum(i, 0)] + np.clip(k - ks[np.maximum(i, 0)], 0, None).clip(
+                max=(ke - ks)[np.maximum(i, 0)]
+            )
+            return np.where(i >= 0, out, 0)
+
+        ch = np.nonzero(g.etype == G.E_CHAIN)[0]
+        tc = g.thread[g.src[ch] // 2]
+        a = tc * scale + (rec[g.src[ch]] - t0)
+        b = tc * scale + (rec[g.dst[ch]] - t0)
+        overlap = covered(b) - covered(a)
+        delta = rec[g.dst[ch]] - rec[g.src[ch]]
+        w = w.copy()
+        w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
+        return w
+
+    def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:
+        release, w, active = self.arrays(fix)
+        return relax(release, self.g.src, self.g.dst, w, self.g.order, active)
+
+    def predict(self, fix: Fix) -> Prediction:
+        t, _ = self.run(fix)
+        return Prediction(self.window_ns, span(t, self.mask), fix.method)
+
+
+def _merge(df: pl.DataFrame) -> pl.DataFrame:
+    """Union of intervals per ``tcode``, sorted."""
+    s = df.sort("tcode", "start_ns").with_columns(prev=pl.col("end_ns").cum_max().shift(1).over("tcode"))
+    s = s.with_columns(
+        grp=(pl.col("prev").is_null() | (pl.col("start_ns") > pl.col("prev"))).cast(pl.Int64).cum_sum()
+    )
+    return (
+        s.group_by("tcode", "grp")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .sort("tcode", "start_ns")
+    )
+
+
+_CACHE: dict[int, tuple[Trace, Replayer]] = {}
+
+
+def replayer(trace: Trace) -> Replayer:
+    """The trace's Replayer, built once per Trace object."""
+    hit = _CACHE.get(id(trace))
+    if hit is not None and hit[0] is trace:
+        return hit[1]
+    if len(_CACHE) > 8:
+        _CACHE.clear()
+    r = Replayer(trace)
+    _CACHE[id(trace)] = (trace, r)
+    return r

@@ -1,0 +1,180 @@
+"""Fixes as graph transformations: what a rule's recommendation changes in the trace (docs/impact.md).
+
+A rule that recommends a change expresses it as a :class:`Fix` from its offending rows, in an optional
+``fix(rows, trace, options) -> Fix | None`` next to ``detect``; the engine replays the trace's dependency graph
+with and without it and reports ``impact_ns`` = replayed window - replayed window with that fix alone.
+
+Events are named by ``eid``, their row in ``trace.events`` (``indexed(trace)`` adds the column; ``eids_of``
+finds the rows of GPU activities or host calls from the keys a rule has). The primitives::
+
+    Fix("pinned copy at 25 GB/s, host call does not block")
+        .gpu_duration(eids, new_dur_ns)      # GPU activities take this long (copy at pinned bandwidth, GEMM at peak)
+        .no_wait(eids)                       # host calls stop waiting for the GPU (wait edges dropped)
+        .host_duration(eids, new_dur_ns)     # host calls take this long (a non-blocking copy costs a launch)
+        .cut_host(rank, pid, tid, start_ns, end_ns)  # host time inside these intervals removed (DataLoader fetch)
+        .launch_latency(eids, lat_ns)        # GPU activities start this long after their launch call
+        .detach(eids)                        # nothing on the GPU queue waits for these (overlapped comm)
+
+Each takes numpy arrays or polars Series / columns; ``Fix.merge`` combines fixes (``prediction_all``).
+A rule whose fix cannot be expressed returns None from ``fix`` (or has no ``fix``): the engine then reports
+no prediction for it, and the rule's own bound under ``bound_ns``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from traceadvisor.trace import Trace
+
+
+def _arr(x, dtype=np.int64) -> np.ndarray:
+    if isinstance(x, pl.Series):
+        x = x.to_numpy()
+    return np.asarray(x, dtype=dtype).reshape(-1)
+
+
+def _bc(x, n: int) -> np.ndarray:
+    a = _arr(x)
+    return np.full(n, a[0] if len(a) else 0, np.int64) if len(a) == 1 and n != 1 else a
+
+
+@dataclass
+class Fix:
+    """One change to the program as a transformation of the dependency graph; see the module docstring."""
+
+    method: str
+    gpu_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_dur: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    nowait_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_dur: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cuts: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(
+            schema={
+                "rank": pl.Int64,
+                "pid": pl.Int64,
+                "tid": pl.Int64,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+            }
+        )
+    )
+    lat_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    lat_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    detach_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def gpu_duration(self, eids, dur_ns) -> Fix:
+        e = _arr(eids)
+        self.gpu_eid = np.concatenate([self.gpu_eid, e])
+        self.gpu_dur = np.concatenate([self.gpu_dur, np.maximum(_bc(dur_ns, len(e)), 0)])
+        return self
+
+    def no_wait(self, eids) -> Fix:
+        self.nowait_eid = np.concatenate([self.nowait_eid, _arr(eids)])
+        return self
+
+    def host_duration(self, eids, dur_ns) -> Fix:
+        e = _arr(eids)
+        self.host_eid = np.concatenate([self.host_eid, e])
+        self.host_dur = np.concatenate([self.host_dur, np.maximum(_bc(dur_ns, len(e)), 0)])
+        return self
+
+    def cut_host(self, rank, pid, tid, start_ns, end_ns) -> Fix:
+        s = _arr(start_ns)
+        n = len(s)
+        df = pl.DataFrame(
+            {
+                "rank": _bc(rank if rank is not None else -1, n),
+                "pid": _bc(pid, n),
+                "tid": _bc(tid, n),
+                "start_ns": s,
+                "end_ns": _bc(end_ns, n),
+            }
+        )
+        self.cuts = pl.concat([self.cuts, df.filter(pl.col("end_ns") > pl.col("start_ns"))])
+        return self
+
+    def launch_latency(self, eids, lat_ns) -> Fix:
+        e = _arr(eids)
+        self.lat_eid = np.concatenate([self.lat_eid, e])
+        self.lat_ns = np.concatenate([self.lat_ns, _bc(lat_ns, len(e))])
+        return self
+
+    def detach(self, eids) -> Fix:
+        self.detach_eid = np.concatenate([self.detach_eid, _arr(eids)])
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            len(self.gpu_eid)
+            or len(self.nowait_eid)
+            or len(self.host_eid)
+            or self.cuts.height
+            or len(self.lat_eid)
+            or len(self.detach_eid)
+        )
+
+    @classmethod
+    def merge(cls, fixes: Iterable[Fix], method: str = "every fix together") -> Fix:
+        out = cls(method)
+        for f in fixes:
+            out.gpu_eid = np.concatenate([out.gpu_eid, f.gpu_eid])
+            out.gpu_dur = np.concatenate([out.gpu_dur, f.gpu_dur])
+            out.nowait_eid = np.concatenate([out.nowait_eid, f.nowait_eid])
+            out.host_eid = np.concatenate([out.host_eid, f.host_eid])
+            out.host_dur = np.concatenate([out.host_dur, f.host_dur])
+            out.cuts = pl.concat([out.cuts, f.cuts])
+            out.lat_eid = np.concatenate([out.lat_eid, f.lat_eid])
+            out.lat_ns = np.concatenate([out.lat_ns, f.lat_ns])
+            out.detach_eid = np.concatenate([out.detach_eid, f.detach_eid])
+        return out
+
+
+def indexed(trace: Trace) -> pl.LazyFrame:
+    """``trace.lazy()`` with ``eid``, the row of each event in ``trace.events`` (what a Fix refers to)."""
+    return trace.lazy().with_row_index("eid").with_columns(pl.col("eid").cast(pl.Int64))
+
+
+def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` joined to the GPU activities' ``eid`` (plus ``dur_ns``, ``bytes``, ``name``, ``kind``,
+    ``correlation_id``), on whichever of ``rank``, ``device``, ``stream``, ``correlation_id``, ``start_ns``
+    the keys have (a rule's rows usually carry ``rank``, ``device``, ``start_ns``)."""
+    on = [c for c in ("rank", "device", "stream", "correlation_id", "start_ns") if c in keys.columns]
+    g = (
+        indexed(trace)
+        .filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
+        .select(
+            "eid", "rank", "device", "stream", "correlation_id", "start_ns", "dur_ns", "bytes", "name", "kind"
+        )
+    )
+    return keys.lazy().select(on).unique().join(g, on=on, how="inner", nulls_equal=True).collect()
+
+
+def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
+    """The host runtime calls (``eid``, ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``name``) that launched the GPU
+    activities in ``gpu`` (``rank``, ``correlation_id``)."""
+    h = (
+        indexed(trace)
+        .filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    k = gpu.lazy().select("rank", "correlation_id").drop_nulls("correlation_id").unique()
+    return k.join(h, on=["rank", "correlation_id"], how="inner", nulls_equal=True).collect()
+
+
+def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` (``rank`` and ``start_ns``, plus ``tid`` or ``correlation_id`` when known) joined to the host
+    runtime calls' ``eid`` (plus ``pid``, ``tid``, ``dur_ns``, ``name``, ``correlation_id``)."""
+    on = [c for c in ("rank", "tid", "correlation_id", "start_ns") if c in keys.columns]
+    h = (
+        indexed(trace)
+        .filter(pl.col("kind") == "runtime")
+        .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
+    )
+    return keys.lazy().select(on).unique().join(h, on=on, how="inner", nulls_equal=True).collect()

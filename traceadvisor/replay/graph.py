@@ -1,0 +1,342 @@
+"""The dependency graph of a trace, built from the canonical events (see docs/impact.md).
+
+Every graph node is one event with two time points, its start ``S`` (point ``2j``) and its end ``E`` (point
+``2j + 1``). Nodes are host calls (runtime/driver API calls, on the thread that made them), step markers (on
+their thread) and GPU activities (kernels, copies, memsets, on their queue). Edges say "point ``dst`` cannot
+happen before point ``src`` + ``w``":
+
+* host chain: the points of one host thread in time order, each after the previous one by the recorded
+  delta (the host's own work between and inside calls);
+* GPU queue: an activity starts after the previous one on its stream ends;
+* launch: a GPU activity starts ``lat`` after the host call that launched it (correlation id) started;
+* wait: a host call that blocks on the GPU (device/stream/event synchronisation, a blocking or pageable copy)
+  ends ``w`` after the GPU work it waits for ends; its own cost without the wait is ``own``.
+
+Weights come from the recorded times, so replaying the graph with the recorded durations reproduces the trace;
+a fix (``traceadvisor.replay.fix``) changes durations, weights or edges and the replay says what follows.
+Everything is vectorised (polars / numpy); the replay itself is one numba pass in topological order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from traceadvisor.schema import views
+from traceadvisor.trace import Trace
+
+GPU_KINDS = ("kernel", "memcpy", "memset")
+# node types
+HOST, MARKER, GPU = 0, 1, 2
+# edge types
+E_CHAIN, E_STREAM, E_LAUNCH, E_WAIT, E_OWN = 0, 1, 2, 3, 4
+NEG = np.iinfo(np.int64).min // 4  # "no release time"
+
+DEFAULT_LAUNCH_LAT_NS = 5_000  # a launch's latency when no launch-bound activity in the trace shows it
+# Host calls that wait for their GPU copy when they last about as long as it: the copy APIs.
+_COPY_APIS = set(views.BLOCKING_COPY_APIS) | set(views.ASYNC_COPY_APIS)
+
+
+@dataclass
+class Graph:
+    """Arrays over nodes (``n``) and edges; see the module docstring."""
+
+    trace_name: str
+    eid: np.ndarray  # row of the node's event in trace.events
+    ntype: np.ndarray  # HOST, MARKER, GPU
+    start: np.ndarray  # recorded start, ns
+    end: np.ndarray  # recorded end, ns
+    dur: np.ndarray  # recorded duration (GPU nodes: what the replay uses unless a fix changes it)
+    rank: np.ndarray
+    device: np.ndarray  # -1 for host nodes
+    stream: np.ndarray  # stream code (GPU), -1 else
+    thread: np.ndarray  # host thread code (host/marker), -1 else
+    launcher: np.ndarray  # GPU node -> host node that launched it, -1 when not in the trace
+    release: np.ndarray  # per point: earliest absolute time (NEG: none)
+    src: np.ndarray
+    dst: np.ndarray
+    w: np.ndarray
+    etype: np.ndarray
+    wait_node: np.ndarray  # per node: True for host calls that wait on GPU work
+    own: np.ndarray  # per node: a waiting call's duration without the wait
+    nh: int = 0  # nodes [0, nh) are host calls and markers, [nh, n) GPU activities
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # edges in topological order
+    cyclic: int = 0  # edges dropped to break cycles (0 on a well-formed trace)
+    streams: pl.DataFrame | None = None  # stream code -> rank, device, stream
+    threads: pl.DataFrame | None = None  # thread code -> rank, pid, tid
+    names: np.ndarray | None = None  # per node: event name (for reports)
+    kind: np.ndarray | None = None  # per node: canonical kind
+    category: np.ndarray | None = None  # per node: canonical category
+
+    @property
+    def n(self) -> int:
+        return len(self.eid)
+
+    def edge_of(self, etype: int, by: str = "dst") -> np.ndarray:
+        """Per node: the index of its edge of ``etype`` (by the node of the edge's ``dst`` or ``src``), -1 if none."""
+        out = np.full(self.n, -1, np.int64)
+        i = np.nonzero(self.etype == etype)[0]
+        out[(self.dst if by == "dst" else self.src)[i] // 2] = i
+        return out
+
+    def recorded_points(self) -> np.ndarray:
+        t = np.empty(2 * self.n, np.int64)
+        t[0::2] = self.start
+        t[1::2] = self.end
+        return t
+
+    def node_of_eid(self, eids: np.ndarray) -> np.ndarray:
+        """Graph node index of each event row (-1 for events that are not nodes)."""
+        idx = np.full(int(max(self.eid.max(initial=-1), np.max(eids, initial=-1))) + 1, -1, np.int64)
+        idx[self.eid] = np.arange(self.n)
+        eids = np.asarray(eids, np.int64)
+        ok = (eids >= 0) & (eids < len(idx))
+        out = np.full(len(eids), -1, np.int64)
+        out[ok] = idx[eids[ok]]
+        return out
+
+
+def _codes(df: pl.DataFrame, cols: list[str], name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Add an integer code column ``name`` for the distinct ``cols`` combinations (nulls -> -1 first)."""
+    df = df.with_columns([pl.col(c).fill_null(-1).cast(pl.Int64).alias(c) for c in cols])
+    keys = df.select(cols).unique().sort(cols).with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
+    return df.join(keys, on=cols, how="left"), keys
+
+
+def build(trace: Trace) -> Graph:
+    """Build the dependency graph of ``trace``."""
+    ev = trace.events
+    base = ev.select(
+        "kind", "name", "category", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns",
+        "correlation_id", "copy_kind", "src_memory", "dst_memory",
+    ).with_row_index("eid").with_columns(pl.col("eid").cast(pl.Int64))  # fmt: skip
+    base = base.filter(pl.col("start_ns").is_not_null()).with_columns(pl.col("dur_ns").fill_null(0).clip(0))
+    gpu = base.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("device").is_not_null())
+    host = base.filter(pl.col("kind").is_in(("runtime", "step")) & pl.col("tid").is_not_null())
+    gpu, streams = _codes(gpu, ["rank", "device", "stream"], "scode")
+    host, threads = _codes(host, ["rank", "pid", "tid"], "tcode")
+    nh, ng = host.height, gpu.height
+    n = nh + ng
+
+    # --- nodes: host first, then GPU ------------------------------------------------------------------
+    h_start = host["start_ns"].to_numpy().astype(np.int64)
+    h_dur = host["dur_ns"].to_numpy().astype(np.int64)
+    g_start = gpu["start_ns"].to_numpy().astype(np.int64)
+    g_dur = gpu["dur_ns"].to_numpy().astype(np.int64)
+    start = np.concatenate([h_start, g_start])
+    dur = np.concatenate([h_dur, g_dur])
+    end = start + dur
+    ntype = np.concatenate(
+        [np.where(host["kind"].to_numpy() == "step", MARKER, HOST).astype(np.int8), np.full(ng, GPU, np.int8)]
+    )
+    rank = np.concatenate([host["rank"].to_numpy(), gpu["rank"].to_numpy()]).astype(np.int64)
+    device = np.concatenate([np.full(nh, -1), gpu["device"].to_numpy()]).astype(np.int64)
+    stream = np.concatenate([np.full(nh, -1), gpu["scode"].to_numpy()]).astype(np.int64)
+    thread = np.concatenate([host["tcode"].to_numpy(), np.full(ng, -1)]).astype(np.int64)
+    eid = np.concatenate([host["eid"].to_numpy(), gpu["eid"].to_numpy()]).astype(np.int64)
+    release = np.full(2 * n, NEG, np.int64)
+    edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+
+    # --- host chain ---------------------------------------------------------------------------------------
+    if nh:
+        hs = np.arange(nh, dtype=np.int64)
+        pts = np.concatenate([2 * hs, 2 * hs + 1])
+        t = np.concatenate([h_start, h_start + h_dur])
+        th = np.concatenate([thread[:nh], thread[:nh]])
+        zero = np.concatenate([np.zeros(nh, bool), h_dur == 0])
+        is_s = np.concatenate([np.ones(nh, bool), np.zeros(nh, bool)])
+        tie = np.where(is_s, 1, np.where(zero, 2, 0))
+        sub = np.where(is_s, -np.concatenate([h_dur, h_dur]), -np.concatenate([h_start, h_start]))
+        o = np.lexsort((pts, sub, tie, t, th))
+        pts, t, th = pts[o], t[o], th[o]
+        same = th[1:] == th[:-1]
+        edges.append((pts[:-1][same], pts[1:][same], (t[1:] - t[:-1])[same], E_CHAIN))
+        first = np.concatenate([[True], ~same])
+        release[pts[first]] = t[first]
+
+    # --- GPU queues ---------------------------------------------------------------------------------------
+    g_launcher = np.full(ng, -1, np.int64)
+    if ng:
+        gn = np.arange(nh, n, dtype=np.int64)
+        o = np.lexsort((gn, g_start[gn - nh], stream[gn]))
+        gs = gn[o]
+        same = stream[gs][1:] == stream[gs][:-1]
+        prev, nxt = gs[:-1][same], gs[1:][same]
+        slack = start[nxt] - end[prev]
+        edges.append((2 * prev + 1, 2 * nxt, np.minimum(slack, 0), E_STREAM))
+        gap = np.ones(ng, bool)  # started after its queue predecessor ended (or is first on its queue)
+        gap[nxt - nh] = slack > 0
+        # launches: (rank, correlation id) -> the host runtime call
+        rt = host.with_row_index("hnode").filter(
+            (pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
+        )
+        rt = rt.select("rank", "correlation_id", pl.col("hnode").cast(pl.Int64)).unique(
+            subset=["rank", "correlation_id"], keep="first"
+        )
+        lk = (
+            gpu.with_row_index("gnode")
+            .select(pl.col("gnode").cast(pl.Int64), "rank", "correlation_id")
+            .join(rt, on=["rank", "correlation_id"], how="left")
+        )
+        g_launcher = lk.sort("gnode")["hnode"].fill_null(-1).to_numpy().astype(np.int64)
+        has = g_launcher >= 0
+        gi = np.nonzero(has)[0]
+        api = g_launcher[gi]
+        rec_lat = g_start[gi] - start[api]
+        bound = gap[gi]
+        typ = _typical_latency(rec_lat[bound & (rec_lat >= 0)])
+        lat = np.where(bound, rec_lat, np.minimum(rec_lat, typ))
+        edges.append((2 * api, 2 * (gi + nh), lat, E_LAUNCH))
+        # activities whose launch is not in the trace keep their recorded start when nothing explains it
+        free = np.nonzero(~has & gap)[0]
+        release[2 * (free + nh)] = g_start[free]
+
+    launcher = np.concatenate([np.full(nh, -1, np.int64), g_launcher])
+    wait_node = np.zeros(n, bool)
+    own = dur.copy()
+    w_src, w_dst, w_w = _wait_edges(trace, host, gpu, nh, start, end, stream, launcher, streams)
+    if len(w_dst):
+        wait_node[w_dst // 2] = True
+        # a waiting call costs its wait-free part: its duration, at most its return latency after the GPU
+        lat_after = np.full(n, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(lat_after, w_dst // 2, w_w)
+        j = np.nonzero(wait_node)[0]
+        own[j] = np.clip(np.minimum(dur[j], lat_after[j]), 0, None)
+        edges.append((w_src, w_dst, w_w, E_WAIT))
+
+    # GPU own-duration edges (host durations live in the chain)
+    if ng:
+        gn = np.arange(nh, n, dtype=np.int64)
+        edges.append((2 * gn, 2 * gn + 1, dur[gn], E_OWN))
+
+    src = np.concatenate([e[0] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
+    dst = np.concatenate([e[1] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
+    w = np.concatenate([e[2] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
+    et = np.concatenate([np.full(len(e[0]), e[3], np.int8) for e in edges]) if edges else np.zeros(0, np.int8)
+    # the chain edge into a waiting call's end carries only its own cost (the wait edges carry the rest)
+    if wait_node.any():
+        into = (et == E_CHAIN) & (dst % 2 == 1) & wait_node[dst // 2]
+        w[into] = np.minimum(w[into], own[dst[into] // 2])
+
+    g = Graph(
+        trace_name=trace.name,
+        eid=eid,
+        ntype=ntype,
+        start=start,
+        end=end,
+        dur=dur,
+        rank=rank,
+        device=device,
+        stream=stream,
+        thread=thread,
+        launcher=launcher,
+        release=release,
+        src=src,
+        dst=dst,
+        w=w,
+        etype=et,
+        wait_node=wait_node,
+        own=own,
+        nh=nh,
+        streams=streams,
+        threads=threads,
+        names=np.concatenate([host["name"].to_numpy(), gpu["name"].to_numpy()]),
+        kind=np.concatenate([host["kind"].to_numpy(), gpu["kind"].to_numpy()]),
+        category=np.concatenate([host["category"].to_numpy(), gpu["category"].to_numpy()]),
+    )
+    from traceadvisor.replay.sim import topo_order
+
+    g.order, g.cyclic = topo_order(2 * n, g.src, g.dst)
+    return g
+
+
+def _typical_latency(lat: np.ndarray) -> int:
+    """Launch latency of an activity queued behind others: the trace's low quartile of launch-bound latencies."""
+    if len(lat) < 5:
+        return DEFAULT_LAUNCH_LAT_NS
+    return int(np.percentile(lat, 25))
+
+
+def _wait_edges(
+    trace: Trace,
+    host: pl.DataFrame,
+    gpu: pl.DataFrame,
+    nh: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    stream: np.ndarray,
+    launcher: np.ndarray,
+    streams: pl.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wait edges E(gpu) -> E(host call), weight = the call's recorded end minus the waited work's end."""
+    srcs, dsts, ws = [], [], []
+    ng = gpu.height
+    # (1) copy calls that last until their own copy is done (blocking APIs, pageable "async" copies)
+    if ng:
+        gi = np.nonzero(launcher[nh:] >= 0)[0]
+        api = launcher[nh:][gi]
+        copy_host = host.select(views.api_name().is_in(list(_COPY_APIS)).fill_null(False))
+        is_copy_api = copy_host.to_series().to_numpy()[api]
+        kinds = gpu["kind"].to_numpy()[gi]
+        gnode = gi + nh
+        blocked = (end[api] >= start[gnode] + (end[gnode] - start[gnode]) // 2) & (end[api] >= start[gnode])
+        m = is_copy_api & (kinds == "memcpy") & blocked
+        srcs.append(2 * gnode[m] + 1)
+        dsts.append(2 * api[m] + 1)
+        ws.append(end[api[m]] - end[gnode[m]])
+    # (2) synchronisations: the last activity of each stream launched before the call started
+    sync_names = set(views.BLOCKING_SYNC_APIS)
+    hn = host.with_row_index("hnode").with_columns(api=views.api_name())
+    sy = hn.filter((pl.col("kind") == "runtime") & pl.col("api").is_in(sync_names))
+    if sy.height and ng:
+        s_node = sy["hnode"].to_numpy().astype(np.int64)
+        s_rank = sy["rank"].to_numpy().astype(np.int64)
+        gl = np.nonzero(launcher[nh:] >= 0)[0] + nh
+        st_codes = streams["scode"].to_numpy()
+        st_rank = streams["rank"].to_numpy()
+        for code, rk in zip(st_codes, st_rank, strict=True):
+            on = gl[stream[gl] == code]
+            if not len(on):
+                continue
+            # activities in launch order; an activity is "launched before t" when its launch call started before
+            la = start[launcher[on]]
+            o = np.argsort(la, kind="stable")
+            on, la = on[o], la[o]
+            # the activity on this queue that finishes last among those launched before t (prefix max of end)
+            e = end[on]
+            best = np.maximum.accumulate(e)
+            arg = _prefix_argmax(e)
+            sel = s_rank == rk
+            k = np.searchsorted(la, start[s_node[sel]], side="left") - 1
+            ok = k >= 0
+            cand_node = on[arg[k[ok]]]
+            cand_end = best[k[ok]]
+            snodes = s_node[sel][ok]
+            keep = cand_end <= end[snodes]  # it really finished before the call returned
+            srcs.append(2 * cand_node[keep] + 1)
+            dsts.append(2 * snodes[keep] + 1)
+            ws.append(cand_end[keep])  # the absolute end for now; weights below
+    if not dsts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    src = np.concatenate(srcs).astype(np.int64)
+    dst = np.concatenate(dsts).astype(np.int64)
+    wv = np.concatenate(ws).astype(np.int64)
+    ncopy = len(srcs[0]) if ng else 0
+    # copy waits: weight as computed; sync waits: one common weight per call, its end minus the latest waited end
+    wv_sync = wv[ncopy:]
+    dsync = dst[ncopy:]
+    if len(dsync):
+        latest = np.full(int(dsync.max()) + 1, NEG, np.int64)
+        np.maximum.at(latest, dsync, wv_sync)
+        wv[ncopy:] = end[dsync // 2] - latest[dsync]
+    return src, dst, wv
+
+
+def _prefix_argmax(a: np.ndarray) -> np.ndarray:
+    """Index of the running maximum of ``a`` (first occurrence)."""
+    best = np.maximum.accumulate(a)
+    is_new = np.concatenate([[True], a[1:] > best[:-1]])
+    idx = np.where(is_new, np.arange(len(a)), 0)
+    return np.maximum.accumulate(idx)
