@@ -37,8 +37,10 @@ def errors() -> dict[str, float]:
     yield out
     if out:
         v = np.array(list(out.values()))
-        print(f"\nbaseline replay error over {len(v)} timeline traces: median {np.median(v):+.4f}%, "
-              f"max |err| {np.abs(v).max():.4f}%")
+        print(
+            f"\nbaseline replay error over {len(v)} timeline traces: median {np.median(v):+.4f}%, "
+            f"max |err| {np.abs(v).max():.4f}%"
+        )
         for k, e in sorted(out.items(), key=lambda kv: -abs(kv[1])):
             print(f"  {e:+8.4f}%  {k}")
 
