@@ -15,6 +15,7 @@ from traceadvisor.errors import TraceAdvisorError
 COMMANDS = {
     "analyze": "analyze",
     "compare": "compare",
+    "export": "export_cmd",
     "import": "import_cmd",
     "info": "info",
     "profile": "profile",

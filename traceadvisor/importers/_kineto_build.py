@@ -62,7 +62,16 @@ CAT_KIND: dict[str, str] = {
     "Memset": "memset",
     "Runtime": "runtime",
     "Operator": "cpu_op",
+    # written by ``traceadvisor export`` for steps and allocator events that Kineto's categories cannot
+    # express (an NVTX "iteration_3" step, a rocprofv3 allocation with a duration)
+    "step": "step",
+    "memory": "memory",
 }
+# categories of records ``traceadvisor export`` derives from the events (findings, counter tracks): a
+# re-import counts them as skipped, so that it gives back exactly the exported events
+FINDING_CAT = "traceadvisor.finding"
+COUNTER_CAT = "traceadvisor.counter"
+DERIVED_CATS = (FINDING_CAT, COUNTER_CAT)
 # categories recorded on a GPU lane: pid is the device index and tid the stream
 GPU_CATS = (
     "kernel",
@@ -691,6 +700,7 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
             meta_events=(ph == "M").sum(),
             not_objects=ph.is_null().sum(),
             no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_null()).sum(),
+            derived=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null() & _derived()).sum(),
         )
         .collect()
         .row(0, named=True)
@@ -698,9 +708,16 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
     meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
     meta.skip("array element is not an event object", c["not_objects"])
     meta.skip("event without a timestamp", c["no_ts"])
+    meta.skip(
+        "finding or counter written by traceadvisor export (recomputable from the events)", c["derived"]
+    )
     other = raw.lazy().filter(ph.is_not_null() & ~ph.is_in((*IMPORTED_PHASES, "M", "s", "f", "t")))
     for p, n in other.group_by("ph").len().sort("ph").collect().iter_rows():
         meta.skip(f"event phase {p!r} is not a slice, instant or counter", n)
+
+
+def _derived() -> pl.Expr:
+    return pl.col("cat").is_in(DERIVED_CATS).fill_null(False)
 
 
 def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
@@ -719,7 +736,11 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
     ]
     absent += [pl.lit(None, dtype=pl.Int32).alias(c) for c in XYZ_COLUMNS if c not in raw.columns]
     absent += [pl.lit(None, dtype=t).alias(c) for c, t in _COPY_COLUMNS.items() if c not in raw.columns]
-    lf = raw.lazy().with_columns(absent).filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null())
+    lf = (
+        raw.lazy()
+        .with_columns(absent)
+        .filter(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null() & ~_derived())
+    )
     lf = lf.with_columns(kind=kind_expr())
     lf = lf.with_columns(
         rank=pl.lit(rank, dtype=pl.Int32),
