@@ -32,6 +32,13 @@ A small copy is latency-bound: pinned, it still takes `pinned_latency_us` (1.5 u
 0.1 ms are minor and dropped: sixty 36-byte `loss.item()`-style read-backs are a synchronisation question
 (SYN001, MEM002), not a bandwidth one.
 
+Predicted saving (the replay, docs/impact.md): the fix is "pinned memory + `non_blocking=True`": each copy
+takes `max(bytes / pinned_rate, pinned_latency)` on the GPU and its host call stops waiting for it (it then
+costs what an asynchronous launch costs in this trace: the median kernel-launch call). The finding's
+`impact_ns` is the replayed window minus the replayed window with that change; the per-copy `impact_ns` of
+the evidence rows is the copy-time bound above. On `torch/h200_h2d_pageable` the replay predicts 94.9 ->
+62.4 ms; the same program with pinned buffers (`h200_h2d_pinned`) records 60.7 ms.
+
 ## Known false positives
 A pageable copy outside the hot loop (loading weights once, saving a checkpoint) is real but may not be worth
 pinning; look at the count per step. On AMD the pageable kind is inferred: a pinned copy that ran slowly
@@ -48,10 +55,12 @@ pinned in practice) the saving is overstated, for a Gen5 card understated.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from traceadvisor.devices import BY_KEY, match_model
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, gpu_eids, launching_calls, replayer
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -166,6 +175,31 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .then(pl.lit("medium"))
         .otherwise(pl.lit("high"))
         .alias("confidence"),
+    )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """Pinned + non_blocking: the copies at the pinned rate, their host calls no longer blocking."""
+    cp = gpu_eids(trace, rows.select("rank", "device", "start_ns")).filter(pl.col("kind") == "memcpy")
+    if not cp.height:
+        return None
+    cp = cp.join(
+        rows.select("rank", "device", "start_ns", "pinned_gbps"),
+        on=["rank", "device", "start_ns"],
+        nulls_equal=True,
+    )
+    floor = float(options.get("pinned_latency_us", 1.5)) * 1e3
+    pinned = np.maximum(cp["bytes"].fill_null(0).to_numpy() / cp["pinned_gbps"].to_numpy(), floor)
+    calls = launching_calls(trace, cp)
+    cost = replayer(trace).launch_cost_ns
+    return (
+        Fix(
+            f"copies from pinned memory at {rows['pinned_gbps'].max():.0f} GB/s, host call non-blocking "
+            f"({cost / 1e3:.0f} us)"
+        )
+        .gpu_duration(cp["eid"], np.minimum(pinned.round(), cp["dur_ns"].to_numpy()))
+        .no_wait(calls["eid"])
+        .host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))
     )
 
 

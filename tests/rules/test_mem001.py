@@ -43,13 +43,23 @@ def test_h200_pageable_counts_the_eight_planted_copies():
     # impact straight from the JSON: sum(dur - bytes / 55 GB/s) over the pageable copies (H200 pinned rate)
     copies = [e for e in _json_events(path) if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
     want = sum(max(0.0, e["dur"] * 1e3 - e["args"]["bytes"] / 55.0) for e in copies)
-    assert f.impact_ns == pytest.approx(want, rel=1e-3, abs=len(copies))
+    assert f.bound_ns == pytest.approx(want, rel=1e-3, abs=len(copies))
+    # the replayed saving of pinned + non_blocking, against the same program recorded with pinned buffers
+    pinned = _run(trace("torch/h200_h2d_pinned.pt.trace.json.gz"))
+    assert f.prediction["after_ns"] == pytest.approx(_window(pinned, "h200_h2d_pinned"), rel=0.1)
     ev = f.evidence
     assert ev["pinned_gbps"] == 55.0
     assert abs(ev["median_gbps"] - GT["h2d_pageable"]["copy_gbps"]) / GT["h2d_pageable"]["copy_gbps"] < 0.1
     assert ev["directions"] == {"h2d": 8} and ev["total_bytes"] == 8 * GT["h2d_pageable"]["h2d_bytes_each"]
     assert f.advice["stack"] == "nvidia" and "cudaHostAlloc" in f.advice["primary"]
     assert all(it["bytes"] == 32 << 20 and it["direction"] == "h2d" for it in ev["items"])
+
+
+def _window(res, name: str) -> int:
+    from traceadvisor.replay import replayer
+
+    (t,) = [t for t in res.traces if t.name == name]
+    return replayer(t).window_ns
 
 
 def test_h200_pinned_is_silent():

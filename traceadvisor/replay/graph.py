@@ -9,6 +9,9 @@ happen before point ``src`` + ``w``":
   delta (the host's own work between and inside calls);
 * GPU queue: an activity starts after the previous one on its stream ends;
 * launch: a GPU activity starts ``lat`` after the host call that launched it (correlation id) started;
+* wake: a host thread that sat idle (no framework op running, at least ``MIN_IDLE_NS``) resumes after the last
+  point of another thread of its process before it resumed (the autograd thread starts when ``backward()`` is
+  called, the main thread resumes when it returns, a DataLoader hand-off);
 * wait: a host call that blocks on the GPU (device/stream/event synchronisation, a blocking or pageable copy)
   ends ``w`` after the GPU work it waits for ends; its own cost without the wait is ``own``.
 
@@ -31,9 +34,10 @@ GPU_KINDS = ("kernel", "memcpy", "memset")
 # node types
 HOST, MARKER, GPU = 0, 1, 2
 # edge types
-E_CHAIN, E_STREAM, E_LAUNCH, E_WAIT, E_OWN = 0, 1, 2, 3, 4
+E_CHAIN, E_STREAM, E_LAUNCH, E_WAIT, E_OWN, E_WAKE = 0, 1, 2, 3, 4, 5
 NEG = np.iinfo(np.int64).min // 4  # "no release time"
 
+MIN_IDLE_NS = 50_000  # a host thread gap this long with no framework op running on it is an idle wait
 DEFAULT_LAUNCH_LAT_NS = 5_000  # a launch's latency when no launch-bound activity in the trace shows it
 # Host calls that wait for their GPU copy when they last about as long as it: the copy APIs.
 _COPY_APIS = set(views.BLOCKING_COPY_APIS) | set(views.ASYNC_COPY_APIS)
@@ -152,22 +156,24 @@ def build(trace: Trace) -> Graph:
         o = np.lexsort((pts, sub, tie, t, th))
         pts, t, th = pts[o], t[o], th[o]
         same = th[1:] == th[:-1]
-        edges.append((pts[:-1][same], pts[1:][same], (t[1:] - t[:-1])[same], E_CHAIN))
+        a, b, wt = pts[:-1][same], pts[1:][same], (t[1:] - t[:-1])[same]
         first = np.concatenate([[True], ~same])
+        proc = _process_codes(threads)
+        wake = _wake_edges(base, threads, proc, pts, t, th, a, b, first)
+        if wake is not None:
+            waker, woken, ww, idle_edge, woken_first = wake
+            wt = wt.copy()
+            wt[idle_edge] = 0  # the thread was idle: it resumes when another thread wakes it
+            edges.append((waker, woken, ww, E_WAKE))
+            first = first.copy()
+            first[woken_first] = False
+        edges.append((a, b, wt, E_CHAIN))
         release[pts[first]] = t[first]
 
     # --- GPU queues ---------------------------------------------------------------------------------------
     g_launcher = np.full(ng, -1, np.int64)
     if ng:
         gn = np.arange(nh, n, dtype=np.int64)
-        o = np.lexsort((gn, g_start[gn - nh], stream[gn]))
-        gs = gn[o]
-        same = stream[gs][1:] == stream[gs][:-1]
-        prev, nxt = gs[:-1][same], gs[1:][same]
-        slack = start[nxt] - end[prev]
-        edges.append((2 * prev + 1, 2 * nxt, np.minimum(slack, 0), E_STREAM))
-        gap = np.ones(ng, bool)  # started after its queue predecessor ended (or is first on its queue)
-        gap[nxt - nh] = slack > 0
         # launches: (rank, correlation id) -> the host runtime call
         rt = host.with_row_index("hnode").filter(
             (pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
@@ -182,15 +188,30 @@ def build(trace: Trace) -> Graph:
         )
         g_launcher = lk.sort("gnode")["hnode"].fill_null(-1).to_numpy().astype(np.int64)
         has = g_launcher >= 0
+        # queue order; per activity the end of its predecessor (NEG when first on its queue)
+        o = np.lexsort((gn, g_start, stream[gn]))
+        gs = gn[o]
+        same = stream[gs][1:] == stream[gs][:-1]
+        prev, nxt = gs[:-1][same], gs[1:][same]
+        prev_end = np.full(ng, NEG, np.int64)
+        prev_end[nxt - nh] = end[prev]
+        api = np.where(has, g_launcher, 0)
+        rec_lat = np.where(has, g_start - start[api], 0)
+        # launch-bound: the launch came after its queue had (nearly) drained, so the latency is visible
+        typ = _typical_latency(rec_lat[has & (g_start - prev_end > 2_000) & (rec_lat >= 0)])
+        first = prev_end == NEG
+        bound = has & (first | (start[api] + typ > prev_end))
+        slack = g_start[nxt - nh] - end[prev]
+        # a queued activity keeps its recorded distance to its predecessor (the GPU's own dispatch gap)
+        queued = ~bound[nxt - nh] & has[nxt - nh]
+        free_gap = ~has[nxt - nh] & (slack > 0)
+        sw = np.where(queued | (~has[nxt - nh] & ~free_gap), slack, np.minimum(slack, 0))
+        edges.append((2 * prev + 1, 2 * nxt, sw, E_STREAM))
         gi = np.nonzero(has)[0]
-        api = g_launcher[gi]
-        rec_lat = g_start[gi] - start[api]
-        bound = gap[gi]
-        typ = _typical_latency(rec_lat[bound & (rec_lat >= 0)])
-        lat = np.where(bound, rec_lat, np.minimum(rec_lat, typ))
-        edges.append((2 * api, 2 * (gi + nh), lat, E_LAUNCH))
+        lat = np.where(bound[gi], rec_lat[gi], np.minimum(rec_lat[gi], typ))
+        edges.append((2 * g_launcher[gi], 2 * (gi + nh), lat, E_LAUNCH))
         # activities whose launch is not in the trace keep their recorded start when nothing explains it
-        free = np.nonzero(~has & gap)[0]
+        free = np.nonzero(~has & (first | (g_start - prev_end > 0)))[0]
         release[2 * (free + nh)] = g_start[free]
 
     launcher = np.concatenate([np.full(nh, -1, np.int64), g_launcher])
@@ -250,6 +271,95 @@ def build(trace: Trace) -> Graph:
 
     g.order, g.cyclic = topo_order(2 * n, g.src, g.dst)
     return g
+
+
+def _process_codes(threads: pl.DataFrame) -> np.ndarray:
+    """Per thread code: a code of its (rank, pid)."""
+    k = threads.select("rank", "pid").with_columns(pl.struct("rank", "pid").rank("dense").alias("p"))
+    return k["p"].to_numpy().astype(np.int64)
+
+
+def _covered(intervals: pl.DataFrame, key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of [lo, hi) covered by the union of ``intervals`` (tcode, start_ns, end_ns) of thread ``key``."""
+    if not intervals.height:
+        return np.zeros(len(lo), np.int64)
+    m = (
+        intervals.sort("tcode", "start_ns")
+        .with_columns(prev=pl.col("end_ns").cum_max().shift(1).over("tcode"))
+        .with_columns(g=(pl.col("prev").is_null() | (pl.col("start_ns") > pl.col("prev"))).cum_sum())
+        .group_by("tcode", "g")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .sort("tcode", "start_ns")
+    )
+    t0 = int(min(m["start_ns"].min(), lo.min(initial=0))) - 1
+    sc = np.int64(1) << np.int64(42)
+    ks = m["tcode"].to_numpy() * sc + (m["start_ns"].to_numpy() - t0)
+    ke = m["tcode"].to_numpy() * sc + (m["end_ns"].to_numpy() - t0)
+    cum = np.concatenate([[0], np.cumsum(ke - ks)])
+
+    def f(k: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(ks, k, side="right") - 1
+        ii = np.maximum(i, 0)
+        return np.where(i >= 0, cum[ii] + np.minimum(np.maximum(k - ks[ii], 0), ke[ii] - ks[ii]), 0)
+
+    return f(key * sc + (hi - t0)) - f(key * sc + (lo - t0))
+
+
+def _wake_edges(base, threads, proc, pts, t, th, a, b, first):
+    """Wake edges for idle host gaps (and first points of threads other than a process's first one)."""
+    if len(threads) < 2:
+        return None
+    # points in time order per process
+    pp = proc[th]
+    o = np.lexsort((t, pp))
+    sp, st, sth = pp[o], t[o], th[o]
+    spts = pts[o]
+    sc = np.int64(1) << np.int64(42)
+    t0 = int(t.min()) - 1
+    skey = sp * sc + (st - t0)
+    ops = (
+        base.filter(pl.col("kind") == "cpu_op")
+        .select(pl.col("rank").fill_null(-1), pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1),
+                "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+        .join(threads, on=["rank", "pid", "tid"], how="inner")
+        .select("tcode", "start_ns", "end_ns")
+    )  # fmt: skip
+    # gaps of a thread's chain (a -> b): idle when long and (mostly) not covered by one of its framework ops
+    pt_time = np.empty(int(pts.max()) + 1, np.int64)
+    pt_time[pts] = t
+    pt_thread = np.empty(int(pts.max()) + 1, np.int64)
+    pt_thread[pts] = th
+    ga, gb = pt_time[a], pt_time[b]
+    gth = pt_thread[a]
+    long = ((gb - ga) >= MIN_IDLE_NS) & ~((a % 2 == 0) & (b == a + 1))  # not the inside of a call
+    idle = np.zeros(len(a), bool)
+    if long.any():
+        li = np.nonzero(long)[0]
+        cov = _covered(ops, gth[li], ga[li], gb[li])
+        idle[li] = cov * 2 < (gb[li] - ga[li])
+    # first points of the non-first threads of a process
+    fp = pts[first]
+    fth, ft = th[first], t[first]
+    proc_first = np.full(int(proc.max()) + 1, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(proc_first, proc[fth], ft)
+    later = ft > proc_first[proc[fth]]
+    # queries: (thread, lower time bound, woken point)
+    qi = np.nonzero(idle)[0]
+    q_th = np.concatenate([gth[qi], fth[later]])
+    q_lo = np.concatenate([ga[qi], np.full(later.sum(), np.iinfo(np.int64).min // 4)])
+    q_t = np.concatenate([gb[qi], ft[later]])
+    q_pt = np.concatenate([b[qi], fp[later]])
+    if not len(q_pt):
+        return None
+    k = np.searchsorted(skey, proc[q_th] * sc + (q_t - t0), side="left") - 1  # latest point strictly before
+    ok = k >= 0
+    kk = np.maximum(k, 0)
+    ok &= (sp[kk] == proc[q_th]) & (st[kk] > q_lo) & (sth[kk] != q_th)
+    waker, woken = spts[kk[ok]], q_pt[ok]
+    ww = q_t[ok] - st[kk[ok]]
+    idle_edge = qi[ok[: len(qi)]]
+    woken_first = np.nonzero(first)[0][np.nonzero(later)[0][ok[len(qi):]]]
+    return waker, woken, ww, idle_edge, woken_first
 
 
 def _typical_latency(lat: np.ndarray) -> int:
