@@ -358,7 +358,7 @@ def _wake_edges(base, threads, proc, pts, t, th, a, b, first):
     waker, woken = spts[kk[ok]], q_pt[ok]
     ww = q_t[ok] - st[kk[ok]]
     idle_edge = qi[ok[: len(qi)]]
-    woken_first = np.nonzero(first)[0][np.nonzero(later)[0][ok[len(qi):]]]
+    woken_first = np.nonzero(first)[0][np.nonzero(later)[0][ok[len(qi) :]]]
     return waker, woken, ww, idle_edge, woken_first
 
 
