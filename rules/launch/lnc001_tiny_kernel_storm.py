@@ -14,10 +14,13 @@ number of kernels, whatever the GPU.
 
 ## How it is measured
 Kernels are joined to their launch call by correlation id. A kernel is tiny when its duration is below its launch
-call's duration or below ``tiny_us``. ``impact_ns`` per tiny kernel is its launch call's duration, clipped at
-``max_launch_us`` (longer calls are first-call / module-load outliers, WRM001's subject), or ``default_launch_us``
-when the launch call is unknown: the host launch overhead that graphs or fusion would remove, an upper bound of the
-time saved when the host is the bottleneck. A finding needs at least ``min_kernels`` tiny kernels making up at
+call's duration or below ``tiny_us``. Its launch cost is the launch call's duration, clipped at ``max_launch_us``
+(longer calls are first-call / module-load outliers, WRM001's subject), or ``default_launch_us`` when the launch
+call is unknown. Only launch cost the GPU waited for counts: ``impact_ns`` per tiny kernel is the idle time of its
+device just before it, at most its launch cost, and only when the device had drained all earlier work before the
+launch call returned (otherwise the launch overlapped queued work and cost nothing). A device whose GPU waited
+less than ``min_wait_us`` in all is not reported: a GPU-bound bf16 ResNet-50 step has hundreds of tiny kernels
+but a queue that never runs dry. A finding needs at least ``min_kernels`` tiny kernels making up at
 least ``min_fraction`` of the device's kernels.
 
 Thresholds, from the real traces: ``h200_launch_bound`` has 1020 of 1020 kernels tiny (median 0.99 us against a
@@ -30,8 +33,8 @@ two groups. The largest steady launch calls seen are 10-12 us (V100 TB-plugin tr
 reach seconds (3 s in ``hta_a100_alexnet_benchmark_pageable_h2d``), hence ``max_launch_us = 50``.
 
 ## Known false positives
-Launch cost only turns into lost time when the host is the bottleneck; with a long queue ahead of the GPU the
-overhead is hidden (IDL001 tells whether the GPU actually idled). Profiling inflates launch calls somewhat.
+Profiling inflates launch calls somewhat, and a GPU idle before a tiny kernel for another reason (a host
+computation between two launches) is charged up to one launch cost per kernel.
 
 ## References
 - CUDA graphs in PyTorch: https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs
@@ -56,8 +59,8 @@ RULE = Rule(
     name="tiny-kernel-storm",
     title="Many kernels shorter than their launch cost",
     summary="{count} tiny kernels ({tiny_pct:.0f}% of {kernels_total}; median {kernel_us_median:.1f} us against a "
-    "{launch_us_median:.1f} us launch call) cost {impact_ms:.1f} ms of launch overhead ({share_pct:.1f}% of "
-    "the trace)",
+    "{launch_us_median:.1f} us launch call): the GPU waited {impact_ms:.1f} ms for their launches "
+    "({share_pct:.1f}% of the trace; {waited_pct:.0f}% of them found the GPU idle)",
     advice={
         "common": "Launch fewer, larger kernels: fuse elementwise chains and small reductions, use fused / "
         "multi-tensor optimizers, batch per-sample or per-layer work, and replay static steps as a graph "
@@ -89,6 +92,9 @@ RULE = Rule(
         "default_launch_us": Option(
             5.0, "us", "launch cost assumed when the launch call is not in the trace"
         ),
+        "min_wait_us": Option(
+            100.0, "us", "report a device only when the GPU waited at least this long for tiny launches"
+        ),
     },
     confidence="high",
 )
@@ -103,11 +109,46 @@ def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
         views.runtime(lf)
         .filter(pl.col("correlation_id").is_not_null())
         .select(
-            "rank", "correlation_id", pl.col("name").alias("api_name"), pl.col("dur_ns").alias("api_dur_ns")
+            "rank",
+            "correlation_id",
+            pl.col("name").alias("api_name"),
+            pl.col("dur_ns").alias("api_dur_ns"),
+            pl.col("end_ns").alias("api_end_ns"),
         )
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
     return views.kernels(lf).join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+
+
+def with_gpu_wait(k: pl.LazyFrame, lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Kernels plus ``gpu_wait_ns``: how long their device sat idle waiting for this launch.
+
+    The device waited when it had finished all earlier work (``prev_end_ns``, the latest end of any earlier
+    kernel, copy or memset on the device) before the launch call returned: the queue ran dry and the kernel
+    could only start once the host submitted it. The wait is the idle gap before the kernel, at most the
+    launch cost. With work still queued (the call returned before the device drained) the launch was hidden
+    behind it and costs nothing."""
+    prev = (
+        views.gpu_work(lf)
+        .filter(pl.col("device").is_not_null())
+        .sort("start_ns")
+        .with_columns(prev_end_ns=pl.col("end_ns").cum_max().shift(1).over("rank", "device"))
+        .select("rank", "device", "start_ns", "correlation_id", "stream", "prev_end_ns")
+        .unique(subset=["rank", "device", "start_ns", "correlation_id", "stream"], keep="first")
+    )
+    k = k.join(
+        prev, on=["rank", "device", "start_ns", "correlation_id", "stream"], how="left", nulls_equal=True
+    )
+    idle_before = (pl.col("start_ns") - pl.col("prev_end_ns")).clip(lower_bound=0)
+    drained = pl.col("prev_end_ns").is_null() | (pl.col("api_end_ns") > pl.col("prev_end_ns"))
+    return k.with_columns(
+        gpu_wait_ns=pl.when(pl.col("api_end_ns").is_null())
+        .then(pl.min_horizontal(idle_before.fill_null(pl.col("launch_cost_ns")), pl.col("launch_cost_ns")))
+        .when(drained)
+        .then(pl.min_horizontal(idle_before.fill_null(pl.col("launch_cost_ns")), pl.col("launch_cost_ns")))
+        .otherwise(pl.lit(0, dtype=pl.Int64))
+        .cast(pl.Int64)
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
@@ -124,12 +165,16 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     keep = (pl.col("n_tiny") >= options["min_kernels"]) & (
         pl.col("n_tiny") >= options["min_fraction"] * pl.col("kernels_total")
     )
-    return k.filter(keep).select(
+    k = with_gpu_wait(k.filter(keep), trace.lazy())
+    # a device whose queue never ran dry paid no launch cost: no finding at all
+    waited = pl.col("gpu_wait_ns").sum().over("rank", "device")
+    return k.filter(waited >= options.get("min_wait_us", 100.0) * 1000).select(
         "rank",
         "device",
         "start_ns",
         "end_ns",
-        pl.col("launch_cost_ns").alias("impact_ns"),
+        pl.col("gpu_wait_ns").alias("impact_ns"),
+        "launch_cost_ns",
         "name",
         "dur_ns",
         "api_name",
@@ -157,7 +202,10 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         .head(10)
     )
     api = rows["api_dur_ns"].drop_nulls()
+    waited = rows.filter(pl.col("impact_ns") > 0)
     return {
+        "waited_pct": 100.0 * waited.height / rows.height if rows.height else 0.0,
+        "launch_cost_ms": float(rows["launch_cost_ns"].sum()) / 1e6,
         "kernels_total": total,
         "tiny_pct": 100.0 * rows.height / total if total else 0.0,
         "kernel_us_median": float(rows["dur_ns"].median() or 0) / 1e3,

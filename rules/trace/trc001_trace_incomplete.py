@@ -27,7 +27,10 @@ record every `cudaMemsetAsync`: TraceLens H100 traces have 22-49 memset calls wi
 CUPTI behaviour, not a broken trace). Expected gaps at the edges of the capture are not counted: GPU work
 whose correlation id is older than every host call was launched before the trace started (TraceLens
 Qwen/ResNet traces: 26-30% of GPU events, all before the first host call), and launches newer than the last
-GPU event ran after it stopped. On the whole corpus (35 torch and nsys files) both unlinked counts are 0
+GPU event ran after it stopped. Launches made while their thread captures a stream into a CUDA/HIP graph
+(between `cudaStreamBeginCapture` and `cudaStreamEndCapture` on the same thread) record into the graph and run
+nothing on the GPU by design; they are not counted either (the graph's replay, `cudaGraphLaunch`, runs the
+work). On the whole corpus (35 torch and nsys files) both unlinked counts are 0
 after these exclusions, the smallest GPU-start-minus-launch-start lag is +2 µs (so `launch_slack_us` = 10 µs
 has margin), GPU work runs at most 8 ms past the last host event (`window_slack_ms` = 100 ms) and no GPU
 event lasts more than 0.2 s. Impact is 0: a broken trace costs no run time, but its findings should be read
@@ -109,6 +112,16 @@ RULE = Rule(
 
 # Kernel launch APIs of both vendors (bare names: views.api_name strips nsys suffixes). Graph launches are left
 # out: with graph-level tracing a graph launch has no per-kernel GPU record.
+# stream capture into a CUDA / HIP graph (bare names): launches between these run nothing on the GPU
+CAPTURE_BEGIN_APIS = (
+    "cudaStreamBeginCapture",
+    "cudaStreamBeginCaptureToGraph",
+    "cuStreamBeginCapture",
+    "cuStreamBeginCaptureToGraph",
+    "hipStreamBeginCapture",
+    "hipStreamBeginCaptureToGraph",
+)
+CAPTURE_END_APIS = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
 LAUNCH_APIS = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
@@ -242,6 +255,42 @@ def _agg(lf: pl.LazyFrame, total: pl.LazyFrame) -> pl.LazyFrame:
     return bad.join(total, on="_rk", how="inner")
 
 
+def _outside_stream_capture(rt: pl.LazyFrame, launches: pl.LazyFrame) -> pl.LazyFrame:
+    """``launches`` minus those made while their thread was capturing a stream into a CUDA/HIP graph: a captured
+    launch records work into the graph and runs nothing on the GPU by design (the graph launch runs it)."""
+    begins = (
+        rt.filter(pl.col("api").is_in(CAPTURE_BEGIN_APIS))
+        .select("_rk", "tid", pl.col("start_ns").alias("cap_start"))
+        .sort("cap_start")
+    )
+    ends = (
+        rt.filter(pl.col("api").is_in(CAPTURE_END_APIS))
+        .select("_rk", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("cap_end"))
+        .sort("cap_end")
+    )
+    spans = begins.join_asof(
+        ends,
+        left_on="cap_start",
+        right_on="cap_end",
+        by=["_rk", "tid"],
+        strategy="forward",
+        check_sortedness=False,
+    ).with_columns(pl.col("cap_end").fill_null(pl.lit(2**62, dtype=pl.Int64)))  # capture still open at the end
+    inside = (
+        launches.sort("start_ns")
+        .join_asof(
+            spans.sort("cap_start"),
+            left_on="start_ns",
+            right_on="cap_start",
+            by=["_rk", "tid"],
+            check_sortedness=False,
+        )
+        .filter(pl.col("cap_start").is_not_null() & (pl.col("start_ns") <= pl.col("cap_end")))
+        .select("_rk", "correlation_id")
+    )
+    return launches.join(inside, on=["_rk", "correlation_id"], how="anti", nulls_equal=True)
+
+
 def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     rt = lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).with_columns(
         _rk(), api=views.api_name()
@@ -250,7 +299,7 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id").unique()
     last_gpu = gpu.group_by("_rk").agg(pl.col("correlation_id").max().alias("last_corr"))
     launches = (
-        rt.filter(pl.col("api").is_in(LAUNCH_APIS))
+        _outside_stream_capture(rt, rt.filter(pl.col("api").is_in(LAUNCH_APIS)))
         .join(last_gpu, on="_rk", how="inner")
         .filter(pl.col("correlation_id") <= pl.col("last_corr"))
     )  # newer launches ran after the capture stopped

@@ -14,8 +14,18 @@ One-time costs that a steady-state measurement should not contain:
 - **first calls**: a framework op, or the launch of a given kernel, whose first call is more than
   `first_call_factor` times slower than the median of its later calls and at least `first_call_min_ms` longer
   (cuBLAS/hipBLASLt handle and workspace creation, lazy kernel loading, caching-allocator growth). Ops are
-  compared with calls of the same name and input shapes; ops that contain a copy or a blocking sync are left
-  out: their first call may just be waiting for the GPU or for a pageable copy;
+  compared only with later calls of the same name, input shapes and dtypes (ops without recorded shapes are
+  never compared); ops that contain a copy or a blocking sync are left out: their first call may just be
+  waiting for the GPU or for a pageable copy; the profiler's own overhead records inside the call (Kineto's
+  `Activity Buffer Request`) are taken out of its time. In a trace with 3 or more iterations first calls count
+  only inside a first iteration that is itself slow: a run warmed up before the window has steady steps, and
+  a slow call there is queueing, not warm-up;
+- **compile stretches without compile spans** (Nsight Systems without NVTX): GPU-idle stretches (and the
+  stretch from the first CUDA/HIP call to the first GPU work) of at least `compile_gap_min_ms` and
+  `compile_gap_factor` times the median gap that hold compile evidence: module loads / NVRTC filling
+  `compile_load_share` of the stretch, a process spawned or waited for (fork/exec/waitpid: compile workers,
+  ptxas), OS-runtime calls of a process that launches no GPU work, or `compile_fs_calls` file lookups
+  (Dynamo/Inductor importing generated code and probing caches);
 - **first step**: the first iteration (`ProfilerStep#0`, or a host annotation named like `iteration_0`,
   `step_0`, `train_step_0`) more than `first_step_factor` times the median of the later ones (needs at
   least 3 iterations); only the part not already explained by the items above is added.
@@ -36,13 +46,19 @@ caches save part of it on every restart.
 Numbers from the corpus: `torch/h200_compile_warmup` (ground truth: first iteration 4.17 s, steady 1.58 ms)
 has a 3.47 s forward compile (`_compile.compile_inner`) and a 0.58 s backward compile on the autograd
 thread, plus autotuning; `iteration_0` lasts 4168 ms against a 2.4 ms median. The nsys export of the same
-scenario has no compile spans (no NVTX) but 10 `cuLibraryLoadData` calls (69 ms) and slow first launches.
+scenario has no compile spans (no NVTX) but 10 `cuLibraryLoadData` calls (69 ms), slow first launches and two
+GPU-idle stretches (7.7 s with 9108 stat/open calls of the Python process, 1.2 s with compile workers, fork and
+waitpid): 8.9 s in all under `nsys --trace=osrt`, which slows the compile down. The 4.6 s of host work before
+the first GPU work of `nsys/h200_mix_h2d_gemm_launch` holds one 0.6 ms module load and no OS-runtime records, and
+is not counted. `h200_h2d_pageable`'s "first call" of `MeanBackward0` was 3.2 ms of Kineto's `Activity Buffer
+Request`: profiler overhead, no longer counted.
 Thresholds: findings under `min_total_ms` (1 ms) are dropped: `torch/h200_launch_bound` has 3 `Lazy Function
 Loading` records of about 0.06 ms each, which is noise; the default factors (5x first call, 2x first step)
 are far below the 100-1000x seen on real warm-ups and well above run-to-run jitter of steady steps.
 
 ## Known false positives
-A first step that is slow for a data-dependent reason (a longer first batch, a checkpoint load) is counted
+A GPU-idle stretch of a data loader starting its worker processes (or reading many small files) carries the
+same OS-runtime evidence as a compile and is counted as start-up warm-up. A first step that is slow for a data-dependent reason (a longer first batch, a checkpoint load) is counted
 as warm-up. Programs that profile exactly one iteration of a workload that compiles every time (dynamic
 shapes without `dynamic=True`) show recompilation here; the `Torch-Compiled Region: N/M` ids in the trace
 tell recompiles (M > 0) apart.
@@ -114,6 +130,21 @@ RULE = Rule(
         ),
         "first_step_min_ms": Option(1.0, "ms", "...and at least this much longer than their median."),
         "min_total_ms": Option(1.0, "ms", "Drop findings whose total warm-up is below this."),
+        "compile_gap_min_ms": Option(
+            50.0, "ms", "A GPU-idle stretch at least this long with compile evidence is compile time (nsys)."
+        ),
+        "compile_gap_factor": Option(20.0, "x median gap", "...and this many times the median GPU-idle gap."),
+        "compile_load_slack_ms": Option(
+            20.0, "ms", "Compile evidence may come this long after the stretch (the compiled module's load)."
+        ),
+        "compile_load_share": Option(
+            0.25, "fraction", "...evidence: module loads / JIT calls fill this share of the stretch, or"
+        ),
+        "compile_fs_calls": Option(
+            200,
+            "calls",
+            "...this many file lookups (stat/open) in it, or any process spawn / worker activity.",
+        ),
     },
     confidence="high",
 )
@@ -164,6 +195,13 @@ STEP_RE = (
     r"(?i)^(ProfilerStep#|iteration[_ #-]?|iter[_ #-]?|step[_ #-]?|train_step[_ #-]?|train_iter[_ #-]?)\d+$"
 )
 FIRST_CALL_KINDS = ("cpu_op",)
+# OS-runtime calls that start or reap processes (Inductor compile workers, ptxas, nvcc), nsys osrt names
+# file-system lookups: Python importing generated modules, Inductor/Triton cache probes (thousands per compile)
+FS_META_RE = (
+    r"^(stat|stat64|lstat|lstat64|fstatat|fstatat64|newfstatat|statx|open|open64|openat|openat64|access)$"
+)
+JIT_APIS = ("nvrtcCompileProgram", "nvJitLinkComplete", "hiprtcCompileProgram", "comgr_do_action")
+SPAWN_RE = r"^(fork|vfork|clone3?|posix_spawnp?|execve?|execvp|execvpe|waitpid|wait4|waitid|system|popen)$"
 
 
 def _rk() -> pl.Expr:
@@ -223,12 +261,19 @@ def _first(
 def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     factor = float(options.get("first_call_factor", 5.0))
     min_ns = int(float(options.get("first_call_min_ms", 1.0)) * 1e6)
+    # only ops with recorded shapes: a first call is compared with later calls of the same op, input shapes and
+    # dtypes (a 38 MB input copy is not a slow first call of the 4-byte copies that follow it)
     ops = lf.filter(
-        pl.col("kind").is_in(FIRST_CALL_KINDS) & ~pl.col("name").str.contains(COMPILE_SPAN_RE)
+        pl.col("kind").is_in(FIRST_CALL_KINDS)
+        & ~pl.col("name").str.contains(COMPILE_SPAN_RE)
+        & pl.col("input_dims").is_not_null()
     ).with_columns(
-        _rk(), end_ns=pl.col("start_ns") + pl.col("dur_ns"), _dims=pl.col("input_dims").fill_null("")
+        _rk(),
+        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+        _types=pl.col("input_types").fill_null(""),
     )
-    ops = _first(ops, ["_rk", "name", "_dims"], "dur_ns", "start_ns", factor, min_ns)
+    ops = _without_profiler_overhead(lf, ops)
+    ops = _first(ops, ["_rk", "name", "input_dims", "_types"], "dur_ns", "start_ns", factor, min_ns)
     # an op that copied or synchronised may have waited for the GPU (or a pageable copy): not warm-up
     waits = (
         lf.filter(pl.col("kind") == "runtime")
@@ -256,6 +301,8 @@ def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     launches = _first(
         launches.with_columns(_rk()), ["_rk", "name"], "api_dur_ns", "api_start_ns", factor, min_ns
     )
+    ops = _steady_window_gate(lf, ops, options)
+    launches = _steady_window_gate(lf, launches.with_columns(start_ns=pl.col("api_start_ns")), options)
     return [
         ops.select(
             "_rk",
@@ -272,6 +319,168 @@ def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
             pl.concat_str(pl.col("api_name"), pl.lit(" of "), pl.col("name").str.slice(0, 80)).alias("name"),
         ),
     ]
+
+
+def _without_profiler_overhead(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
+    """``dur_ns`` minus the profiler's own overhead records inside the op (Kineto's ``Activity Buffer Request``:
+    3.2 ms inside a "first call" of ``MeanBackward0`` in ``h200_h2d_pageable``). Module-load overhead stays: it is
+    warm-up."""
+    oh = (
+        lf.filter((pl.col("kind") == "overhead") & ~pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
+        .select(
+            _rk(), pl.col("start_ns").alias("o_start"), (pl.col("start_ns") + pl.col("dur_ns")).alias("o_end")
+        )
+        .sort("o_start")
+    )
+    # overhead records are few (one buffer request per flush): each op sees the last one that started before its
+    # end, which is enough to take one such record out of one op
+    joined = (
+        ops.sort("end_ns")
+        .join_asof(oh, left_on="end_ns", right_on="o_start", by="_rk", check_sortedness=False)
+        .with_columns(
+            _ov=(pl.min_horizontal("end_ns", "o_end") - pl.max_horizontal("start_ns", "o_start"))
+            .clip(lower_bound=0)
+            .fill_null(0)
+        )
+    )
+    return joined.with_columns(dur_ns=pl.col("dur_ns") - pl.col("_ov")).drop("o_start", "o_end", "_ov")
+
+
+def _steady_window_gate(lf: pl.LazyFrame, rows: pl.LazyFrame, options: dict) -> pl.LazyFrame:
+    """Keep first calls / launches only where warm-up is plausible: a trace with fewer than 3 iterations, or one
+    whose first iteration is itself slow (then only the calls inside it). A run warmed up before the window has
+    steady steps, and a slow "first call" there is the GPU queue, the allocator or the OS, not warm-up."""
+    factor = float(options.get("first_step_factor", 2.0))
+    min_ns = int(float(options.get("first_step_min_ms", 1.0)) * 1e6)
+    st = _iterations(lf).sort("start_ns")
+    per = (
+        st.with_columns(_i=pl.int_range(pl.len()).over("_rk"))
+        .group_by("_rk")
+        .agg(
+            pl.len().alias("_n"),
+            pl.col("start_ns").filter(pl.col("_i") == 0).first().alias("_s0"),
+            (pl.col("start_ns") + pl.col("dur_ns")).filter(pl.col("_i") == 0).first().alias("_e0"),
+            pl.col("dur_ns").filter(pl.col("_i") == 0).first().alias("_d0"),
+            pl.col("dur_ns").filter(pl.col("_i") > 0).median().alias("_med"),
+        )
+    )
+    g = rows.join(per, on="_rk", how="left")
+    slow0 = (pl.col("_d0") >= factor * pl.col("_med")) & (pl.col("_d0") - pl.col("_med") >= min_ns)
+    keep = (
+        pl.col("_n").is_null()
+        | (pl.col("_n") < 3)
+        | (slow0 & (pl.col("start_ns") >= pl.col("_s0")) & (pl.col("start_ns") < pl.col("_e0")))
+    )
+    return g.filter(keep).drop("_n", "_s0", "_e0", "_d0", "_med")
+
+
+def _iterations(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Step markers per rank (ProfilerStep), else host annotations named like iterations."""
+    st = lf.filter(
+        (pl.col("kind") == "step")
+        | (
+            (pl.col("kind") == "annotation")
+            & pl.col("device").is_null()
+            & pl.col("name").str.contains(STEP_RE)
+        )
+    )
+    st = st.with_columns(_rk(), _is_step=pl.col("kind") == "step")
+    return st.filter(pl.col("_is_step") | ~pl.col("_is_step").any().over("_rk"))
+
+
+def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
+    """GPU-idle stretches spent compiling, for traces without compile spans (Nsight Systems without NVTX).
+
+    A stretch is a gap between GPU work (or from the rank's first CUDA/HIP call to its first GPU work) of at least
+    ``compile_gap_min_ms`` and ``compile_gap_factor`` times the median gap, with compile evidence in it (or up to
+    ``compile_load_slack_ms`` after it): a module load / JIT call (Triton and Inductor load each compiled kernel
+    with cuModuleLoadData / cuLibraryLoadData), a process spawned or waited for (fork/exec/waitpid: Inductor's
+    compile workers, ptxas), or OS-runtime activity of a process that launches no GPU work (a compile worker).
+    """
+    min_ns = int(float(options.get("compile_gap_min_ms", 50.0)) * 1e6)
+    factor = float(options.get("compile_gap_factor", 20.0))
+    slack = int(float(options.get("compile_load_slack_ms", 20.0)) * 1e6)
+    gpu = views.gpu_work(lf).with_columns(_rk())
+    first_gpu = gpu.group_by("_rk").agg(pl.col("start_ns").min().alias("end_ns"))
+    first_api = (
+        lf.filter(pl.col("kind") == "runtime")
+        .with_columns(_rk())
+        .group_by("_rk")
+        .agg(pl.col("start_ns").min())
+    )
+    initial = first_api.join(first_gpu, on="_rk").filter(pl.col("end_ns") > pl.col("start_ns"))
+    gaps = views.gpu_idle_gaps(lf).with_columns(_rk()).select("_rk", "start_ns", "end_ns")
+    gaps = pl.concat(
+        [gaps, initial.select("_rk", "start_ns", "end_ns")], how="vertical_relaxed"
+    ).with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+    gaps = gaps.filter(
+        (pl.col("gap_ns") >= min_ns) & (pl.col("gap_ns") >= factor * pl.col("gap_ns").median().over("_rk"))
+    )
+    name = views.api_name()
+    loads = lf.filter(
+        ((pl.col("kind") == "runtime") & name.is_in([*MODULE_LOAD_APIS, *JIT_APIS]))
+        | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
+    )
+    gpu_pids = lf.filter(pl.col("kind") == "runtime").select(_rk(), "pid").unique()
+    osrt = lf.filter(
+        (pl.col("kind") == "other") & pl.col("args").str.contains('"domain":"osrt"', literal=True)
+    ).with_columns(_rk())
+    g = gaps.select("_rk", "start_ns", "end_ns")
+    g = _sum_in(g, loads.with_columns(_rk()), "dur_ns", "load_ns", slack)
+    g = _sum_in(g, osrt.filter(pl.col("name").str.contains(SPAWN_RE)), None, "spawns", 0)
+    workers = osrt.join(gpu_pids, on=["_rk", "pid"], how="anti", nulls_equal=True)
+    g = _sum_in(g, workers, None, "worker_calls", 0)
+    g = _sum_in(g, osrt.filter(pl.col("name").str.contains(FS_META_RE)), None, "fs_calls", 0)
+    gap = pl.col("end_ns") - pl.col("start_ns")
+    compiling = (
+        (pl.col("load_ns") >= float(options.get("compile_load_share", 0.25)) * gap)
+        | (pl.col("spawns") > 0)
+        | (pl.col("worker_calls") > 0)
+        | (pl.col("fs_calls") >= int(options.get("compile_fs_calls", 200)))
+    )
+    return g.filter(compiling).select(
+        "_rk",
+        "start_ns",
+        "end_ns",
+        pl.lit("compile / JIT (GPU idle)").alias("what"),
+        pl.concat_str(
+            pl.lit("GPU idle: "),
+            (pl.col("load_ns") / 1e6).round(1).cast(pl.String),
+            pl.lit(" ms module loads, "),
+            pl.col("spawns").cast(pl.String),
+            pl.lit(" process spawns/waits, "),
+            pl.col("worker_calls").cast(pl.String),
+            pl.lit(" OS calls of compile workers, "),
+            pl.col("fs_calls").cast(pl.String),
+            pl.lit(" file lookups"),
+        ).alias("name"),
+    )
+
+
+def _sum_in(
+    gaps: pl.LazyFrame, events: pl.LazyFrame, value: str | None, out: str, slack_ns: int
+) -> pl.LazyFrame:
+    """``gaps`` plus ``out``: the count (``value`` None) or the sum of ``value`` over ``events`` (per ``_rk``)
+    starting in [start_ns, end_ns + slack_ns], as a difference of cumulative sums found by as-of joins."""
+    v = pl.lit(1, dtype=pl.Int64) if value is None else pl.col(value).fill_null(0).cast(pl.Int64)
+    cum = (
+        events.select("_rk", "start_ns", v.alias("_v"))
+        .sort("_rk", "start_ns")
+        .with_columns(_c=pl.col("_v").cum_sum().over("_rk"))
+        .select("_rk", pl.col("start_ns").alias("_t"), "_c")
+        .sort("_t")
+    )
+    out_g = gaps.with_columns(_hi=pl.col("end_ns") + slack_ns, _lo=pl.col("start_ns") - 1)
+    for col, name in (("_hi", "_c_hi"), ("_lo", "_c_lo")):
+        out_g = (
+            out_g.sort(col)
+            .join_asof(cum, left_on=col, right_on="_t", by="_rk", check_sortedness=False)
+            .with_columns(pl.col("_c").fill_null(0).alias(name))
+            .drop("_t", "_c")
+        )
+    return out_g.with_columns((pl.col("_c_hi") - pl.col("_c_lo")).alias(out)).drop(
+        "_hi", "_lo", "_c_hi", "_c_lo"
+    )
 
 
 def _merge(iv: pl.LazyFrame) -> pl.LazyFrame:
@@ -303,16 +512,7 @@ def _merge(iv: pl.LazyFrame) -> pl.LazyFrame:
 def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     factor = float(options.get("first_step_factor", 2.0))
     min_ns = int(float(options.get("first_step_min_ms", 1.0)) * 1e6)
-    st = lf.filter(
-        (pl.col("kind") == "step")
-        | (
-            (pl.col("kind") == "annotation")
-            & pl.col("device").is_null()
-            & pl.col("name").str.contains(STEP_RE)
-        )
-    )
-    st = st.with_columns(_rk(), _is_step=pl.col("kind") == "step")
-    st = st.filter(pl.col("_is_step") | ~pl.col("_is_step").any().over("_rk"))
+    st = _iterations(lf)
     s0 = _first(st, ["_rk"], "dur_ns", "start_ns", factor, min_ns).select(
         "_rk",
         "name",
@@ -347,7 +547,11 @@ def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.Laz
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
-    merged = _merge(pl.concat([*_explicit(lf), *_first_calls(lf, options)], how="vertical_relaxed"))
+    merged = _merge(
+        pl.concat(
+            [*_explicit(lf), *_first_calls(lf, options), _compile_gaps(lf, options)], how="vertical_relaxed"
+        )
+    )
     rows = pl.concat([merged, _first_step(lf, merged, options)], how="diagonal_relaxed")
     return rows.filter(pl.col("impact_ns").sum().over("_rk") >= min_total).select(
         pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"),
@@ -362,7 +566,9 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         "step0_ms",
         "steady_step_ms",
         # explicit markers are facts; first calls and the first step are inferred from timing
-        pl.when(pl.col("what").is_in(["first call", "first launch", "first step"]))
+        pl.when(
+            pl.col("what").is_in(["first call", "first launch", "first step", "compile / JIT (GPU idle)"])
+        )
         .then(pl.lit("medium"))
         .otherwise(pl.lit("high"))
         .alias("confidence"),

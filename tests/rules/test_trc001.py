@@ -97,6 +97,33 @@ def test_broken_links():
     assert f.evidence["problem_kinds"] == ["launches without GPU work"] and f.count == 40
 
 
+def _graph_capture(close: bool = True) -> TraceBuilder:
+    """80 launches captured into a CUDA graph (no GPU event by design), then 10 replays running 8 kernels each."""
+    b = TraceBuilder(name="graph_capture")
+    b.runtime("cudaStreamBeginCapture_v10000", 0.0, 5.0, corr=b.next_corr())
+    for i in range(80):
+        b.runtime("cudaLaunchKernel", 10.0 + i * 5, 3.0, corr=b.next_corr())
+    if close:
+        b.runtime("cudaStreamEndCapture_v10000", 500.0, 5.0, corr=b.next_corr())
+    for r in range(10):
+        c = b.next_corr()
+        b.runtime("cudaGraphLaunch", 1_000.0 + r * 200, 5.0, corr=c)
+        for k in range(8):
+            b.kernel("triton_poi_fused_add_0", 1_010.0 + r * 200 + k * 20, 10.0, corr=c)
+    # a few eager launches after capture, with their kernels
+    for i in range(20):
+        c = b.next_corr()
+        b.runtime("cudaLaunchKernel", 4_000.0 + i * 50, 3.0, corr=c)
+        b.kernel("vectorized_elementwise_kernel", 4_010.0 + i * 50, 5.0, corr=c)
+    return b
+
+
+def test_stream_capture_launches_are_not_unlinked():
+    """issue 13: "80 of 390 kernel launches have no GPU event" on an nsys export that captures CUDA graphs."""
+    assert _run(_graph_capture().build()).findings == []
+    assert _run(_graph_capture(close=False).build()).findings == []  # capture still open at the trace end
+
+
 def test_small_unlinked_share_is_tolerated():
     assert _run(_linked(100, drop_kernels=1).build()).findings == []
 

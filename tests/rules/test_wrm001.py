@@ -70,6 +70,55 @@ def test_nsys_compile_warmup_fires():
     assert f.advice["stack"] == "nvidia" and "CUDA_MODULE_LOADING" in f.advice["primary"]
 
 
+def test_nsys_compile_without_nvtx_is_found_from_idle_stretches():
+    """The nsys twin of h200_compile_warmup has no compile spans: the GPU-idle stretches full of file lookups,
+    module loads and compile-worker activity are the compile (the torch trace of the program finds 4.1 s)."""
+    (f,) = _run(trace("nsys/h200_compile_warmup.sqlite")).findings
+    stretch = f.evidence["by_category_ms"]["compile / JIT (GPU idle)"]
+    assert stretch > 4000 and f.impact_ns >= 0.8 * 4.1e9
+    assert f.impact_ns <= trace("nsys/h200_compile_warmup.sqlite").span_ns()
+
+
+def test_idle_gap_without_compile_evidence_is_not_compile():
+    """nsys h200_mix: the 4.6 s before the first GPU work holds one 0.6 ms module load (host data prep)."""
+    (f,) = _run(trace("nsys/h200_mix_h2d_gemm_launch.sqlite")).findings
+    assert f.impact_ns < 1e9  # the cuBLAS lazy-load stretches only, not the 4.6 s of host work
+
+
+def _steady_loop(first_ms: float, with_overhead: bool = False):
+    b = TraceBuilder(name="steady")
+    for i in range(5):
+        t = i * 20_000.0
+        b.step(i, t, 10_000.0)
+        dur = first_ms * 1000 if i == 0 else 200.0
+        b.cpu_op("aten::mm", t + 100.0, dur, dims=[[8192, 8192], [8192, 8192]], types=["c10::BFloat16"] * 2)
+        if with_overhead and i == 0:
+            b.event("overhead", "Activity Buffer Request", t + 150.0, dur - 100.0, pid=0, tid=0)
+        # a 38 MB host copy once, then small copies of another shape: never compared with each other
+        b.cpu_op("aten::copy_", t + 5_000.0, 1_000.0 if i == 0 else 20.0, dims=[[9500000] if i == 0 else [4]])
+    return b.build()
+
+
+def test_warmed_up_run_has_no_first_calls():
+    """Steady steps (ProfilerStep 0 as long as the others): a slow first mm is not warm-up (issue 13)."""
+    assert _run(_steady_loop(2.3)).findings == []
+
+
+def test_first_call_excludes_profiler_overhead():
+    b = TraceBuilder(name="few_steps")
+    for i in range(4):  # no step markers: first calls are judged on their own
+        t = i * 20_000.0
+        dur = 4_000.0 if i == 0 else 200.0
+        b.cpu_op("aten::mm", t, dur, dims=[[64, 64], [64, 64]], types=["float", "float"])
+    b.event("overhead", "Activity Buffer Request", 50.0, 3_500.0, pid=0, tid=0)
+    assert _run(b.build()).findings == []  # 4.0 ms - 3.5 ms of profiler overhead = 0.5 ms: not warm-up
+
+
+def test_h2d_pageable_meanbackward_is_profiler_overhead():
+    """h200_h2d_pageable: 3.2 ms of Kineto's Activity Buffer Request inside MeanBackward0 is not warm-up."""
+    assert _run(trace("torch/h200_h2d_pageable.pt.trace.json.gz")).findings == []
+
+
 def test_amd_module_loads_and_first_step():
     b = TraceBuilder(vendor="amd", device_name="AMD Instinct MI300X")
     for i in range(5):
