@@ -275,7 +275,9 @@ def _outside_stream_capture(rt: pl.LazyFrame, launches: pl.LazyFrame) -> pl.Lazy
         by=["_rk", "tid"],
         strategy="forward",
         check_sortedness=False,
-    ).with_columns(pl.col("cap_end").fill_null(pl.lit(2**62, dtype=pl.Int64)))  # capture still open at the end
+    ).with_columns(
+        pl.col("cap_end").fill_null(pl.lit(2**62, dtype=pl.Int64))
+    )  # capture still open at the end
     inside = (
         launches.sort("start_ns")
         .join_asof(
