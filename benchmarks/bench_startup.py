@@ -1,0 +1,81 @@
+"""Benchmark: start-up of the CLI and the whole `analyze --html` of a small trace, each in a fresh process.
+
+Measures (median of ``--runs``, wall time of the process, as a user sees it):
+
+* ``traceadvisor --version`` and ``traceadvisor rules`` (target <= 0.25 s each),
+* ``traceadvisor analyze SMALL --html OUT --no-cache -q`` of a 65 KB trace, import, rules and report included
+  (target <= 0.5 s), and the size of that report (target <= 2 MB),
+
+with the load average before and after, since the numbers move with it. Python is run the way it is installed:
+``PYTHONDONTWRITEBYTECODE`` is removed from the environment so that the package's bytecode is cached, as a wheel
+install does (otherwise every run compiles the package from source, 0.15 s here).
+
+    python benchmarks/bench_startup.py [--runs 5] [--trace PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("TRACEADVISOR_SHARED", ROOT.parent / "shared"))
+SMALL = SHARED / "traces" / "torch" / "tracelens_h100_bert_small_inference.json.gz"
+TA = [sys.executable, "-m", "traceadvisor.cli.main"]
+
+
+def wall(cmd: list[str], env: dict[str, str], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--trace", type=Path, default=SMALL)
+    a = ap.parse_args(argv)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory() as tmp:
+        env["TRACEADVISOR_CACHE_DIR"] = str(Path(tmp) / "cache")
+        html = Path(tmp) / "small.html"
+        cases = [
+            ("traceadvisor --version", [*TA, "--version"], 0.25),
+            ("traceadvisor rules", [*TA, "rules"], 0.25),
+            (
+                f"analyze --html of {a.trace.name} ({a.trace.stat().st_size / 1e3:.0f} KB), no cache",
+                [*TA, "analyze", str(a.trace), "--html", str(html), "--no-cache", "-q"],
+                0.5,
+            ),
+        ]
+        for _, cmd, _ in cases:  # one warm-up run each: bytecode cache and page cache
+            wall(cmd, env, 1)
+        rows = []
+        for label, cmd, limit in cases:
+            before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            times = wall(cmd, env, a.runs)
+            after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            rows.append((label, statistics.median(times), times, limit, before, after))
+        size_mb = html.stat().st_size / 1e6
+    print(f"{os.cpu_count()} CPUs, {a.runs} runs each\n")
+    print("| what | median s | all runs | target | | load average |\n|---|---:|---|---:|---|---|")
+    for label, med, times, limit, before, after in rows:
+        ok = "met" if med <= limit else "NOT met"
+        runs = ", ".join(f"{t:.2f}" for t in times)
+        print(f"| {label} | {med:.2f} | {runs} | <= {limit} s | {ok} | {before} -> {after} |")
+    ok = "met" if size_mb <= 2.0 else "NOT met"
+    print(f"| HTML report of {a.trace.name} | {size_mb:.2f} MB | | <= 2 MB | {ok} | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
