@@ -23,6 +23,11 @@ asynchronous (or deferring the read) saves on the host; the GPU idle the wait ca
 the same synchronisation, so do not add the two. Evidence per copy: API, sync API, culprit op and its
 Python-level meaning, direction, bytes.
 
+Predicted saving (the replay, docs/impact.md): the fix is "the host stops waiting for the read-back": the
+copy call and the synchronisation that waited for it stop waiting for the GPU (the call costs one asynchronous
+launch, the synchronisation nothing); the copy itself stays on the GPU queue. A host that waited on a GPU that
+was busy anyway saves next to nothing, which is what the replay predicts for it.
+
 Threshold: findings with less than `min_total_ms` (0.1 ms) of blocked time are dropped. On the corpus a
 single `.item()` at the end of an inference pass blocks 20-30 µs (TraceLens H100/MI300X BERT and Qwen
 traces): real, but not worth a change. `torch/h200_launch_bound` has 20 `.item()` calls
@@ -47,6 +52,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, calls_at, calls_within, replayer
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -244,6 +250,22 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         "call",
         "direction",
         "bytes",
+    )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """The read-backs deferred: copy calls non-blocking, their synchronisations gone."""
+    copies = calls_at(trace, rows)
+    if not copies.height:
+        return None
+    syncs = calls_within(trace, copies, rows, views.BLOCKING_SYNC_APIS)
+    cost = replayer(trace).launch_cost_ns
+    return (
+        Fix(f"{copies.height} blocking read-backs made asynchronous (host waits removed)")
+        .no_wait(copies["eid"])
+        .host_duration(copies["eid"], copies["dur_ns"].clip(upper_bound=cost))
+        .no_wait(syncs["eid"])
+        .host_duration(syncs["eid"], 0)
     )
 
 

@@ -28,6 +28,9 @@ iterations allocating and freeing 64 MiB, then `empty_cache`) has 58 back-to-bac
 (160 `[memory]` events, allocated memory peaking at 202 MB inside 4.7 GB reserved), and the cost lands on
 `empty_cache`. Allocation churn that the cache fully absorbs costs no measurable time and is not reported.
 
+Predicted saving (the replay, docs/impact.md): the fix (memory kept cached and reused) removes the allocator
+calls: they cost nothing and no longer wait for the GPU (`cudaFree` synchronises the device).
+
 ## Known false positives
 The final `empty_cache()` of a job, or allocations of a workload whose shapes keep growing (the cache cannot
 be reused), are reported; both are real costs but may be intended. Without iteration markers, a program that
@@ -48,6 +51,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, calls_at
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -220,6 +224,18 @@ def _memory_events(trace: Trace, big_bytes: int) -> dict:
         peak_reserved=reserved.max(),
     ).row(0, named=True)
     return {f"memory_{k}": (int(v) if v is not None else None) for k, v in s.items()}
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """The allocator calls gone: memory reused from the cache."""
+    calls = calls_at(trace, rows)
+    if not calls.height:
+        return None
+    return (
+        Fix(f"{calls.height} allocator calls removed (memory reused)")
+        .no_wait(calls["eid"])
+        .host_duration(calls["eid"], 0)
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:

@@ -25,6 +25,11 @@ idle, it saves the host time spent in the call. When several syncs fall into the
 first one is charged. A sync after which the GPU never runs again (the final `torch.cuda.synchronize()`,
 the profiler's own sync at stop) gets impact 0 but is still counted.
 
+Predicted saving (the replay, docs/impact.md): the fix removes the synchronisations: the host calls stop
+waiting for the GPU and cost nothing. What that saves depends on what the host does next: when the GPU is busy
+anyway (a host waiting on a busy GPU is not a bottleneck) the replay predicts next to nothing; when the host had
+work it could have queued meanwhile, it predicts the idle the wait left on the GPU.
+
 Threshold: findings below `min_total_ms` (0.05 ms) of impact are dropped, so a lone start/stop sync
 does not make a finding. `torch/h200_launch_bound` (ground truth 20 `.item()` + 5 `torch.cuda.synchronize()`)
 has 20 `cudaStreamSynchronize` and 6 `cudaDeviceSynchronize` (the last one is the profiler's at stop):
@@ -49,6 +54,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, calls_at
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -158,6 +164,16 @@ def _in_steps(lf: pl.LazyFrame, syncs: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("w_start").is_null() | pl.col("start_ns").is_between(pl.col("w_start"), pl.col("w_end"))
         )
         .drop("w_start", "w_end")
+    )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """The synchronisations removed: no wait, no cost."""
+    calls = calls_at(trace, rows.filter(pl.col("kind") == "runtime"))
+    if not calls.height:
+        return None
+    return (
+        Fix(f"{calls.height} synchronisations removed").no_wait(calls["eid"]).host_duration(calls["eid"], 0)
     )
 
 

@@ -43,7 +43,7 @@ def test_launch_bound_item_calls():
         {
             "call": "tensor.item() / float(t) / int(t) / bool(t)",
             "count": 20,
-            "blocked_ms": pytest.approx(f.impact_ns / 1e6),
+            "blocked_ms": pytest.approx(f.bound_ns / 1e6),
         }
     ]
     # each blocked interval lies inside the .item() op that caused it
@@ -68,7 +68,9 @@ def test_rocm_hipmemcpywithstream_is_blocking():
     (f,) = _run(trace(rel)).findings
     calls = [e for e in _json_events(rel) if e.get("name") == "hipMemcpyWithStream"]
     assert f.count == len(calls) == 1
-    assert f.impact_ns == pytest.approx(calls[0]["dur"] * 1e3, abs=1)
+    assert f.bound_ns == pytest.approx(calls[0]["dur"] * 1e3, abs=1)
+    # the host waited 463 ms on a GPU that had that work queued anyway: deferring the read saves ~nothing
+    assert f.impact_ns < 0.01 * f.bound_ns
     assert f.advice["stack"] == "amd" and "hipMemcpyWithStream" in f.advice["primary"]
 
 
@@ -85,7 +87,7 @@ def test_threshold_option_and_external_id_pairing():
     b2.runtime("cudaMemcpy", 0.0, 60.0, corr=b2.next_corr())
     assert _run(b2.build()).findings == []  # 0.06 ms is under min_total_ms
     (f,) = _run(b2.build(), {"min_total_ms": 0.01, "max_gap_us": 50.0}).findings
-    assert f.count == 1 and f.impact_ns == 60_000
+    assert f.count == 1 and f.bound_ns == 60_000
 
 
 @pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files()))

@@ -38,7 +38,9 @@ def test_memory_churn_empty_cache():
     ev = _json_events(rel)
     frees = [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaFree"]
     assert f.count == len(frees) == 58
-    assert f.impact_ns == pytest.approx(sum(e["dur"] for e in frees) * 1e3, abs=len(frees))
+    assert f.bound_ns == pytest.approx(sum(e["dur"] for e in frees) * 1e3, abs=len(frees))
+    # the frees run in empty_cache() after the last GPU work: outside the analysed window, so nothing saved
+    assert f.minor
     assert f.evidence["largest_free_burst"] == 58 and "empty_cache" in f.summary
     mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
     assert f.evidence["memory_allocs"] == sum(1 for e in mem if e["args"]["Bytes"] > 0)

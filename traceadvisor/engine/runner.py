@@ -128,7 +128,7 @@ def build_findings(
     for key, g in groups.items():
         key = key if isinstance(key, tuple) else (key,)
         kv = dict(zip(keys, key, strict=False))
-        bound = int(min(g["impact_ns"].fill_null(0).sum(), span))
+        bound = int(min(g["impact_ns"].fill_null(0).sum(), max(trace.span_ns(), 1)))
         if bound < rm.rule.min_impact_ns:
             continue
         got: list = []

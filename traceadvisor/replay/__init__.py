@@ -15,13 +15,15 @@ import numpy as np
 import polars as pl
 
 from traceadvisor.replay import graph as G
-from traceadvisor.replay.fix import Fix, gpu_eids, host_eids, indexed, launching_calls
+from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
 from traceadvisor.replay.sim import relax
 from traceadvisor.replay.window import recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
 
 __all__ = [
     "Fix",
+    "calls_at",
+    "calls_within",
     "Prediction",
     "Replayer",
     "gpu_eids",

@@ -178,3 +178,34 @@ def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
         .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
     )
     return keys.lazy().select(on).unique().join(h, on=on, how="inner", nulls_equal=True).collect()
+
+
+def calls_at(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
+    """The host runtime calls that start where ``rows`` start (``rank``, ``start_ns``, and ``tid`` when the rows
+    have it): ``eid``, ``rank``, ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``name``."""
+    keys = rows.select([c for c in ("rank", "tid", "start_ns") if c in rows.columns])
+    return host_eids(trace, keys)
+
+
+def calls_within(
+    trace: Trace, calls: pl.DataFrame, spans: pl.DataFrame, names: Iterable[str]
+) -> pl.DataFrame:
+    """Host runtime calls named in ``names`` (bare API names) on the thread of each of ``calls`` that start inside
+    the matching ``spans`` row (``rank``, ``start_ns``, ``end_ns``; joined to ``calls`` on ``rank`` + ``start_ns``)."""
+    from traceadvisor.schema import views
+
+    th = calls.select("rank", "pid", "tid", "start_ns").join(
+        spans.select("rank", "start_ns", pl.col("end_ns").alias("_until")),
+        on=["rank", "start_ns"],
+        nulls_equal=True,
+    )
+    rt = (
+        indexed(trace)
+        .filter((pl.col("kind") == "runtime") & views.api_name().is_in(list(names)))
+        .select("eid", "rank", "pid", "tid", pl.col("start_ns").alias("_s"), "dur_ns", "name")
+        .collect()
+    )
+    j = th.join(rt, on=["rank", "pid", "tid"], how="inner", nulls_equal=True)
+    return j.filter((pl.col("_s") > pl.col("start_ns")) & (pl.col("_s") <= pl.col("_until"))).select(
+        "eid", "rank", "pid", "tid", pl.col("_s").alias("start_ns"), "dur_ns", "name"
+    )

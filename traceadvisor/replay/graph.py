@@ -187,6 +187,11 @@ def build(trace: Trace) -> Graph:
             .join(rt, on=["rank", "correlation_id"], how="left")
         )
         g_launcher = lk.sort("gnode")["hnode"].fill_null(-1).to_numpy().astype(np.int64)
+        blocking_copy_host = (
+            host.select(views.api_name().is_in(list(views.BLOCKING_COPY_APIS)).fill_null(False))
+            .to_series()
+            .to_numpy()
+        )
         has = g_launcher >= 0
         # queue order; per activity the end of its predecessor (NEG when first on its queue)
         o = np.lexsort((gn, g_start, stream[gn]))
@@ -200,10 +205,16 @@ def build(trace: Trace) -> Graph:
         # launch-bound: the launch came after its queue had (nearly) drained, so the latency is visible
         typ = _typical_latency(rec_lat[has & (g_start - prev_end > 2_000) & (rec_lat >= 0)])
         first = prev_end == NEG
-        bound = has & (first | (start[api] + typ > prev_end))
+        # a blocking copy (legacy default-stream semantics) also waits for the device's earlier work on
+        # every stream: the latest end among activities launched before its call started
+        dep_node, dep_end = _device_deps(gpu, nh, start, end, g_launcher, blocking_copy_host)
+        by_dep = (dep_node >= 0) & (dep_end > prev_end) & (dep_end <= g_start)
+        bound = has & ~by_dep & (first | (start[api] + typ > prev_end))
+        di = np.nonzero(by_dep)[0]
+        edges.append((2 * dep_node[di] + 1, 2 * (di + nh), g_start[di] - dep_end[di], E_STREAM))
         slack = g_start[nxt - nh] - end[prev]
         # a queued activity keeps its recorded distance to its predecessor (the GPU's own dispatch gap)
-        queued = ~bound[nxt - nh] & has[nxt - nh]
+        queued = ~bound[nxt - nh] & has[nxt - nh] & ~by_dep[nxt - nh]
         free_gap = ~has[nxt - nh] & (slack > 0)
         sw = np.where(queued | (~has[nxt - nh] & ~free_gap), slack, np.minimum(slack, 0))
         edges.append((2 * prev + 1, 2 * nxt, sw, E_STREAM))
@@ -271,6 +282,37 @@ def build(trace: Trace) -> Graph:
 
     g.order, g.cyclic = topo_order(2 * n, g.src, g.dst)
     return g
+
+
+def _device_deps(gpu, nh, start, end, g_launcher, blocking_host):
+    """Per GPU activity launched by a blocking copy call: the activity (node) of its device launched before
+    that call that ends last, and its end; -1 / NEG elsewhere."""
+    ng = gpu.height
+    dep_node = np.full(ng, -1, np.int64)
+    dep_end = np.full(ng, NEG, np.int64)
+    has = g_launcher >= 0
+    if not has.any():
+        return dep_node, dep_end
+    q = np.nonzero(has & blocking_host[np.where(has, g_launcher, 0)])[0]
+    if not len(q):
+        return dep_node, dep_end
+    dev = (gpu["rank"].to_numpy() * 4096 + gpu["device"].to_numpy()).astype(np.int64)
+    li = np.nonzero(has)[0]
+    la = start[g_launcher[li]]
+    for d in np.unique(dev[q]):
+        on = li[dev[li] == d]
+        o = np.argsort(la[dev[li] == d], kind="stable")
+        on = on[o]
+        t = start[g_launcher[on]]
+        e = end[on + nh]
+        best = np.maximum.accumulate(e)
+        arg = _prefix_argmax(e)
+        qq = q[dev[q] == d]
+        k = np.searchsorted(t, start[g_launcher[qq]], side="left") - 1
+        ok = k >= 0
+        dep_node[qq[ok]] = on[arg[k[ok]]] + nh
+        dep_end[qq[ok]] = best[k[ok]]
+    return dep_node, dep_end
 
 
 def _process_codes(threads: pl.DataFrame) -> np.ndarray:
