@@ -12,7 +12,7 @@ from sqlite_check import readable_rows
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
-from traceadvisor.importers import detect, rocpd
+from traceadvisor.importers import detect, load_trace, rocpd
 
 DB = "rocprofv3/mi300x_ck_bmm_rocm7.1_rocpd_results.db"
 
@@ -181,7 +181,7 @@ def test_memory_copies_and_allocations(traces_dir, tmp_path):
     )
     con.commit()
     con.close()
-    tr = rocpd.read(p)
+    tr = load_trace(p, cache=False)
     assert tr.counts_by_kind()["memcpy"] == 1 and tr.counts_by_kind()["memory"] == 1
     c = tr.events.filter(pl.col("kind") == "memcpy").row(0, named=True)
     assert (c["copy_kind"], c["device"], c["bytes"], c["correlation_id"]) == ("h2d", 0, 256 << 20, stack)

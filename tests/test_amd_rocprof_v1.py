@@ -13,7 +13,7 @@ import pytest
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
-from traceadvisor.importers import detect, rocprof_v1
+from traceadvisor.importers import detect, load_trace, rocprof_v1
 
 BMM = "rocprof_csv/mi300x_hip_bmm_naive"
 VEGA = "rocprof_csv/vega20_kokkos_unit_tests"
@@ -83,7 +83,7 @@ def test_db_counts_links_and_bytes(traces_dir, folder):
 
 
 def test_bmm_db_copies_and_launch_grid(traces_dir):
-    tr = rocprof_v1.read(traces_dir / BMM / "results.db")
+    tr = load_trace(traces_dir / BMM / "results.db", cache=False)
     copies = tr.events.filter(pl.col("kind") == "memcpy").sort("start_ns")
     assert copies["bytes"].to_list() == [8388608, 33554432, 33554432]
     assert copies["copy_kind"].to_list() == ["h2d", "h2d", "d2h"]

@@ -12,7 +12,7 @@ import pytest
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
-from traceadvisor.importers import detect, rocprofv3
+from traceadvisor.importers import detect, load_trace, rocprofv3
 
 JSON_GZ = "rocprofv3/mi350x_aorta_train_rocprofv3_results.json.gz"
 GFX1151 = "rocprofv3/gfx1151_llamacpp_decode_trimmed"
@@ -156,7 +156,7 @@ def test_counter_collection_alone_gives_one_kernel_per_dispatch(traces_dir):
 
 def test_doc_samples_folder_and_each_file(traces_dir):
     folder = traces_dir / DOCS
-    tr = rocprofv3.read(folder)
+    tr = load_trace(folder, cache=False)
     assert tr.counts_by_kind() == {
         "kernel": len(_rows(folder / "kernel_trace.csv")),
         "memcpy": len(_rows(folder / "memory_copy_trace.csv")),
@@ -173,7 +173,7 @@ def test_doc_samples_folder_and_each_file(traces_dir):
     assert set(copies["src_memory"]) | set(copies["dst_memory"]) == {"unknown", "device"}
     for f in sorted(folder.iterdir()):
         assert detect(f).NAME == "rocprofv3"
-        assert rocprofv3.read(f).events.height == len(_rows(f))
+        assert load_trace(f, cache=False).events.height == len(_rows(f))
 
 
 def test_stats_file_is_aggregates_only(traces_dir):
@@ -347,7 +347,7 @@ def test_json_copies_api_and_inference(tmp_path):
     }
     p = tmp_path / "results.json"
     p.write_text(json.dumps(doc))
-    tr = rocprofv3.read(p)
+    tr = load_trace(p, cache=False)
     assert tr.counts_by_kind() == {"kernel": 1, "memcpy": 1, "runtime": 2}
     c = tr.events.filter(pl.col("kind") == "memcpy").row(0, named=True)
     assert (c["copy_kind"], c["device"], c["bytes"], c["correlation_id"]) == ("h2d", 0, 256 << 20, 5)

@@ -12,7 +12,7 @@ from sqlite_check import readable_rows
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
-from traceadvisor.importers import detect, rpd
+from traceadvisor.importers import detect, load_trace, rpd
 
 GFX90A = "rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd"
 VLLM = "rpd/rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd"
@@ -37,7 +37,7 @@ def _sql(path, q):
 
 @pytest.fixture(scope="module")
 def traces(traces_dir):
-    return {name: rpd.read(traces_dir / name) for name in (GFX90A, VLLM)}
+    return {name: load_trace(traces_dir / name, cache=False) for name in (GFX90A, VLLM)}
 
 
 @pytest.mark.parametrize("name", [GFX90A, VLLM])

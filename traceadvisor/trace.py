@@ -16,7 +16,7 @@ CAPABILITIES: dict[str, str] = {
     "copies": "GPU memory copies with direction",
     "copy_bytes": "bytes per copy",
     "copy_memory_kind": "pageable/pinned recorded by the profiler for host copies",
-    "copy_memory_inferred": "pageable/pinned inferred from timing evidence (AMD)",
+    "copy_memory_inferred": "pageable/pinned inferred from timing evidence (formats that do not record it)",
     "runtime_api": "host runtime/driver API calls (launches, copies, syncs)",
     "correlation": "links from host API calls to the GPU work they launched",
     "cpu_ops": "framework operators (aten::*)",

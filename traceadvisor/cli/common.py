@@ -71,10 +71,5 @@ def load_all(paths: list[Path], no_cache: bool = False, device: str | None = Non
     out = []
     with Progress() if progress is None else nullcontext(progress) as prog:
         for p in paths:
-            t = load_trace(p, cache=not no_cache, progress=prog)
-            if device:
-                from traceadvisor.device_override import apply_device
-
-                t = apply_device(t, device)
-            out.append(t)
+            out.append(load_trace(p, cache=not no_cache, progress=prog, device=device))
     return out

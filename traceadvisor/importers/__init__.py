@@ -74,21 +74,38 @@ def cached_file(path: str | Path) -> Path | None:
     return f if f.is_file() else None
 
 
-def load_trace(path: str | Path, *, cache: bool = True, progress: Progress | None = None) -> Trace:
-    """Import ``path`` (any supported format) into a canonical :class:`Trace`."""
+def load_trace(
+    path: str | Path, *, cache: bool = True, progress: Progress | None = None, device: str | None = None
+) -> Trace:
+    """Import ``path`` (any supported format) into a canonical :class:`Trace`.
+
+    The cache holds what the importer read; the post-import views run on every load, after ``device`` (a GPU
+    model for traces that do not record one): host-memory (pageable/pinned) inference for every format.
+    """
     from traceadvisor import cache as _cache
 
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist", "Check the path")
     mod = detect(p)
+    trace = None
     if cache:
         with stage(progress, f"reading {p.name} from the import cache"):
-            hit = _cache.get(p, mod.NAME)
-        if hit is not None:
-            return hit
-    trace = mod.read(p, progress=progress)
-    if cache:
-        with stage(progress, "writing the import cache"):
-            _cache.put(p, mod.NAME, trace)
-    return trace
+            trace = _cache.get(p, mod.NAME)
+    if trace is None:
+        trace = mod.read(p, progress=progress)
+        if cache:
+            with stage(progress, "writing the import cache"):
+                _cache.put(p, mod.NAME, trace)
+    return after_import(trace, device)
+
+
+def after_import(trace: Trace, device: str | None = None) -> Trace:
+    """The views every imported trace gets: ``--device`` first, then the host-memory inference."""
+    from traceadvisor.importers._host_memory import with_memory_inference
+
+    if device:
+        from traceadvisor.device_override import apply_device
+
+        trace = apply_device(trace, device)
+    return with_memory_inference(trace)

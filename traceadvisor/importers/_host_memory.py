@@ -1,4 +1,11 @@
-"""Host memory (pageable / pinned) of host<->device copies, inferred where the trace does not record it."""
+"""Host memory (pageable / pinned) of host<->device copies: a view applied to every trace after import.
+
+Profilers record the host side of a copy on CUDA (Kineto ``Memcpy HtoD (Pageable -> Device)``, nsys ``srcKind``)
+but not on ROCm (rpd, rocpd, rocprof, and Kineto's ``Memcpy HtoD (Host -> Device)``). Where a host-side memory
+kind is missing or ``unknown``, it is inferred from bandwidth and host blocking (formats.md 6.2), marked
+``memory_inferred`` and explained in ``args.memory_inference``; recorded values are never replaced.
+``importers.load_trace`` applies it to every format, after ``--device`` (the link rate depends on the model).
+"""
 
 from __future__ import annotations
 
@@ -9,55 +16,45 @@ from traceadvisor.importers.amd_common import MIB, json_object, merge_json
 from traceadvisor.schema.columns import COLUMN_NAMES
 from traceadvisor.trace import Device, Trace
 
-PINNED_ALLOC_RE = r"^(hipHostMalloc|hipHostAlloc|hipMallocHost|hipHostRegister|hipExtHostAlloc)"
+PINNED_ALLOC_RE = (
+    r"^(hipHostMalloc|hipHostAlloc|hipMallocHost|hipHostRegister|hipExtHostAlloc"
+    r"|cudaHostAlloc|cudaMallocHost|cudaHostRegister|cuMemHostAlloc|cuMemAllocHost|cuMemHostRegister)"
+)
+PINNED_ALLOC_NAMES = {"amd": "hipHostMalloc/hipHostRegister", "nvidia": "cudaHostAlloc/cudaHostRegister"}
 
 
 def count_pinned_allocs(names: pl.Series) -> int:
     return int(names.str.contains(PINNED_ALLOC_RE).sum() or 0)
 
 
-LOW_BW_FRACTION = (
-    0.6  # below: likely pageable (between observed pageable max and pinned min, devices.md section 4)
-)
-
-
+LOW_BW_FRACTION = 0.6  # below: likely pageable (between observed pageable max and pinned min, devices.md 4)
 HIGH_BW_FRACTION = 0.8  # at or above: likely pinned
-
-
 BLOCKING_FRACTION = 0.8  # host call lasting >= 0.8x the copy: it waited for (staged) the transfer
-
-
 DEFAULT_LINK_GBS = 25.0  # PCIe Gen4 x16 practical pinned rate when the device model is unknown
 
 
-SYNC_COPY_APIS = (
-    "hipMemcpy",
-    "hipMemcpyWithStream",
-    "hipMemcpyHtoD",
-    "hipMemcpyDtoH",
-    "hipMemcpy2D",
-    "hipMemcpyFromSymbol",
-    "hipMemcpyToSymbol",
-    "cudaMemcpy",
-)
+def _link_row(device: int | None, m: Model | None) -> dict:
+    return {
+        "device": device,
+        "_link": m.link_pinned_gbs if m else None,
+        "_link_name": m.link if m else None,
+        "_integrated": bool(m.integrated) if m else False,
+    }
 
 
-def _device_links(devices: list[Device]) -> pl.DataFrame:
+def _device_links(devices: list[Device], used: list[int]) -> pl.DataFrame:
+    """Link rate per device index; a copy on a device the metadata does not list (a process that saw one GPU
+    through HIP/CUDA_VISIBLE_DEVICES) takes the model when every listed device has the same one."""
     from traceadvisor.devices import BY_KEY
 
-    rows = []
-    for d in devices:
-        m: Model | None = BY_KEY.get(d.model or "")
-        rows.append(
-            {
-                "device": d.index,
-                "_link": m.link_pinned_gbs if m else None,
-                "_link_name": m.link if m else None,
-                "_integrated": bool(m.integrated) if m else False,
-            }
-        )
+    rows = {d.index: _link_row(d.index, BY_KEY.get(d.model or "")) for d in devices}
+    models = {d.model for d in devices}
+    only = BY_KEY.get(next(iter(models)) or "") if len(models) == 1 else None
+    for i in used:
+        if i not in rows and only is not None:
+            rows[i] = _link_row(i, only)
     return pl.DataFrame(
-        rows,
+        list(rows.values()),
         schema={"device": pl.Int32, "_link": pl.Float64, "_link_name": pl.String, "_integrated": pl.Boolean},
     )
 
@@ -73,7 +70,7 @@ def _lower(conf: pl.Expr) -> pl.Expr:
 
 
 def infer_host_memory(
-    ev: pl.DataFrame, devices: list[Device], *, runtime_traced: bool
+    ev: pl.DataFrame, devices: list[Device], *, runtime_traced: bool, vendor: str = "amd"
 ) -> tuple[pl.DataFrame, int]:
     """Fill ``src_memory``/``dst_memory`` of host copies with an inferred pageable/pinned and its evidence.
 
@@ -93,27 +90,37 @@ def infer_host_memory(
     """
     is_copy = pl.col("kind") == "memcpy"
     d2d = pl.col("copy_kind").is_in(["d2d", "p2p"])
-    ev = ev.with_columns(
-        src_memory=pl.when(is_copy & d2d)
+    recorded = pl.col("memory_inferred")
+    src, dst = pl.col("src_memory"), pl.col("dst_memory")
+    src_dev = is_copy & (d2d | (pl.col("copy_kind") == "d2h")) & (src.is_null() | (src == "unknown"))
+    dst_dev = is_copy & (d2d | (pl.col("copy_kind") == "h2d")) & (dst.is_null() | (dst == "unknown"))
+    ev = ev.with_columns(  # what the copy direction says; recorded values kept
+        src_memory=pl.when(src_dev)
         .then(pl.lit("device"))
-        .when(is_copy & (pl.col("copy_kind") == "d2h"))
+        .otherwise(pl.coalesce(src, pl.when(is_copy).then(pl.lit("unknown")))),
+        dst_memory=pl.when(dst_dev)
         .then(pl.lit("device"))
-        .when(is_copy)
-        .then(pl.lit("unknown")),
-        dst_memory=pl.when(is_copy & d2d)
-        .then(pl.lit("device"))
-        .when(is_copy & (pl.col("copy_kind") == "h2d"))
-        .then(pl.lit("device"))
-        .when(is_copy)
-        .then(pl.lit("unknown")),
-        memory_inferred=pl.when(is_copy & d2d).then(pl.lit(False)).otherwise(pl.lit(None, dtype=pl.Boolean)),
+        .otherwise(pl.coalesce(dst, pl.when(is_copy).then(pl.lit("unknown")))),
+        memory_inferred=pl.when(recorded.is_not_null())
+        .then(recorded)
+        .when(is_copy & d2d)
+        .then(pl.lit(False))
+        .otherwise(pl.lit(None, dtype=pl.Boolean)),
+    )
+    host_side = (
+        pl.when(pl.col("copy_kind") == "h2d").then(pl.col("src_memory")).otherwise(pl.col("dst_memory"))
+    )
+    host_unknown = is_copy & pl.col("copy_kind").is_in(["h2d", "d2h"]) & host_side.is_in(["unknown", "host"])
+    ev = ev.with_columns(  # an unknown host side is not a recorded fact
+        memory_inferred=pl.when(host_unknown).then(None).otherwise(pl.col("memory_inferred"))
     )
     cand_mask = (
-        is_copy
-        & pl.col("copy_kind").is_in(["h2d", "d2h"])
+        host_unknown
         & (pl.col("bytes") >= MIB)
         & (pl.col("dur_ns") > 0)
+        & ~pl.col("args").fill_null("").str.contains('"memory_inference"', literal=True)
     )
+    alloc_names = PINNED_ALLOC_NAMES.get(vendor, "pinned host allocations")
     if ev.select(cand_mask.any()).item() is not True:
         return ev, 0
     ev = ev.with_row_index("_i")
@@ -129,8 +136,9 @@ def infer_host_memory(
         ev.filter(cand_mask)
         .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind")
         .join(api, on="correlation_id", how="left")
-        .join(_device_links(devices), on="device", how="left")
     )
+    used = [int(x) for x in c.get_column("device").drop_nulls().unique()]
+    c = c.join(_device_links(devices, used), on="device", how="left")
     link_known = pl.col("_link").is_not_null()
     link = pl.col("_link").fill_null(DEFAULT_LINK_GBS)
     gbps = pl.col("bytes") / pl.col("dur_ns")
@@ -217,9 +225,9 @@ def infer_host_memory(
                 [
                     pl.col("reason"),
                     pl.lit(
-                        f"; {n_pinned} pinned-allocation calls (hipHostMalloc/hipHostRegister) in the trace"
+                        f"; {n_pinned} pinned-allocation calls ({alloc_names}) in the trace"
                         if n_pinned
-                        else "; no hipHostMalloc/hipHostRegister in the trace"
+                        else f"; no {alloc_names} in the trace"
                     ),
                 ]
             ),
@@ -271,9 +279,16 @@ def infer_host_memory(
 
 
 def with_memory_inference(trace: Trace) -> Trace:
-    """Run the pageable/pinned inference on a finished timeline trace (adds ``copy_memory_inferred``)."""
+    """The view: pageable/pinned inferred on a trace's host copies where not recorded (adds
+    ``copy_memory_inferred``). A trace without copies is returned as it is."""
+    ev = trace.events
+    if ev.height == 0 or ev.select((pl.col("kind") == "memcpy").any()).item() is not True:
+        return trace
     ev, n = infer_host_memory(
-        trace.events, trace.meta.devices, runtime_traced="runtime_api" in trace.meta.capabilities
+        ev,
+        trace.meta.devices,
+        runtime_traced="runtime_api" in trace.meta.capabilities,
+        vendor=trace.meta.vendor,
     )
     if n:
         trace.meta.capabilities.add("copy_memory_inferred")

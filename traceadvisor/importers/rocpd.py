@@ -34,7 +34,6 @@ import polars as pl
 
 from traceadvisor.errors import InputError
 from traceadvisor.importers import _amd_devices as amd_dev
-from traceadvisor.importers import _host_memory as hm
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
@@ -597,4 +596,4 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
         ).height
         > 0,
     )
-    return hm.with_memory_inference(trace)
+    return trace

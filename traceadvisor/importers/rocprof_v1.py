@@ -42,7 +42,6 @@ from traceadvisor.importers import _amd_devices as amd_dev
 from traceadvisor.importers import _amd_files as files
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import _amd_stats as st
-from traceadvisor.importers import _host_memory as hm
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
@@ -168,7 +167,7 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
         ).height
         > 0,
     )
-    return hm.with_memory_inference(trace)
+    return trace
 
 
 # ---------------------------------------------------------------------------------------------------------------

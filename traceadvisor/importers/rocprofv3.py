@@ -38,7 +38,6 @@ from traceadvisor.importers import _amd_devices as amd_dev
 from traceadvisor.importers import _amd_files as files
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import _amd_stats as st
-from traceadvisor.importers import _host_memory as hm
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
@@ -518,7 +517,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]]) -> Trace:
         .height
     )
     ac.timeline_caps(meta, kinds, copy_bytes=False, correlation=linked > 0)
-    return hm.with_memory_inference(trace)
+    return trace
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -967,4 +966,4 @@ def read_json(path: Path) -> Trace:
         ).height
         > 0,
     )
-    return hm.with_memory_inference(trace)
+    return trace

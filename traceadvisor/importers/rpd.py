@@ -33,7 +33,6 @@ import polars as pl
 
 from traceadvisor.errors import InputError
 from traceadvisor.importers import _amd_devices as amd_dev
-from traceadvisor.importers import _host_memory as hm
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
@@ -574,7 +573,7 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
     )
     if trace.events.filter(pl.col("input_dims").is_not_null()).height:
         meta.capabilities.add("input_shapes")
-    return hm.with_memory_inference(trace)
+    return trace
 
 
 STRING_REFS = {
