@@ -686,3 +686,78 @@ def unknown_device_reason(trace) -> str:
     else:
         what = "the trace records no GPU model and no architecture-named kernels"
     return f"{what}; name it with --device MODEL (e.g. --device 'H200 SXM 141GB')"
+
+
+# --- GPU-to-GPU links for collectives (devices.md section 4): peak per direction per GPU, in GB/s -------------
+# Bus bandwidth (nccl-tests' busbw) is compared with these. No trace records the topology: the intra-node link
+# follows from the model; a group larger than one node (more than GPUS_PER_NODE ranks) is assumed to cross the
+# inter-node network, one NIC per GPU.
+GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    gbs: float  # peak per direction per GPU, GB/s (10^9 B/s)
+    source: str
+
+
+LINKS: dict[str, Link] = {
+    "nvlink3": Link("NVLink 3 (12 links)", 300.0, "devices.md §4: A100 datasheet, 600 GB/s bidirectional"),
+    "nvlink4": Link(
+        "NVLink 4 (18 links)", 450.0, "devices.md §4: H100/H200 datasheets, 900 GB/s bidirectional"
+    ),
+    "nvlink_bridge_h100": Link(
+        "NVLink bridge (H100 NVL)", 300.0, "devices.md §4: 600 GB/s bidirectional (unverified)"
+    ),
+    "nvlink_bridge_h200": Link(
+        "NVLink bridge (H200 NVL)", 450.0, "devices.md §4: 900 GB/s bidirectional (unverified)"
+    ),
+    "nvlink2": Link("NVLink 2 (6 links)", 150.0, "NVIDIA V100 SXM2 datasheet: 300 GB/s bidirectional"),
+    "xgmi_mi300": Link(
+        "Infinity Fabric / xGMI (7 links)", 448.0, "devices.md §4: MI300X page, 7 x 128 GB/s bidirectional"
+    ),
+    "xgmi_mi250": Link(
+        "Infinity Fabric / xGMI (MI250X, 8 links)", 400.0, "devices.md §4: MI250X page, 800 GB/s aggregate"
+    ),
+    "xgmi_mi210": Link(
+        "Infinity Fabric bridge (MI210)", 150.0, "devices.md §4: MI210 page, 300 GB/s aggregate"
+    ),
+    "pcie3": Link("PCIe Gen3 x16", 15.75, "devices.md §4: 8 GT/s, 128b/130b"),
+    "pcie4": Link("PCIe Gen4 x16", 31.5, "devices.md §4: 16 GT/s"),
+    "pcie5": Link("PCIe Gen5 x16", 63.0, "devices.md §4: 32 GT/s"),
+    "ib_hdr": Link(
+        "InfiniBand HDR 200 Gb/s (one NIC per GPU, assumed)", 25.0, "200 Gb/s = 25 GB/s per direction"
+    ),
+    "ib_ndr": Link(
+        "InfiniBand NDR 400 Gb/s (one NIC per GPU, assumed)", 50.0, "400 Gb/s = 50 GB/s per direction"
+    ),
+}
+# model key -> (intra-node link, inter-node link); models not listed: the host link (PCIe) within a node
+SCALE_LINKS: dict[str, tuple[str, str]] = {
+    "A100 SXM4 40GB": ("nvlink3", "ib_hdr"),
+    "A100 SXM4 80GB": ("nvlink3", "ib_hdr"),
+    "H100 SXM5 80GB": ("nvlink4", "ib_ndr"),
+    "H200 SXM 141GB": ("nvlink4", "ib_ndr"),
+    "H100 NVL 94GB": ("nvlink_bridge_h100", "ib_ndr"),
+    "H200 NVL 141GB": ("nvlink_bridge_h200", "ib_ndr"),
+    "V100 SXM2": ("nvlink2", "ib_hdr"),
+    "MI300X": ("xgmi_mi300", "ib_ndr"),
+    "MI325X": ("xgmi_mi300", "ib_ndr"),
+    "MI250X GCD": ("xgmi_mi250", "ib_hdr"),
+    "MI250 GCD": ("xgmi_mi250", "ib_hdr"),
+    "MI210": ("xgmi_mi210", "ib_hdr"),
+}
+
+
+def collective_link(model: Model | None, group_size: int | None) -> Link | None:
+    """The link a collective of ``group_size`` ranks runs over on ``model`` GPUs (see ``SCALE_LINKS``)."""
+    if model is None:
+        return None
+    intra, inter = SCALE_LINKS.get(model.key, (None, "ib_ndr" if "Gen5" in model.link else "ib_hdr"))
+    if group_size and group_size > GPUS_PER_NODE:
+        return LINKS[inter]
+    if intra:
+        return LINKS[intra]
+    gen = re.search(r"Gen(\d)", model.link)
+    return LINKS.get(f"pcie{gen.group(1)}") if gen else None

@@ -1,38 +1,50 @@
-"""A rank whose compute per step is much longer than its peers' (the whole job waits for it)
+"""A rank the others wait for at a collective (the straggler of the step), and what it did instead
 
 ## What it detects
-In a multi-rank job, a rank whose GPU compute time in a step (kernels other than collectives) exceeds the median
-of the other ranks' compute in the same step by more than ``min_excess``. Synchronous data parallelism makes every
-rank wait for the slowest one at the next collective, so that rank sets the step time of the whole job.
+In a multi-rank job, the rank that arrives last at a collective (all-reduce, all-gather, reduce-scatter,
+all-to-all, broadcast, send/recv; NCCL, RCCL or symmetric-memory kernels) while every other rank of the group has
+already started it and waits. Per straggling collective it names what the late rank did instead, in the time
+between its previous collective and its arrival, against the median of the ranks that waited: **host work**
+(the GPU idle while the CPU runs Python, launches or synchronises), **data loading** (the GPU idle while the
+DataLoader fetches a batch) or **GPU compute** (more or slower kernels).
 
 ## Why it matters
-The other ranks spend the difference inside their collectives, waiting: in COM001 it shows up as exposed
-communication on the fast ranks, which no NCCL / RCCL tuning can fix. Typical causes are uneven work (unbalanced
-sequence lengths, embedding shards, pipeline stages), a slower or throttled GPU (power, thermals, a degraded link),
-or host-side interference on one node.
+Synchronous data parallelism moves at the pace of the slowest rank: every other rank sits inside the collective
+kernel until the last one arrives, so the whole job loses the skew at every such collective. On the waiting ranks
+this looks like slow communication (COM001 reports it as exposed collective time), which no NCCL / RCCL tuning can
+fix: the fix is on the late rank.
 
 ## How it is measured
-The rule needs the traces of several ranks of one job in one trace (``merge_ranks`` concatenates per-rank traces
-whose clocks are comparable, e.g. Kineto's Unix-epoch timestamps). Steps are matched across ranks by name
-(``ProfilerStep#N``). For each rank and step, ``views.covered_ns`` measures the step time covered by the rank's
-merged non-collective kernels; each rank is compared with the median of the *other* ranks in the same step (so two
-ranks compare with each other). ``impact_ns`` is the excess compute time, an upper bound of what balancing would
-save per step for the job. On a single-rank trace the rule is skipped with that reason.
+From the compact per-rank tables (``traceadvisor.scaleout.tables``: one row per collective kernel and per step;
+``analyze --job`` builds them in one worker per rank). The same collective is matched across ranks by (process
+group, operation, position among the rank's collectives of that group and operation). Rank clocks are aligned
+first: the collective ends together on every rank, so each rank's offset is the median deviation of its collective
+end times (``crossrank.clock_offsets``). A rank's arrival is its kernel's start; ``skew`` is the latest minus the
+earliest arrival, and the latest rank is the one the others waited for. A collective counts when its skew is at
+least ``min_skew_ms`` and ``min_skew_pct`` % of the median step time. ``impact_ns`` is the skew: the time every
+other rank waited for this one at that collective (what balancing it would save the job, an upper bound since the
+next-latest rank becomes the bound). The cause is the largest of the late rank's excess host, data-loading and
+compute time before the arrival over the waiting ranks' median.
 
-Thresholds, from the real traces: ``hta_sampled_job128_rank0`` / ``_rank1`` (ranks 0 and 1 of a 128-rank job)
-run 106.3 and 104.1 ms of compute in steps 551 and 552 on rank 0 against 135.5 and 136.4 ms on rank 1 (+28 % and
-+31 %), while rank 0 spends 195-201 ms per step in SendRecv collectives against rank 1's 168-211 ms.
-``min_excess = 0.15`` flags rank 1 and leaves normal jitter (a few percent between identical ranks) alone.
+Thresholds, from the synthetic 64-rank jobs of ``tools/make_job.py`` (time-shifted copies of real rank traces with a
+planted delay, see tests/test_job.py): a planted 20 ms of host work per step on one rank is found as 20.0 ms of skew
+per step and named host work, against 0-0.3 ms of planted jitter on the others. On the two real ranks of
+``hta_sampled_job128`` (ranks 0 and 1 of 128, SendRecv all-to-all, 607-623 ms steps), after clock alignment rank 1
+arrives last at 5 of the 10 collectives with 22-164 ms of skew (376 ms in all) and rank 0 at 2 (40 and 93 ms); the
+other three skews (0.1, 1.1 and 3.1 ms) stay under ``min_skew_pct = 1`` % of the step. ``min_skew_ms = 1`` keeps
+sub-millisecond jitter of short steps out.
 
 ## Known false positives
-Ranks with different roles (pipeline stages, parameter servers, the rank that also logs or evaluates) differ by
-design. A subset of ranks (2 of 128 here) may miss the real straggler. Compute time is kernel time: a rank slowed
-down on the host (data loading, Python) shows up as longer steps but not as longer compute, and is reported by
-IDL001 / DLD001 on that rank instead.
+A rank that is last by design (the rank that logs, evaluates or checkpoints, a pipeline stage with more layers)
+is reported too: the finding is right that the job waits, but the fix may be to move that work off the critical
+path rather than to balance it. Clock alignment assumes a collective ends at nearly the same time on every rank;
+for send/recv-only traces (pipeline parallelism) the alignment is rougher. With only a subset of the job's ranks
+the real straggler may be absent, and the last rank of the subset is reported.
 
 ## References
-- HolisticTraceAnalysis, temporal breakdown and straggler detection across ranks: https://hta.readthedocs.io/
+- HolisticTraceAnalysis, straggler and collective analysis across ranks: https://hta.readthedocs.io/
 - PyTorch distributed, NCCL flight recorder and straggler debugging: https://docs.pytorch.org/docs/stable/distributed.html
+- nccl-tests performance notes (algorithm and bus bandwidth): https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
 - NCCL environment variables (NCCL_DEBUG): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 """
 
@@ -43,138 +55,120 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.schema import views
+from traceadvisor.scaleout import crossrank
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
 RULE = Rule(
     code="STR001",
     name="straggler",
-    title="A rank computes much longer per step than its peers",
-    summary="rank {rank} computed {excess_pct_max:.0f}% longer than the other ranks in {count} step(s): the job "
-    "waits up to {impact_ms:.1f} ms for it ({share_pct:.1f}% of the trace)",
+    title="The other ranks wait for one rank at collectives",
+    summary="rank {rank} arrived last at {count} collective(s) in {steps} step(s): the other ranks waited "
+    "{impact_ms:.1f} ms for it ({share_pct:.1f}% of the job); before arriving it spent {excess_ms:.1f} ms more "
+    "than they did on {cause}",
     advice={
-        "common": "Find why this rank does more or slower work: compare its inputs (sequence lengths, batch "
-        "composition, embedding shard sizes) with the other ranks', balance them (length-grouped or "
-        "token-balanced batching, even sharding), and check the GPU and node health of that rank.",
-        "torch": "Log per-rank step and compute time (torch.cuda.Event) to confirm; for variable-length data use "
-        "length-bucketed or packed batches; with FSDP / pipeline parallelism rebalance layer assignment; "
-        "TORCH_NCCL_ENABLE_MONITORING and the NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) show "
-        "which rank arrives last at a collective.",
-        "nvidia": "Check the slow rank's GPU with nvidia-smi -q -d PERFORMANCE,CLOCK (throttle reasons: power, "
-        "thermal), nvidia-smi nvlink -s and dcgmi diag; compare SM clocks across ranks in Nsight Systems "
-        "(--gpu-metrics-device).",
-        "amd": "Check the slow rank's GPU with amd-smi metric (power, temperature, clock throttling) and "
-        "rocm-smi --showperflevel; run rvs / rocm-validation-suite or TransferBench on that node; on "
-        "MI300X, confirm the partition mode (SPX/CPX) and NPS setting match the other nodes.",
+        "common": "Fix the late rank, not the network: move host work off its critical path (logging, metrics, "
+        "checkpointing, evaluation on one rank), give its input pipeline more workers or prefetching when data "
+        "loading is the cause, and balance its work (sequence lengths, embedding shards, pipeline stages) when "
+        "GPU compute is; then check the GPU and node health of that rank.",
+        "torch": "DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor); keep "
+        "rank-0-only work (logging, torch.save, eval) asynchronous or outside the step; avoid .item() / "
+        "print of tensors on one rank; length-bucketed or packed batches for variable lengths; the NCCL flight "
+        "recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) and TORCH_NCCL_ENABLE_MONITORING confirm who arrives last.",
+        "nvidia": "Check the late rank's GPU with nvidia-smi -q -d PERFORMANCE,CLOCK (throttle reasons), "
+        "nvidia-smi nvlink -s and dcgmi diag; NCCL_DEBUG=INFO shows its transport; compare its CPU affinity "
+        "(numactl, nvidia-smi topo -m) with the other ranks'.",
+        "amd": "Check the late rank's GPU with amd-smi metric (power, temperature, clocks) and rocm-smi "
+        "--showperflevel; NCCL_DEBUG=INFO (RCCL) shows its transport; compare its CPU / NUMA binding "
+        "(rocm-smi --showtopo) and, on MI300X, the partition (SPX/CPX) and NPS mode with the other nodes.",
     },
-    needs=("kernels", "steps"),
+    needs=("kernels",),
     options={
-        "min_excess": Option(
-            0.15,
-            "fraction",
-            "flag a rank whose step compute exceeds the other ranks' median by more than this",
+        "min_skew_ms": Option(
+            1.0, "ms", "report a collective whose last rank arrives this much after the first"
         ),
+        "min_skew_pct": Option(1.0, "% of step", "and at least this share of the job's median step time"),
     },
     confidence="medium",
 )
 
 
 def merge_ranks(traces: list[Trace]) -> Trace:
-    """One trace holding the events of several ranks of one job (what ``analyze --job`` does)."""
+    """One trace holding the events of several ranks of one job."""
     from traceadvisor.job import merge_job
 
     return merge_job(traces)
 
 
-def _ranks_with_steps(trace: Trace) -> int:
+def _ranks(trace: Trace) -> int:
     ev = trace.events
     if ev.height == 0:
         return 0
-    return int(ev.filter(pl.col("kind") == "step").select(pl.col("rank").drop_nulls().n_unique()).item())
+    coll = ev.filter(pl.col("category") == "collective")
+    return int(coll.select(pl.col("rank").drop_nulls().n_unique()).item()) if coll.height else 0
 
 
 def requires(trace: Trace) -> str | None:
-    n = _ranks_with_steps(trace)
+    n = _ranks(trace)
     if n < 2:
         return (
-            f"compares ranks of one job, but this trace holds the steps of {n} rank(s); analyse the ranks' "
-            "traces together with `traceadvisor analyze --job rank0 rank1 ...` to use it"
+            f"compares ranks of one job, but this trace holds the collectives of {n} rank(s); analyse the ranks' "
+            "traces together with `traceadvisor analyze --job rank0 rank1 ...` (or a folder) to use it"
         )
     return None
 
 
-def step_compute(trace: Trace) -> pl.LazyFrame:
-    """Per (rank, step name): step interval, the rank's device and its non-collective kernel time in the step."""
-    lf = trace.lazy()
-    k = views.kernels(lf).filter(pl.col("device").is_not_null())
-    busy = views.merge_intervals(k.filter(pl.col("category") != "collective"), ["rank"])
-    dev = k.group_by("rank").agg(pl.col("device").mode().first())
-    st = views.steps(lf).select("rank", pl.col("name").alias("step"), "start_ns", "end_ns")
-    return (
-        views.covered_ns(st, busy, ["rank"])
-        .rename({"covered_ns": "compute_ns"})
-        .join(dev, on="rank", how="left", nulls_equal=True)
-    )
+def detect_tables(tables: crossrank.JobTables, options: dict[str, Any]) -> pl.DataFrame:
+    """The straggling collectives of a job from its per-rank tables (what ``analyze --job`` calls)."""
+    return crossrank.stragglers(tables, int(options["min_skew_ms"] * 1e6), float(options["min_skew_pct"]))
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
-    sc = step_compute(trace)
-    others = (
-        sc.select("rank", "step", "compute_ns")
-        .join(
-            sc.select(pl.col("rank").alias("other"), "step", pl.col("compute_ns").alias("other_ns")),
-            on="step",
-            how="inner",
-        )
-        .filter(pl.col("rank") != pl.col("other"))
-        .group_by("rank", "step")
-        .agg(pl.col("other_ns").median().alias("others_median_ns"), pl.len().alias("peers"))
-    )
-    out = sc.join(others, on=["rank", "step"], how="inner").with_columns(
-        excess=pl.col("compute_ns") / pl.col("others_median_ns") - 1.0,
-        impact_ns=(pl.col("compute_ns") - pl.col("others_median_ns")).round(0).cast(pl.Int64),
-    )
-    return (
-        out.filter((pl.col("others_median_ns") > 0) & (pl.col("excess") > options["min_excess"]))
-        .select(
-            "rank",
-            "device",
-            "start_ns",
-            "end_ns",
-            "impact_ns",
-            "step",
-            (pl.col("compute_ns") / 1e6).alias("compute_ms"),
-            (pl.col("others_median_ns") / 1e6).alias("others_median_ms"),
-            (pl.col("excess") * 100).alias("excess_pct"),
-            "peers",
-        )
-        .sort("rank", "start_ns")
-    )
+    return detect_tables(crossrank.JobTables.from_trace(trace), options).lazy()
 
 
-def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
-    every = (
-        step_compute(trace)
-        .select("rank", "step", (pl.col("compute_ns") / 1e6).alias("compute_ms"))
-        .sort("step", "rank")
-        .collect()
-    )
+def evidence(rows: pl.DataFrame, trace: Any, options: dict[str, Any]) -> dict[str, Any]:
+    causes = rows.group_by("cause").agg(pl.len().alias("n"), pl.col("impact_ns").sum()).sort("impact_ns")
+    cause = causes["cause"][-1]
+    col = {
+        "host work": "excess_host_ms",
+        "data loading": "excess_data_ms",
+        "GPU compute": "excess_compute_ms",
+    }
+    mine = rows.filter(pl.col("cause") == cause)
     return {
-        "excess_pct_max": float(rows["excess_pct"].max()),
-        "ranks_compared": int(every["rank"].n_unique()),
-        "compute_ms_by_rank_and_step": every.to_dicts()[:64],
+        "cause": cause,
+        "excess_ms": float(mine[col[cause]].sum()),
+        "steps": int(rows["step"].n_unique()) if rows["step"].null_count() < rows.height else 0,
+        "skew_ms_max": float(rows["skew_ms"].max()),
+        "skew_ms_median": float(rows["skew_ms"].median()),
+        "ranks_matched": int(rows["ranks_matched"].max()),
+        "causes": causes.select("cause", "n", (pl.col("impact_ns") / 1e6).alias("waited_ms")).to_dicts(),
     }
 
 
-def _rank_trace(rank: int, compute_us: float) -> Trace:
+def _rank_trace(rank: int, host_us: float) -> Trace:
+    """One rank of a 4-rank DDP-like job: host work, 1 ms of compute, then an all-reduce every rank joins."""
     b = TraceBuilder(name=f"str001_rank{rank}")
+    late = 1500.0
     for i in range(3):
-        t = i * 2000.0
-        b.step(i, t, 1900)
-        b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", t + 10, compute_us)
+        t = i * 4000.0
+        b.step(i, t, 3900)
+        b.cpu_op("optimizer_and_logging", t, 100 + host_us)
+        b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", t + 100 + host_us, 1000)
+        arrive = t + 1100 + host_us
+        end = t + 1100 + late + 400  # the all-reduce completes when the last rank (1.5 ms late at most) is in
         b.kernel(
-            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 10 + compute_us, 1800 - compute_us, stream=40
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            arrive,
+            end - arrive,
+            stream=40,
+            args={
+                "Collective name": "allreduce",
+                "In msg nelems": 4194304,
+                "dtype": "BFloat16",
+                "Group size": 4,
+            },
         )
     t = b.build()
     t.events = t.events.with_columns(rank=pl.lit(rank, dtype=pl.Int32))
@@ -183,10 +177,10 @@ def _rank_trace(rank: int, compute_us: float) -> Trace:
 
 
 def example_bad() -> Trace:
-    """Four ranks of one job; rank 3 computes 1.5 ms per step where the others compute 1.0 ms."""
-    return merge_ranks([_rank_trace(r, 1500 if r == 3 else 1000) for r in range(4)])
+    """Four ranks of one job; rank 3 does 1.5 ms of extra host work per step, so the others wait for it."""
+    return merge_ranks([_rank_trace(r, 1500 if r == 3 else 0) for r in range(4)])
 
 
 def example_good() -> Trace:
-    """The same job with balanced ranks (1.00-1.04 ms of compute each)."""
-    return merge_ranks([_rank_trace(r, 1000 + 10 * r) for r in range(4)])
+    """The same job with balanced ranks (0-30 us of jitter in host work)."""
+    return merge_ranks([_rank_trace(r, 10 * r) for r in range(4)])

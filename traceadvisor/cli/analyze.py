@@ -16,6 +16,7 @@ from traceadvisor.cli.common import (
     progress_option,
     resolve_traces,
 )
+from traceadvisor.errors import UsageError
 
 
 def print_summary(res) -> None:
@@ -26,6 +27,8 @@ def print_summary(res) -> None:
     from traceadvisor.cli.info import fmt_ns
 
     con = Console(highlight=False, width=140)
+    if getattr(res, "job", None) is not None:
+        _print_job(con, res.job)
     for t in res.traces:
         dev = ", ".join(sorted({d.model or d.name or "?" for d in t.meta.devices})) or "no GPU recorded"
         con.print(
@@ -61,7 +64,74 @@ def print_summary(res) -> None:
         con.print(f"[red]rule {e['rule']} failed on {escape(e['trace'])}:[/red] {escape(e['error'])}")
 
 
+def _print_job(con, job) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    sk = job.skew
+    con.print(
+        f"[bold]{escape(job.name)}[/bold]  world size {job.world_size}, {job.executor}, "
+        f"{job.timing.get('wall_s', 0):.1f} s"
+        + (
+            f"; {sk['matched']} collectives matched, skew median {sk['skew_median_ms']:.2f} ms, "
+            f"max {sk['skew_max_ms']:.2f} ms"
+            if sk.get("matched")
+            else ""
+        )
+    )
+    for w in job.warnings:
+        con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
+    rows = sorted(job.ranks, key=lambda r: (-(r.get("others_waited_ms") or 0), r["rank"]))[:16]
+    tab = Table(title=f"ranks (the {len(rows)} the others waited for most, of {len(job.ranks)})")
+    for h in (
+        "rank",
+        "step ms",
+        "compute ms",
+        "exposed comm ms",
+        "wait ms",
+        "late ms",
+        "last at",
+        "others waited ms",
+    ):
+        tab.add_column(h, justify="right")
+    for r in rows:
+        tab.add_row(
+            str(r["rank"]),
+            *(
+                f"{r.get(k) or 0:.2f}"
+                for k in ("step_ms", "compute_ms", "exposed_comm_ms", "wait_ms", "late_ms")
+            ),
+            str(r.get("last_at") or 0),
+            f"{r.get('others_waited_ms') or 0:.1f}",
+        )
+    con.print(tab)
+
+
+def _run_job(traces, select, ignore, packs, opts, config, no_cache, device, dask_address, workers, prog):
+    from traceadvisor.engine.config import find_config, load_config
+    from traceadvisor.job import analyze_job
+
+    res = analyze_job(
+        traces,
+        select=select,
+        ignore=ignore,
+        packs=packs,
+        cli_options=opts,
+        config=Path(config) if config else None,
+        cache=not no_cache,
+        device=device,
+        dask=dask_address,
+        workers=workers,
+        progress=prog,
+    )
+    return res, load_config(Path(config) if config else find_config())
+
+
 def default_html_path(res) -> Path:
+    job = getattr(res, "job", None)
+    if job is not None:
+        first = job.ranks[0]["name"] if job.ranks else "job"
+        return Path("reports") / f"{first}-job{len(job.ranks)}.html"
     name = res.traces[0].name if len(res.traces) == 1 else f"{res.traces[0].name}+{len(res.traces) - 1}"
     return Path("reports") / f"{name}.html"
 
@@ -104,8 +174,19 @@ def default_html_path(res) -> Path:
 @click.option(
     "--job",
     is_flag=True,
-    help="The TRACES are the per-rank traces of one distributed job: merge them "
-    "(enables cross-rank rules such as STR001 straggler).",
+    help="The TRACES are the per-rank traces of one distributed job (files, a folder or a quoted glob): each "
+    "rank is analysed in its own worker, then across ranks (straggler, collective skew, bus bandwidth).",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    envvar="TRACEADVISOR_DASK",
+    help="With --job: run the rank workers on a dask.distributed scheduler (tcp://host:8786; the workers read "
+    "the files from shared storage), or 'local' for a LocalCluster [env TRACEADVISOR_DASK].",
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), help="With --job: local worker processes [default: the cores]."
 )
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary and no progress.")
 @progress_option
@@ -125,6 +206,8 @@ def command(
     config,
     fail_on,
     job,
+    dask_address,
+    workers,
     quiet,
     show_progress,
     no_cache,
@@ -139,30 +222,34 @@ def command(
       traceadvisor analyze run.rpd --md pr-comment.md --json findings.json --fail-on high,5%
       traceadvisor analyze --example
       traceadvisor analyze --job rank0.json.gz rank1.json.gz
+      traceadvisor analyze --job traces/ --dask local
     """
     from traceadvisor.analysis import run_analysis
     from traceadvisor.engine.failon import FailOn
     from traceadvisor.progress import Progress
 
     fo = FailOn.parse(fail_on)
-    paths = resolve_traces(traces, example)
     html_out = None
+    src = click.get_current_context().get_parameter_source("dask_address")
+    if not job and dask_address and src == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError("--dask runs the ranks of a job", "Add --job and pass the per-rank traces")
     with Progress(progress_enabled(quiet, show_progress)) as prog:
-        loaded = load_all(paths, no_cache=no_cache, device=device, progress=prog)
         if job:
-            from traceadvisor.job import merge_job
-
-            with prog.stage(f"merging {len(loaded)} ranks"):
-                loaded = [merge_job(loaded)]
-        with prog.stage("running the rules"):
-            res, cfg = run_analysis(
-                loaded,
-                select=select,
-                ignore=ignore,
-                packs=packs,
-                cli_options=opts,
-                config=Path(config) if config else None,
+            res, cfg = _run_job(
+                traces, select, ignore, packs, opts, config, no_cache, device, dask_address, workers, prog
             )
+        else:
+            paths = resolve_traces(traces, example)
+            loaded = load_all(paths, no_cache=no_cache, device=device, progress=prog)
+            with prog.stage("running the rules"):
+                res, cfg = run_analysis(
+                    loaded,
+                    select=select,
+                    ignore=ignore,
+                    packs=packs,
+                    cli_options=opts,
+                    config=Path(config) if config else None,
+                )
         if fo is None and cfg.get("fail-on"):
             fo = FailOn.parse(str(cfg["fail-on"]))
         if json_path:

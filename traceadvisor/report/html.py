@@ -472,8 +472,14 @@ def build_context(
                 "ranges": [[(a - tl["t0_ns"]) / 1e6, (b - tl["t0_ns"]) / 1e6] for a, b in f.ranges],
             }
         fc["zoomable"] = bool(tl and f.ranges)
-    title = ", ".join(t.name for t in result.traces[:3]) + (
-        f" +{len(result.traces) - 3}" if len(result.traces) > 3 else ""
+    from traceadvisor.report.job import job_context
+
+    job = job_context(getattr(result, "job", None), figs)
+    title = (
+        job["name"]
+        if job
+        else ", ".join(t.name for t in result.traces[:3])
+        + (f" +{len(result.traces) - 3}" if len(result.traces) > 3 else "")
     )
     ctx = {
         "title": title or "no trace",
@@ -487,6 +493,7 @@ def build_context(
         "errors": list(result.errors),
         "n_rules": len(result.rules),
         "zoom_json": script_json(zoom),
+        "job": job,
     }
     return ctx, figs
 

@@ -39,14 +39,18 @@ def trace_summary(trace) -> dict[str, Any]:
 
 
 def result_to_dict(res) -> dict[str, Any]:
-    return {
+    job = getattr(res, "job", None)
+    out = {
         "version": 1,
-        "traces": [trace_summary(t) for t in res.traces],
+        "traces": [trace_summary(t) for t in res.traces] if job is None else list(job.rank_traces),
         "findings": [f.to_dict() for f in res.findings],
         "prediction_all": dict(getattr(res, "predictions", {}) or {}),
         "skipped": list(res.skipped),
         "errors": list(res.errors),
     }
+    if job is not None:
+        out["job"] = job.to_dict()
+    return out
 
 
 def write_json(res, path: str) -> None:

@@ -85,7 +85,7 @@ def _trace_lines(res) -> list[str]:
 
 def _table(res) -> list[str]:
     rows = ["| # | Rule | Impact | Share | Confidence | Count | Summary |", "|--:|---|--:|--:|---|--:|---|"]
-    multi = len(res.traces) > 1
+    multi = len(res.traces) > 1 or getattr(res, "job", None) is not None
     for i, f in enumerate(res.findings[:TABLE_ROWS], 1):
         where = f" ({md_text(f.trace, 40)})" if multi else ""
         rows.append(
@@ -177,7 +177,13 @@ def render_markdown(result, limit: int = LIMIT) -> str:
     import traceadvisor
 
     t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else None for t in result.traces}
-    head = ["## traceadvisor report", ""] + _trace_lines(result) + [""]
+    job = getattr(result, "job", None)
+    if job is not None:
+        from traceadvisor.report.job import job_markdown
+
+        head = ["## traceadvisor report", ""] + job_markdown(job, md_text)
+    else:
+        head = ["## traceadvisor report", ""] + _trace_lines(result) + [""]
     if result.findings:
         head += [f"### {len(result.findings)} finding(s), ranked by impact", ""] + _table(result) + [""]
     else:

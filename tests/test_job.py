@@ -1,0 +1,240 @@
+"""analyze --job: per-rank workers, dask.distributed, cross-rank analyses, on synthetic jobs made by
+tools/make_job.py from real rank traces (time-shifted copies with a planted straggler, jitter and clock offsets)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, TRACES
+
+from traceadvisor.cli.main import cli
+from traceadvisor.job import analyze_job, merge_job, rank_files
+from traceadvisor.report.json_report import result_to_dict
+from traceadvisor.scaleout import crossrank
+from traceadvisor.scaleout.tables import collective_table, op_of
+
+JOB128 = TRACES / "torch" / "hta_sampled_job128_rank0.json.gz"
+DDP2 = TRACES / "torch" / "hta_a100_ddp_2rank_rank0_nccl.json.gz"
+MI300 = TRACES / "torch" / "tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz"
+
+
+def _make_job():
+    spec = importlib.util.spec_from_file_location("make_job", ROOT / "tools" / "make_job.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make_job
+
+
+make_job = _make_job()
+
+
+@pytest.fixture(scope="module")
+def job64(tmp_path_factory):
+    """64 ranks of the 128-rank recsys job's rank 0; rank 37 does 20 ms of extra host work per step."""
+    d = tmp_path_factory.mktemp("job64")
+    truth = make_job(JOB128, d, 64, straggler=37, delay_ms=20.0, jitter_ms=0.3, clock_ms=2.0, seed=1)
+    return d, truth
+
+
+@pytest.fixture(scope="module")
+def job64_result(job64):
+    d, _ = job64
+    return analyze_job([d], select=["STR001", "COM001"], workers=2)
+
+
+def _load_job(d):
+    from traceadvisor.importers import load_trace
+
+    return merge_job([load_trace(p) for p in rank_files([d])])
+
+
+def test_64_ranks_straggler_found_with_the_right_rank(job64, job64_result):
+    _, truth = job64
+    res = job64_result
+    (f,) = [f for f in res.findings if f.rule == "STR001"]
+    assert f.rank == 37 and f.trace == "job of 64 ranks"
+    assert f.count == len(truth["steps"]) == 2  # one straggling collective per step
+    assert f.evidence["cause"] == "host work"
+    want = sum(s["skew_ms"] for s in truth["steps"])
+    assert f.impact_ns / 1e6 == pytest.approx(want, abs=0.05)
+    assert f.evidence["excess_ms"] == pytest.approx(40.0, abs=1.5)  # 2 x 20 ms planted host work
+    assert "rank 37 arrived last" in f.summary and "host work" in f.summary
+    rows = {r["rank"]: r for r in res.job.ranks}
+    assert len(rows) == 64 and rows[37]["last_at"] == 2
+    assert all(r["last_at"] == 0 for k, r in rows.items() if k != 37)
+
+
+def test_64_ranks_collective_skew_and_clock_offsets(job64, job64_result):
+    _, truth = job64
+    job = job64_result.job
+    assert job.skew["skew_max_ms"] == pytest.approx(max(s["skew_ms"] for s in truth["steps"]), abs=0.02)
+    top = job.skew_top[: len(truth["steps"])]
+    assert {t["step"] for t in top} == {s["step"] for s in truth["steps"]}
+    assert all(t["last_rank"] == 37 for t in top)
+    for t in top:
+        s = next(s for s in truth["steps"] if s["step"] == t["step"])
+        assert t["skew_ms"] == pytest.approx(s["skew_ms"], abs=0.02)
+        assert t["first_rank"] == s["first_rank"]
+    # the planted clock offsets are recovered up to one constant (only differences are observable)
+    est = {r["rank"]: r["clock_offset_ms"] for r in job.ranks}
+    planted = truth["clock_offsets_ms"]
+    diffs = [est[r] - planted[r] for r in range(64)]
+    assert max(diffs) - min(diffs) < 0.01
+    assert any("clocks differ" in w for w in job.warnings)
+    heat = job.matrix.filter(pl.col("rank") == 37)
+    assert heat.height == 2 and heat["late_ms"].min() > 19.5
+
+
+def test_exposed_communication_per_rank_includes_the_wait(job64_result):
+    rows = {r["rank"]: r for r in job64_result.job.ranks}
+    others = [r["exposed_comm_ms"] for k, r in rows.items() if k != 37]
+    assert min(others) - rows[37]["exposed_comm_ms"] > 19.0  # the others wait ~20 ms inside the collective
+    assert all(r["wait_ms"] > 19.0 for k, r in rows.items() if k != 37) and rows[37]["wait_ms"] < 0.5
+
+
+def test_workers_return_compact_tables_not_events(job64):
+    from traceadvisor.scaleout.worker import RankSettings, analyze_rank
+
+    d, _ = job64
+    r = analyze_rank(str(rank_files([d])[0]), RankSettings(select=("COM001",)))
+    assert not hasattr(r, "events") and r.rank == 0
+    assert r.collectives.height == 10 and r.steps.height == 2
+    assert r.trace["events"]["kernel"] > 1000  # the trace summary counts the events it did not send
+
+
+def _comparable(res) -> dict:
+    d = result_to_dict(res)
+    d["job"].pop("executor")
+    return d
+
+
+def test_dask_local_cluster_gives_identical_results(tmp_path):
+    pytest.importorskip("distributed")
+    make_job(DDP2, tmp_path, 6, straggler=4, delay_ms=15.0, seed=3)
+    opts = {"select": ["STR001", "COM001", "IDL001"]}
+    local = analyze_job([tmp_path], workers=2, **opts)
+    remote = analyze_job([tmp_path], dask="local", workers=2, **opts)
+    assert remote.job.executor == "dask local"
+    assert _comparable(local) == _comparable(remote)
+    assert [f.rank for f in remote.findings if f.rule == "STR001"] == [4]
+
+
+@pytest.mark.parametrize(
+    ("src", "cause", "want"),
+    [(DDP2, "data", "data loading"), (DDP2, "compute", "GPU compute"), (MI300, "host", "host work")],
+)
+def test_straggler_cause_is_named(tmp_path, src, cause, want):
+    truth = make_job(src, tmp_path, 4, straggler=2, delay_ms=8.0, cause=cause, seed=5)
+    from traceadvisor.analysis import run_analysis
+
+    res, _ = run_analysis([_load_job(tmp_path)], select=["STR001"], use_config=False)
+    (f,) = res.findings
+    assert f.rank == 2 and f.evidence["cause"] == want
+    steps = [s for s in truth["steps"] if s["has_collective"]]
+    assert f.evidence["skew_ms_max"] == pytest.approx(max(s["skew_ms"] for s in steps), abs=0.05)
+
+
+def test_bus_bandwidth_against_the_link_peak(tmp_path):
+    make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, seed=2)
+    t = crossrank.JobTables.from_trace(_load_job(tmp_path))
+    from traceadvisor.devices import MODELS, collective_link
+
+    link = collective_link(next(m for m in MODELS if m.key == "A100 SXM4 40GB"), 2)
+    assert link.name.startswith("NVLink 3") and link.gbs == 300.0
+    bw = crossrank.bandwidth_table(t, link)
+    big = bw.filter(pl.col("op") == "all_reduce").sort("bytes").row(-1, named=True)
+    # 31,502,336 B all-reduce: algbw = bytes / time; 2 ranks -> bus factor 2(n-1)/n = 1
+    assert big["bytes"] == 2049000 * 4 * 4 or big["bytes"] > 30_000_000
+    assert big["busbw_gbs"] == pytest.approx(big["bytes"] / (big["transfer_us"] * 1e3), rel=0.2)
+    assert 0 < big["pct_of_peak"] < 10
+
+
+def test_bus_factor_and_links():
+    from traceadvisor.devices import LINKS, MODELS, collective_link
+
+    assert crossrank.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert crossrank.bus_factor("all_gather", 4) == pytest.approx(0.75)
+    assert crossrank.bus_factor("broadcast", 8) == 1.0
+    h200 = next(m for m in MODELS if m.key == "H200 SXM 141GB")
+    mi300 = next(m for m in MODELS if m.key == "MI300X")
+    assert collective_link(h200, 8).gbs == 450.0 and collective_link(h200, 16) == LINKS["ib_ndr"]
+    assert "xGMI" in collective_link(mi300, 8).name
+    assert op_of("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == "all_reduce"
+    assert op_of("_allgather_base") == "all_gather" and op_of("ncclDevKernel_Generic") == "other"
+
+
+def test_collective_table_reads_sizes_from_the_kernel_args():
+    from traceadvisor.importers import load_trace
+
+    c = collective_table(load_trace(DDP2))
+    ar = c.filter(pl.col("op") == "all_reduce")
+    assert ar.height == 15 and set(ar["pg"]) == {"0"} and ar["group_size"].max() == 2
+    assert 31502336 in ar["bytes"].to_list()  # 7,875,584 floats
+    assert (c["pre_window_ns"] >= 0).all() and (c["exposed_ns"] <= c["dur_ns"]).all()
+
+
+def test_cli_job_folder_glob_markdown_and_json(job64, tmp_path):
+    d, _ = job64
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    r = CliRunner().invoke(
+        cli,
+        [
+            "analyze",
+            "--job",
+            str(d / "rank000[0-3].json.gz"),
+            "--select",
+            "STR001",
+            "--md",
+            str(md),
+            "--json",
+            str(js),
+            "--html",
+            str(tmp_path / "r.html"),
+            "-q",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    text = md.read_text()
+    assert "job of 4 ranks" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()]
+    assert [int(ln.split("|")[1]) for ln in rows] == [0, 1, 2, 3]  # one row per rank, with the rank
+    doc = json.loads(js.read_text())
+    assert len(doc["traces"]) == 4 and len(doc["job"]["ranks"]) == 4
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="job"' in html and "job-rank-step" in html
+
+
+def _main(*args: str) -> tuple[int, str]:
+    from traceadvisor.cli.main import main
+
+    runner = CliRunner()
+    with runner.isolation() as streams:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        return code, streams[1].getvalue().decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((str(JOB128),), "at least two ranks"),
+        ((str(JOB128), str(DDP2)), "rank 0 appears in several files"),
+        (("/nonexistent/nothing*.json",), "no trace file matches"),
+    ],
+)
+def test_cli_job_errors_are_one_line(args, words):
+    code, err = _main("analyze", "--job", *args, "--no-html")
+    assert code == 2 and words in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("Error: ")
+
+
+def test_cli_dask_without_job_is_a_usage_error():
+    code, err = _main("analyze", "--dask", "local", str(JOB128), "--no-html")
+    assert code == 2 and "--job" in err

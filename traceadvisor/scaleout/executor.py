@@ -1,0 +1,156 @@
+"""Run the per-rank workers: a local process pool on this machine's cores, or a dask.distributed cluster.
+
+Both call ``worker.analyze_rank`` once per rank file and yield results as ranks finish, so progress counts ranks.
+Each worker process holds one rank at a time, so memory per worker is bounded by the largest rank.
+
+* Local: ``concurrent.futures.ProcessPoolExecutor`` (spawned processes; polars is not fork-safe). Workers default
+  to the cores, fewer when the estimated memory of a rank (``RSS_PER_INPUT_BYTE`` times the largest file) would
+  not fit in the available memory. Each worker's polars gets ``cores // workers`` threads. Workers are recycled
+  after every rank when ranks are large (``RECYCLE_BYTES``), so a big rank's peak is returned to the system.
+* Dask: ``address`` of a running scheduler (``tcp://host:8786``), or ``"local"`` for a ``LocalCluster`` of
+  processes on this machine. The workers must see the rank files at the same paths (shared storage).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from traceadvisor.scaleout.worker import RankResult, RankSettings, analyze_rank
+
+RSS_PER_INPUT_BYTE = (
+    3.0  # peak RSS of one rank / its (uncompressed JSON) file size, measured on the 470 MB trace
+)
+GZIP_RATIO = 12.0  # a gzipped Kineto trace expands about this much
+RECYCLE_BYTES = 100 * 2**20  # ranks this large get a fresh worker process each
+
+
+def _input_bytes(path: str) -> int:
+    p = Path(path)
+    try:
+        n = p.stat().st_size if p.is_file() else sum(c.stat().st_size for c in p.rglob("*") if c.is_file())
+    except OSError:
+        return 0
+    return int(n * GZIP_RATIO) if p.name.endswith(".gz") else n
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def local_workers(paths: list[str], requested: int | None = None) -> int:
+    """Workers for a local run: the request, else the cores, capped by memory and by the number of ranks."""
+    if requested:
+        return max(1, min(requested, len(paths)))
+    cores = os.cpu_count() or 1
+    n = min(cores, len(paths))
+    avail = _available_memory()
+    biggest = max((_input_bytes(p) for p in paths), default=0)
+    if avail and biggest:
+        n = min(n, max(1, int(avail * 0.8 // (RSS_PER_INPUT_BYTE * biggest))))
+    return max(1, n)
+
+
+def run_local(
+    paths: list[str],
+    settings: RankSettings,
+    workers: int | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> Iterator[RankResult]:
+    """Yield one result per path (in completion order) from a local process pool."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    n = local_workers(paths, workers)
+    if n == 1 and len(paths) <= 2:  # not worth starting processes
+        for p in paths:
+            r = analyze_rank(p, settings)
+            if on_done:
+                on_done()
+            yield r
+        return
+    big = max((_input_bytes(p) for p in paths), default=0) >= RECYCLE_BYTES
+    threads = str(max(1, (os.cpu_count() or 1) // n))
+    old = os.environ.get("POLARS_MAX_THREADS")
+    os.environ["POLARS_MAX_THREADS"] = threads  # inherited by the spawned workers
+    try:
+        kw: dict[str, Any] = {"max_workers": n, "mp_context": mp.get_context("spawn")}
+        if big:
+            kw["max_tasks_per_child"] = 1
+        with ProcessPoolExecutor(**kw) as ex:
+            futs = [ex.submit(analyze_rank, p, settings) for p in paths]
+            for fut in as_completed(futs):
+                r = fut.result()
+                if on_done:
+                    on_done()
+                yield r
+    finally:
+        if old is None:
+            os.environ.pop("POLARS_MAX_THREADS", None)
+        else:
+            os.environ["POLARS_MAX_THREADS"] = old
+
+
+def run_dask(
+    paths: list[str],
+    settings: RankSettings,
+    address: str,
+    workers: int | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> Iterator[RankResult]:
+    """Yield one result per path from a dask.distributed cluster (``address``, or ``"local"``)."""
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if address == "local":
+        n = local_workers(paths, workers)
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            env={"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))},
+        )
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    try:
+        paths = [str(Path(p).resolve()) for p in paths]
+        futs = client.map(analyze_rank, paths, settings=settings, pure=False)
+        for fut in as_completed(futs):
+            r = fut.result()
+            fut.release()
+            if on_done:
+                on_done()
+            yield r
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_ranks(
+    paths: list[str],
+    settings: RankSettings,
+    *,
+    dask: str | None = None,
+    workers: int | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> list[RankResult]:
+    """All ranks' results, sorted by rank (then path): the same list whichever executor ran them."""
+    it = (
+        run_dask(paths, settings, dask, workers, on_done)
+        if dask
+        else run_local(paths, settings, workers, on_done)
+    )
+    out = list(it)
+    return sorted(out, key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.path))
