@@ -33,6 +33,13 @@ host-bound gap at all (175 gaps of median 1.5 us with the queue full), ``h200_ge
 ``tracelens_h100_qwen1.5_0.5b_chat_inference`` 3.3 %, ``h200_h2d_pageable`` 5.4 % (its staged copies) and
 ``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` 8.4 %: ``min_idle_pct = 10`` reports only the host-bound runs.
 
+Predicted saving (the replay, docs/impact.md): the fix is "launch cost -> one graph launch": the GPU work
+of each analysed step holding host-bound gaps is recorded as one CUDA/HIP graph (torch.compile
+``mode="reduce-overhead"``, ``torch.cuda.graphs``): on each launching thread the host time from the step's first
+launch (less one launch) to the end of its last is removed, and the step's activities start the trace's
+typical queued launch latency after their launch. Synchronisations still wait for the GPU. ``impact_ns`` is
+the replayed window minus the replayed window with that change.
+
 ## Known false positives
 A host thread that deliberately waits (a barrier, a blocking synchronize to measure time, waiting for a
 request in a server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Without step
@@ -52,6 +59,7 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -205,6 +213,11 @@ def _window(trace: Trace, max_gap_ms: float, skip_first_step: bool = True) -> pl
         .with_columns(window_ns=pl.col("window_ns") - pl.col("long_ns").fill_null(0))
         .drop("long_ns")
     )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """One graph launch per step holding the offending items."""
+    return graph_launch_fix(trace, rows["start_ns"].drop_nulls().to_numpy())
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

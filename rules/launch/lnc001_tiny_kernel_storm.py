@@ -32,6 +32,13 @@ captures such as ``h200_gemm_mix`` (5 tiny) never reach ``min_kernels = 100``; `
 two groups. The largest steady launch calls seen are 10-12 us (V100 TB-plugin trace median 12 us), while first calls
 reach seconds (3 s in ``hta_a100_alexnet_benchmark_pageable_h2d``), hence ``max_launch_us = 50``.
 
+Predicted saving (the replay, docs/impact.md): the fix is "launch cost -> one graph launch": the GPU work
+of each analysed step holding tiny kernels is recorded as one CUDA/HIP graph (torch.compile
+``mode="reduce-overhead"``, ``torch.cuda.graphs``): on each launching thread the host time from the step's first
+launch (less one launch) to the end of its last is removed, and the step's activities start the trace's
+typical queued launch latency after their launch. Synchronisations still wait for the GPU. ``impact_ns`` is
+the replayed window minus the replayed window with that change.
+
 ## Known false positives
 Profiling inflates launch calls somewhat, and a GPU idle before a tiny kernel for another reason (a host
 computation between two launches) is charged up to one launch cost per kernel.
@@ -50,6 +57,7 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -149,6 +157,11 @@ def with_gpu_wait(k: pl.LazyFrame, lf: pl.LazyFrame) -> pl.LazyFrame:
         .otherwise(pl.lit(0, dtype=pl.Int64))
         .cast(pl.Int64)
     )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """One graph launch per step holding the offending items."""
+    return graph_launch_fix(trace, rows["start_ns"].drop_nulls().to_numpy())
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

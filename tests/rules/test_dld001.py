@@ -51,7 +51,9 @@ def test_single_process_loader_on_resnet50():
     (f,) = run(trace(RESNET)).findings
     n, idle_ns = _idle_in_fetches_from_json(RESNET)
     assert f.count == n == 6
-    assert f.impact_ns == pytest.approx(idle_ns, rel=1e-4)
+    assert f.bound_ns == pytest.approx(idle_ns, rel=1e-4)
+    # the replayed saving of DataLoader workers: most of the idle, never more than the fetch time
+    assert 0.5 * f.bound_ns < f.impact_ns <= f.evidence["fetch_ms_total"] * 1e6
     assert f.evidence["single_process_loader"] and f.evidence["window"] == "steps"
     assert 15 < f.evidence["idle_pct_of_window"] < 30
     assert "num_workers" in f.advice["torch"] and "DALI" in f.advice["primary"]

@@ -51,7 +51,7 @@ def test_launch_bound_fires_with_the_gaps_of_the_json():
     (f,) = run(trace(LAUNCH_BOUND)).findings
     gaps = _host_bound_gaps_from_json(LAUNCH_BOUND, 20_000)
     assert f.count == len(gaps) >= 1000
-    assert f.impact_ns == pytest.approx(sum(gaps) * 1e3, rel=1e-3)
+    assert f.bound_ns == pytest.approx(sum(gaps) * 1e3, rel=1e-3)
     assert f.evidence["idle_pct_of_window"] > 90
     assert f.evidence["long_gaps_excluded"] == 1  # one 30 ms pause, outside the kernel loop
     ops = {o["launched_by"] for o in f.evidence["late_launches_by_op"]}
@@ -113,5 +113,5 @@ def test_first_step_warmup_is_left_to_wrm001():
         [RM],
         {"IDL001": {**{k: o.default for k, o in RM.rule.options.items()}, "skip_first_step": False}},
     ).findings
-    assert f.impact_ns < g.impact_ns / 5  # the warm-up step held most of the idle
+    assert f.bound_ns < g.bound_ns / 5  # the warm-up step held most of the idle
     assert "after the first" in f.evidence["window"]

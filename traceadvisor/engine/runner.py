@@ -133,7 +133,10 @@ def build_findings(
             continue
         got: list = []
         pred, note = _predict(rm, trace, g, options, got)
-        impact = pred.impact_ns if pred is not None else bound
+        modelled = callable(getattr(rm.module, "fix", None))
+        # a rule with a fix reports the replayed saving (0 where the fix cannot be expressed on this trace);
+        # its own bound goes to bound_ns, never to impact_ns
+        impact = pred.impact_ns if pred is not None else (0 if modelled else bound)
         count = int(g["count"].sum()) if "count" in g.columns else g.height
         conf = rm.rule.confidence
         if "confidence" in g.columns:
@@ -175,7 +178,7 @@ def build_findings(
             window_ns=span,
             prediction=pred.to_dict() if pred is not None else ({"method": note} if note else None),
             minor=pred is not None and is_minor(impact, span),
-            bound_ns=bound if pred is not None else None,
+            bound_ns=bound if modelled else None,
         )
         if fixes is not None and got:
             fixes[id(finding)] = got[0]

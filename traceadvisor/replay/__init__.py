@@ -22,6 +22,8 @@ from traceadvisor.trace import Trace
 
 __all__ = [
     "Fix",
+    "graph_launch_fix",
+    "segments",
     "calls_at",
     "calls_within",
     "Prediction",
@@ -160,6 +162,70 @@ class Replayer:
     def predict(self, fix: Fix) -> Prediction:
         t, _ = self.run(fix)
         return Prediction(self.window_ns, span(t, self.mask), fix.method)
+
+
+def segments(rp: Replayer) -> list[tuple[int, int, int]]:
+    """(rank, start_ns, end_ns) of the analysed steps, or of the window's launches without steps."""
+    g = rp.g
+    m = np.nonzero(rp.mask & (g.ntype == G.MARKER))[0]
+    if len(m):
+        return [(int(g.rank[j]), int(g.start[j]), int(g.end[j])) for j in m[np.argsort(g.start[m])]]
+    gpu = np.nonzero(rp.mask & (g.ntype == G.GPU) & (g.launcher >= 0))[0]
+    if not len(gpu):
+        return []
+    api = g.launcher[gpu]
+    return [(int(r), int(g.start[api].min()), int(g.end[api].max())) for r in np.unique(g.rank[gpu])]
+
+
+GRAPH_DISPATCH_GAP_NS = (
+    1_000_000  # host time between two launches up to this is dispatch overhead a graph removes
+)
+
+
+def graph_launch_fix(trace: Trace, at_ns: np.ndarray | None = None, method: str | None = None) -> Fix | None:
+    """The GPU work of each analysed step recorded as one graph (CUDA/HIP graphs, torch.compile
+    mode="reduce-overhead"): on every thread that launched work in the step, the launch calls but the first
+    and the host time between consecutive launches (when at most ``GRAPH_DISPATCH_GAP_NS``: framework and Python
+    dispatch; longer host phases are other work and stay) are gone, and the step's activities start the
+    typical queued latency after their launch. ``at_ns``: only the steps that contain one of these times."""
+    rp = replayer(trace)
+    g = rp.g
+    segs = segments(rp)
+    if at_ns is not None and len(at_ns):
+        at = np.asarray(at_ns, np.int64)
+        segs = [s for s in segs if ((at >= s[1]) & (at < s[2])).any()]
+    gpu = np.nonzero((g.ntype == G.GPU) & (g.launcher >= 0))[0]
+    if not segs or not len(gpu):
+        return None
+    api = g.launcher[gpu]
+    rows, lat_nodes = [], []
+    for rk, s, e in segs:
+        inside = (g.rank[api] == rk) & (g.start[api] >= s) & (g.start[api] < e)
+        if not inside.any():
+            continue
+        lat_nodes.append(gpu[inside])
+        a = np.unique(api[inside])
+        for th in np.unique(g.thread[a]):
+            mine = a[g.thread[a] == th]
+            mine = mine[np.argsort(g.start[mine], kind="stable")]
+            s0, e0 = g.start[mine], g.end[mine]
+            # the launch calls themselves (the first one stays, as the graph launch) ...
+            rows += [(int(th), int(x), int(y)) for x, y in zip(s0[1:], e0[1:], strict=True)]
+            # ... and the host's dispatch work between consecutive launches; longer host phases stay
+            gap_s, gap_e = e0[:-1], s0[1:]
+            short = (gap_e - gap_s > 0) & (gap_e - gap_s <= GRAPH_DISPATCH_GAP_NS)
+            rows += [(int(th), int(x), int(y)) for x, y in zip(gap_s[short], gap_e[short], strict=True)]
+    if not rows:
+        return None
+    cuts = pl.DataFrame(rows, schema=["tcode", "start_ns", "end_ns"], orient="row").join(
+        g.threads, on="tcode"
+    )
+    nodes = np.concatenate(lat_nodes)
+    le = rp._launch[nodes]
+    lat = np.where(le >= 0, np.minimum(g.w[np.maximum(le, 0)], g.typ_lat), g.typ_lat)
+    fx = Fix(method or f"one graph launch per step ({len(segs)} steps, {len(nodes)} activities)")
+    fx.cut_host(cuts["rank"], cuts["pid"], cuts["tid"], cuts["start_ns"], cuts["end_ns"])
+    return fx.launch_latency(g.eid[nodes], lat)
 
 
 def _merge(df: pl.DataFrame) -> pl.DataFrame:

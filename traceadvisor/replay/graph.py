@@ -66,6 +66,7 @@ class Graph:
     wait_node: np.ndarray  # per node: True for host calls that wait on GPU work
     own: np.ndarray  # per node: a waiting call's duration without the wait
     nh: int = 0  # nodes [0, nh) are host calls and markers, [nh, n) GPU activities
+    typ_lat: int = DEFAULT_LAUNCH_LAT_NS  # launch latency of an activity queued behind others
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # edges in topological order
     cyclic: int = 0  # edges dropped to break cycles (0 on a well-formed trace)
     streams: pl.DataFrame | None = None  # stream code -> rank, device, stream
@@ -172,6 +173,7 @@ def build(trace: Trace) -> Graph:
 
     # --- GPU queues ---------------------------------------------------------------------------------------
     g_launcher = np.full(ng, -1, np.int64)
+    typ = DEFAULT_LAUNCH_LAT_NS
     if ng:
         gn = np.arange(nh, n, dtype=np.int64)
         # launches: (rank, correlation id) -> the host runtime call
@@ -272,6 +274,7 @@ def build(trace: Trace) -> Graph:
         wait_node=wait_node,
         own=own,
         nh=nh,
+        typ_lat=int(typ) if ng else DEFAULT_LAUNCH_LAT_NS,
         streams=streams,
         threads=threads,
         names=np.concatenate([host["name"].to_numpy(), gpu["name"].to_numpy()]),
