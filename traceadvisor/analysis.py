@@ -21,7 +21,10 @@ def run_analysis(
     cli_options: Iterable[str] = (),
     config: Path | None = None,
     use_config: bool = True,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[AnalysisResult, dict[str, Any]]:
+    """Load, select and configure the rules, then analyze ``traces``. Options are layered: rule defaults,
+    the config file, ``cli_options`` (``CODE.name=value``), then ``options`` (``{CODE: {name: value}}``)."""
     cfg = load_config(config or (find_config() if use_config else None))
     packs = [*cfg.get("rules", []), *packs]
     rules = load_rules(packs)
@@ -30,8 +33,9 @@ def run_analysis(
     rules = select_rules(rules, sel, ign)
     file_opts = {k.upper(): v for k, v in (cfg.get("options") or {}).items()}
     cli_opts = parse_cli_options(list(cli_options))
-    options = {rm.code: resolve_options(rm, file_opts, cli_opts) for rm in rules}
-    return analyze(traces, rules, options), cfg
+    api_opts = {k.upper(): dict(v) for k, v in (options or {}).items()}
+    resolved = {rm.code: resolve_options(rm, file_opts, cli_opts, api_opts) for rm in rules}
+    return analyze(traces, rules, resolved), cfg
 
 
 def analyze_paths(paths: Iterable[str | Path], **kw: Any) -> AnalysisResult:

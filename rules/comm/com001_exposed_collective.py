@@ -180,7 +180,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
             (pl.col("collective_ns").sum() / 1e6).alias("collective_ms"),
             (pl.col("exposed_ns").sum() / 1e6).alias("exposed_ms"),
         )
-        .sort("exposed_ms", descending=True)
+        .sort(["exposed_ms", "name"], descending=[True, False])
         .head(10)
     )
     return {

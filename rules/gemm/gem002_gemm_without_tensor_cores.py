@@ -202,7 +202,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
             (pl.col("dur_ns").sum() / 1e6).alias("fp32_ms"),
             (pl.col("impact_ns").sum() / 1e6).alias("saving_ms"),
         )
-        .sort("fp32_ms", descending=True)
+        .sort(["fp32_ms", "name"], descending=[True, False])
     )
     out: dict[str, Any] = {
         "kernels": by_name.head(20).to_dicts(),
@@ -218,7 +218,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
             .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_in(ext.implode()))
             .group_by("name")
             .agg(pl.len().alias("calls"), pl.col("input_types").drop_nulls().first())
-            .sort("calls", descending=True)
+            .sort(["calls", "name"], descending=[True, False])
             .head(10)
             .collect()
         )

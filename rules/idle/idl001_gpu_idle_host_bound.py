@@ -252,7 +252,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         rows.with_columns(pl.coalesce("next_op", "api_name").alias("launched_by"))
         .group_by("launched_by")
         .agg(pl.len().alias("gaps"), (pl.col("gap_ns").sum() / 1e6).alias("idle_ms"))
-        .sort("idle_ms", descending=True)
+        .sort(["idle_ms", "launched_by"], descending=[True, False], nulls_last=True)
         .head(10)
     )
     out: dict[str, Any] = {

@@ -211,7 +211,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
             (pl.col("dur_ns").median() / 1e3).alias("median_us"),
             (pl.col("api_dur_ns").median() / 1e3).alias("launch_median_us"),
         )
-        .sort("calls", descending=True)
+        .sort(["calls", "name"], descending=[True, False])
         .head(10)
     )
     api = rows["api_dur_ns"].drop_nulls()

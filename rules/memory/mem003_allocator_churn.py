@@ -239,7 +239,11 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
-    apis = rows.group_by("name").agg(pl.len(), pl.col("impact_ns").sum()).sort("impact_ns", descending=True)
+    apis = (
+        rows.group_by("name")
+        .agg(pl.len(), pl.col("impact_ns").sum())
+        .sort(["impact_ns", "name"], descending=[True, False])
+    )
     burst = _bursts(rows, int(float(options.get("burst_gap_us", 1000.0)) * 1e3))
     out = {
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),

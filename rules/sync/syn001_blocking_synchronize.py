@@ -248,7 +248,12 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
     apis = rows.group_by("name").len().sort(["len", "name"], descending=[True, False])
-    ops = rows.filter(pl.col("op").is_not_null()).group_by("op").len().sort("len", descending=True)
+    ops = (
+        rows.filter(pl.col("op").is_not_null())
+        .group_by("op")
+        .len()
+        .sort(["len", "op"], descending=[True, False])
+    )
     return {
         "by_api": ", ".join(f"{n} x{k}" for n, k in apis.iter_rows()),
         "apis": {str(n): int(k) for n, k in apis.iter_rows()},

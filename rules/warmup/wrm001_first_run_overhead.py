@@ -576,7 +576,11 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
-    by = rows.group_by("what").agg(pl.col("impact_ns").sum()).sort("impact_ns", descending=True)
+    by = (
+        rows.group_by("what")
+        .agg(pl.col("impact_ns").sum())
+        .sort(["impact_ns", "what"], descending=[True, False])
+    )
     step = rows.filter(pl.col("what") == "first step")
     out: dict = {
         "breakdown": ", ".join(f"{w} {ns / 1e6:.1f} ms" for w, ns in by.iter_rows() if ns > 0),

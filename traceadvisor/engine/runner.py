@@ -107,6 +107,27 @@ def is_minor(impact_ns: int, window_ns: int) -> bool:
     return impact_ns < max(MINOR_SHARE * window_ns, MINOR_NS)
 
 
+def _in_total_order(rows: pl.DataFrame) -> pl.DataFrame:
+    """The rule's rows in one order whatever order the query engine produced them in (same input, same
+    evidence, byte for byte): by time, then by every other scalar column."""
+    first = [c for c in ("start_ns", "end_ns") if c in rows.columns]
+    rest = [
+        c
+        for c, t in rows.schema.items()
+        if c not in first and (t.is_numeric() or t in (pl.String, pl.Boolean))
+    ]
+    return rows.sort([*first, *rest], nulls_last=True, maintain_order=True)
+
+
+def _none_last(v: int | None) -> tuple[bool, int]:
+    return (v is None, v if v is not None else 0)
+
+
+def _finding_order(f: Finding) -> tuple:
+    none_last = _none_last
+    return (f.minor, -f.impact_ns, f.rule, f.trace, none_last(f.rank), none_last(f.device), f.summary)
+
+
 def build_findings(
     rm: RuleModule,
     trace: Trace,
@@ -123,6 +144,7 @@ def build_findings(
     # predicted savings are shares of the analysed window; a rule's own bound stays a share of the capture
     span = max(rp.window_ns if rp is not None and rp.window_ns > 0 else trace.span_ns(), 1)
     keys = [k for k in rm.rule.group_by if k in rows.columns]
+    rows = _in_total_order(rows)
     groups = rows.partition_by(keys, as_dict=True, maintain_order=True) if keys else {(): rows}
     out = []
     for key, g in groups.items():
@@ -143,7 +165,7 @@ def build_findings(
             vals = [c for c in g["confidence"].drop_nulls().to_list() if c in CONFIDENCES]
             if vals:
                 conf = max(vals, key=CONFIDENCES.index)
-        top = g.sort("impact_ns", descending=True, nulls_last=True)
+        top = g.sort("impact_ns", descending=True, nulls_last=True, maintain_order=True)
         ev_cols = [c for c in top.columns if c not in ("confidence",)]
         evidence: dict[str, Any] = {
             "items": top.head(MAX_EVIDENCE_ROWS).select(ev_cols).to_dicts(),
@@ -216,7 +238,7 @@ def analyze(
             res.findings.extend(build_findings(rm, trace, df, opts, fixes))
         except Exception as e:  # noqa: BLE001
             res.errors.append(_err(rm, trace, e))
-    res.findings.sort(key=lambda f: (f.minor, -f.impact_ns, f.rule))
+    res.findings.sort(key=_finding_order)
     _predict_all(res, fixes)
     return res
 

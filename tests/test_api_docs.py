@@ -1,0 +1,57 @@
+"""The Python API's documentation runs: every ```python block of docs/api.md and of the README's API section,
+from a folder holding the project's fixtures/ (files the examples write land there, never in the checkout)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from conftest import ROOT
+
+import traceadvisor as ta
+
+BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def blocks(path) -> list[str]:
+    return BLOCK.findall(path.read_text(encoding="utf-8"))
+
+
+API_BLOCKS = blocks(ROOT / "docs" / "api.md")
+README_BLOCKS = [b for b in blocks(ROOT / "README.md") if "import traceadvisor as ta" in b]
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("code", API_BLOCKS + README_BLOCKS, ids=lambda c: c.splitlines()[2][:40])
+def test_documented_example_runs(code, in_tmp):
+    exec(compile(code, "docs-example", "exec"), {"__name__": "__docs__"})
+
+
+def test_examples_exist_and_write_their_files(in_tmp):
+    assert len(API_BLOCKS) >= 5 and README_BLOCKS
+    for code in API_BLOCKS:
+        exec(compile(code, "docs-example", "exec"), {"__name__": "__docs__"})
+    for name in ("report.html", "report.md", "findings.json", "trace.json.gz", "compare.md", "compare.html"):
+        assert (in_tmp / name).stat().st_size > 0, name
+
+
+def test_result_frames_and_trace_view(in_tmp):
+    r = ta.analyze(ta.example_trace())
+    assert r.findings.height == len(r.analysis.findings) > 0
+    assert r.findings["impact_ns"].to_list() == [f.impact_ns for f in r.analysis.findings]
+    view = r.trace(r.traces[0].name)
+    assert view.events.collect().height == r.traces[0].events.height
+    assert view.findings.height == r.findings.height
+    assert r.summary["devices"].to_list() == [["H200 SXM 141GB"]]
+    with pytest.raises(ta.TraceAdvisorError):
+        r.trace("no-such-trace")
+    with pytest.raises(ta.TraceAdvisorError):
+        ta.analyze([])
+    assert not os.path.exists(in_tmp / "reports")
