@@ -208,6 +208,15 @@ def install_trigger(cap, step_on: str) -> Callable[[], None]:
     show_default=True,
     help="auto, or a comma list of cpu, cuda (also ROCm), xpu.",
 )
+@click.option(
+    "--profiler",
+    type=click.Choice(["torch", "nsys", "rocprofv3", "rocprof"]),
+    default="torch",
+    show_default=True,
+    help="torch: the PyTorch profiler in this process; nsys, rocprofv3, rocprof: that profiler runs the "
+    "script (with NVTX/roctx step ranges) and its output is analyzed.",
+)
+@click.option("--no-analyze", is_flag=True, help="Only write the trace; do not analyze it.")
 @click.option("--profile-memory", is_flag=True, help="Record allocator events (bigger traces).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (much bigger traces).")
 @click.option(
@@ -225,6 +234,8 @@ def command(
     repeat,
     step_on,
     activities,
+    profiler,
+    no_analyze,
     profile_memory,
     with_stack,
     no_fallback,
@@ -235,16 +246,86 @@ def command(
     The script runs in this process with CPU and GPU activity, operator shapes and step markers recorded;
     the window skips the first --wait steps. A script that marks no steps is recorded whole, with a warning.
 
+    With --profiler nsys, rocprofv3 or rocprof that profiler runs the script instead, with the settings the
+    rules need (nsys -t cuda,nvtx,osrt; rocprofv3 kernel, memory copy, HIP runtime and marker traces into a
+    rocpd database) and NVTX/roctx ProfilerStep ranges from the same --step-on trigger; the whole run is
+    recorded (--wait/--warmup/--steps apply to torch only). The trace is then analyzed (--no-analyze: not).
+
     \b
     Examples:
       traceadvisor profile -- python train.py --epochs 1
       traceadvisor profile --steps 5 --step-on train_step -o traces -- python -m mypkg.train
       traceadvisor profile --step-on none -- python infer.py   # the whole run as one window
+      traceadvisor profile --profiler nsys -- python train.py
+      traceadvisor profile --profiler rocprofv3 -- python infer.py
     """
-    from traceadvisor.capture import Capture, Schedule
-
     target = parse_command(list(cmd))
     check_step_on(step_on)
+    if profiler != "torch":
+        status, trace = _external(profiler, out_dir, name or target.stem, step_on, list(cmd))
+        _finish(status, [trace], no_analyze)
+        return
+    paths, status = _torch_capture(
+        target,
+        out_dir,
+        name,
+        wait,
+        warmup,
+        active,
+        repeat,
+        step_on,
+        activities,
+        profile_memory,
+        with_stack,
+        no_fallback,
+    )
+    _finish(status, paths, no_analyze)
+
+
+def _external(profiler: str, out_dir: str, name: str, step_on: str, cmd: list[str]) -> tuple[int, Path]:
+    from traceadvisor import profilers
+
+    tool = profilers.find_tool(profiler)
+    r = profilers.build(profiler, tool, Path(out_dir), name, step_on, cmd)
+    click.echo(f"traceadvisor: running {' '.join(r.argv[:8])} ...", err=True)
+    status, trace = profilers.run(r)
+    click.echo(f"traceadvisor: wrote {trace}", err=True)
+    return status, trace
+
+
+def _finish(status: int, paths: list[Path], no_analyze: bool) -> None:
+    """Analyze what was written (as `traceadvisor analyze` would), then exit with the script's status."""
+    if status:
+        click.echo(f"traceadvisor: the script exited with status {status}", err=True)
+    if not no_analyze and paths:
+        from traceadvisor.cli import analyze
+
+        try:
+            for p in paths:  # the report goes beside its trace
+                html = p.parent / f"{p.name.split('.')[0]}.html"
+                analyze.command.main(args=[str(p), "--html", str(html)], standalone_mode=False)
+        except SystemExit as e:  # --fail-on from a config file
+            status = status or int(e.code or 0)
+    if status:
+        sys.exit(status)
+
+
+def _torch_capture(
+    target,
+    out_dir,
+    name,
+    wait,
+    warmup,
+    active,
+    repeat,
+    step_on,
+    activities,
+    profile_memory,
+    with_stack,
+    no_fallback,
+) -> tuple[list[Path], int]:
+    from traceadvisor.capture import Capture, Schedule
+
     cap = Capture(
         out_dir,
         name=name or target.stem,
@@ -266,9 +347,8 @@ def command(
             "calls (--step-on train_step) or call traceadvisor.capture.step() in the loop",
             err=True,
         )
-    if status:
-        click.echo(f"traceadvisor: the script exited with status {status}", err=True)
     if not cap.paths:
+        if status:
+            click.echo(f"traceadvisor: the script exited with status {status}", err=True)
         raise UsageError("no trace was written", "Lower --wait/--warmup, or drop --no-fallback")
-    if status:
-        sys.exit(status)
+    return [Path(p) for p in cap.paths], status

@@ -1,0 +1,170 @@
+"""``traceadvisor profile --profiler nsys|rocprofv3|rocprof``, with stand-in profilers: small scripts on PATH
+that record their command line, run the profiled command as the real tool would (so the script really runs
+under traceadvisor.markers) and leave a real trace of that tool's format from the corpus as their output.
+A real nsys run is not part of this suite (no GPU here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, TRACES
+
+from traceadvisor import markers
+
+NSYS_OUT = TRACES / "nsys" / "h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite"
+ROCPD_OUT = TRACES / "rocprofv3" / "mi300x_ck_bmm_rocm7.1_rocpd_results.db"
+ROCPROF_OUT = TRACES / "rocprof_csv" / "mi300x_hip_bmm_naive"
+
+# each stand-in: where the profiled command starts in its argv, and what it leaves behind
+STAND_IN = """\
+#!{python}
+import json, shutil, subprocess, sys
+from pathlib import Path
+argv = sys.argv[1:]
+Path({log!r}).write_text(json.dumps(argv))
+i = argv.index("--") + 1 if "--" in argv else argv.index({python!r})
+status = subprocess.run(argv[i:]).returncode
+tool = {tool!r}
+def opt(flag):
+    return argv[argv.index(flag) + 1]
+if tool == "nsys":
+    shutil.copy({nsys!r}, opt("-o") + ".sqlite")
+elif tool == "rocprofv3":
+    d = Path(opt("-d")) / "host" / "1234"
+    d.mkdir(parents=True)
+    shutil.copy({rocpd!r}, d / (opt("-o") + "_results.db"))
+else:
+    shutil.copytree({rocprof!r}, opt("-d"), dirs_exist_ok=True)
+sys.exit(status)
+"""
+
+SCRIPT = """\
+import sys
+from pathlib import Path
+def train_step(i):
+    return i * 2
+for i in range(4):
+    train_step(i)
+Path("ran.txt").write_text("ran " + " ".join(sys.argv[1:]))
+"""
+
+
+def stand_in(tmp_path: Path, tool: str) -> tuple[Path, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / f"{tool}.argv.json"
+    exe = bin_dir / tool
+    exe.write_text(
+        STAND_IN.format(
+            python=sys.executable,
+            log=str(log),
+            tool=tool,
+            nsys=str(NSYS_OUT),
+            rocpd=str(ROCPD_OUT),
+            rocprof=str(ROCPROF_OUT),
+        )
+    )
+    exe.chmod(0o755)
+    return bin_dir, log
+
+
+def profile(tmp_path: Path, tool: str, path_env: str, *extra: str) -> subprocess.CompletedProcess:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    env = dict(os.environ, PATH=path_env, PYTHONPATH=str(ROOT))
+    for k in ("TRACEADVISOR_NSYS", "TRACEADVISOR_ROCPROFV3", "TRACEADVISOR_ROCPROF"):
+        env.pop(k, None)
+    cmd = [sys.executable, "-m", "traceadvisor.cli.main", "profile", "--profiler", tool, "-o", "out", *extra]
+    cmd += ["--", "python", "train.py", "a1"]
+    return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    "tool, settings, trace",
+    [
+        ("nsys", ["profile", "-t", "cuda,nvtx,osrt", "--export=sqlite"], "out/train.sqlite"),
+        (
+            "rocprofv3",
+            ["--kernel-trace", "--memory-copy-trace", "--hip-runtime-trace", "--marker-trace", "rocpd"],
+            "out/train/host/1234/train_results.db",
+        ),
+        ("rocprof", ["--hip-trace", "--roctx-trace", "--timestamp"], "out/train"),
+    ],
+)
+def test_profile_runs_the_script_under_the_profiler_and_analyzes_its_output(tmp_path, tool, settings, trace):
+    bin_dir, log = stand_in(tmp_path, tool)
+    r = profile(tmp_path, tool, f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "--step-on", "train_step")
+    assert r.returncode == 0, r.stderr
+    argv = json.loads(log.read_text())
+    for s in settings:
+        assert s in argv, (s, argv)
+    # the script ran under the step-marker helper, with its own arguments
+    i = argv.index(sys.executable)
+    assert argv[i : i + 5] == [sys.executable, "-m", "traceadvisor.markers", "--step-on", "train_step"]
+    assert (tmp_path / "ran.txt").read_text() == "ran a1"
+    # then the profiler's output was analyzed: terminal summary and a report beside the trace
+    assert f"wrote {trace}" in r.stderr
+    assert "findings, ranked by impact" in r.stdout or "No findings." in r.stdout
+    assert list((tmp_path / "out").rglob("*.html")), r.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("tool", ["nsys", "rocprofv3", "rocprof"])
+def test_missing_profiler_is_one_line(tmp_path, tool):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = profile(tmp_path, tool, str(empty))
+    assert r.returncode == 2
+    line = r.stderr.strip()
+    assert line.startswith(f"Error: --profiler {tool}: {tool} is not installed") and "\n" not in line
+    assert "--profiler torch" in line and not (tmp_path / "ran.txt").exists()
+
+
+def test_profiler_exit_status_is_kept(tmp_path):
+    bin_dir, _ = stand_in(tmp_path, "nsys")
+    (tmp_path / "train.py").write_text("import sys\nsys.exit(3)\n")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "traceadvisor.cli.main", "profile", "--profiler", "nsys", "-o", "out"]
+    r = subprocess.run(
+        [*cmd, "--", "python", "train.py"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 3 and "exited with status 3" in r.stderr
+
+
+def test_markers_name_each_step_range(tmp_path, monkeypatch):
+    events: list[tuple[str, object]] = []
+
+    def start(name):
+        events.append(("start", name))
+        return name
+
+    api = markers.RangeApi(start, lambda h: events.append(("end", h)), "test")
+    monkeypatch.setattr(markers, "range_api", lambda: api)
+    script = tmp_path / "s.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            def train_step():
+                pass
+            for _ in range(3):
+                train_step()
+            """
+        )
+    )
+    r = CliRunner().invoke(markers.main, ["--step-on", "train_step", "--", "python", str(script)])
+    assert r.exit_code == 0, r.output
+    assert events == [
+        ("start", "ProfilerStep#0"),
+        ("end", "ProfilerStep#0"),
+        ("start", "ProfilerStep#1"),
+        ("end", "ProfilerStep#1"),
+        ("start", "ProfilerStep#2"),
+        ("end", "ProfilerStep#2"),
+    ]  # the last range ends with the script
+    assert "3 step ranges marked with test" in r.stderr
