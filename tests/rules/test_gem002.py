@@ -103,8 +103,22 @@ def test_v100_trace_targets_fp16_tensor_cores():
     """Volta has no TF32: the target is FP16 tensor cores (autocast), 125 / 15.7 TFLOP/s on a V100 SXM2."""
     (f,) = run(trace("torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz")).findings
     d = json.load(gzip.open(TRACES / "torch/hta_v100_rank0_ns_timeunit.pt.trace.json.gz"))
-    sgemm = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and re.search(r"volta_sgemm", e["name"])]
-    assert f.count == len(sgemm)
+    ev = d["traceEvents"]
+    op_of = {e["args"]["External id"]: e["name"] for e in ev if e.get("cat") == "cpu_op" and "args" in e}
+    launch_ext = {
+        e["args"]["correlation"]: e["args"].get("External id")
+        for e in ev
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+
+    def launching_op(k: dict) -> str:
+        a = k["args"]
+        return op_of.get(a.get("External id")) or op_of.get(launch_ext.get(a.get("correlation")), "")
+
+    sgemm = [e for e in ev if e.get("cat") == "kernel" and re.search(r"volta_sgemm", e["name"])]
+    # cuDNN runs many convolutions as sgemm kernels: those are convolution work (category conv), not GEMMs.
+    gemm = [k for k in sgemm if "convolution" not in launching_op(k)]
+    assert 0 < len(gemm) < len(sgemm) and f.count == len(gemm)
     assert f.confidence == "high" and f.evidence["speedup_assumed"] == pytest.approx(125 / 15.7, rel=1e-2)
 
 
