@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -94,14 +95,31 @@ def peek_file(path: Path) -> RuleHeader:
     prints in a fraction of the time). A file whose ``RULE = Rule(...)`` does not spell code, name, title and
     needs as literals, or that has no ``detect``, is loaded instead (which also reports what is wrong)."""
     try:
-        tree = ast.parse(path.read_bytes(), str(path))
+        src = path.read_text(encoding="utf-8")
+        fields = _literal_rule(_rule_statement(src)) if _DETECT.search(src) else None
     except (OSError, SyntaxError, ValueError):
-        tree = None
-    fields = _literal_rule(tree) if tree is not None else None
-    if fields is None or not any(isinstance(n, ast.FunctionDef) and n.name == "detect" for n in tree.body):
+        fields = None
+    if fields is None:
         r = load_file(path).rule
         return RuleHeader(r.code, r.name, r.title, tuple(r.needs), str(path))
     return RuleHeader(**fields, path=str(path))
+
+
+_RULE_START = re.compile(r"^RULE\s*=\s*Rule\(", re.MULTILINE)
+_DETECT = re.compile(r"^def detect\(", re.MULTILINE)
+
+
+def _rule_statement(src: str) -> ast.Module:
+    """The ``RULE = Rule(...)`` statement parsed alone (a formatted call ends at a line holding only ")"),
+    which is much less than the whole file with its long docstring; else the whole file."""
+    m = _RULE_START.search(src)
+    end = src.find("\n)\n", m.start()) if m else -1
+    if m and end > 0:
+        try:
+            return ast.parse(src[m.start() : end + 2])
+        except SyntaxError:
+            pass
+    return ast.parse(src)
 
 
 def _literal_rule(tree: ast.Module) -> dict | None:
