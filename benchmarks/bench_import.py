@@ -127,7 +127,12 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return {"wall_s": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "peak_rss_tree_mb": peak_tree / 1024}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,  # the process and the helpers it waited for
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_rss_tree_mb": peak_tree / 1024,
+    }
 
 
 def repeat(cmd: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
@@ -136,6 +141,7 @@ def repeat(cmd: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
         "runs": runs,
         "wall_s_median": statistics.median(r["wall_s"] for r in results),
         "wall_s_all": [round(r["wall_s"], 2) for r in results],
+        "cpu_s_median": statistics.median(r["cpu_s"] for r in results),
         "peak_rss_mb_max": max(r["peak_rss_mb"] for r in results),
         "peak_rss_tree_mb_max": max(r["peak_rss_tree_mb"] for r in results),
     }
@@ -316,13 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.x4:
         rows.append(("traceadvisor import --no-cache, 2 GB (x60)", res["x4"]))
     print(
-        "\n| what | wall s (median) | runs | peak RSS, largest process | peak RSS, process tree | load average |"
+        "\n| what | wall s (median) | CPU s (median) | runs | peak RSS, largest process "
+        "| peak RSS, process tree | load average |"
     )
-    print("|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---|")
     for label, r in rows:
         print(
-            f"| {label} | {r['wall_s_median']:.2f} | {r['runs']} | {r['peak_rss_mb_max']:.0f} MB "
-            f"| {r['peak_rss_tree_mb_max']:.0f} MB | {r['loadavg_before']} -> {r['loadavg_after']} |"
+            f"| {label} | {r['wall_s_median']:.2f} | {r['cpu_s_median']:.2f} | {r['runs']} "
+            f"| {r['peak_rss_mb_max']:.0f} MB | {r['peak_rss_tree_mb_max']:.0f} MB "
+            f"| {r['loadavg_before']} -> {r['loadavg_after']} |"
         )
     print(
         f"\nload_trace from the cache: {res['load_trace_cached_s']:.2f} s; load average before "
