@@ -11,12 +11,14 @@ from traceadvisor.engine.loader import load_rules, peek_file, rule_headers
 HEAVY = ("polars", "pyarrow", "plotly", "jinja2", "torch", "traceadvisor.importers")
 
 
-def _imported_after(args: list[str]) -> set[str]:
+def _imported_after(args: list[str], env: dict[str, str] | None = None) -> set[str]:
     code = (
         "import sys\nfrom traceadvisor.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
         "except SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env
+    )
     return set(out.stderr.split())
 
 
@@ -24,6 +26,19 @@ def test_version_and_rules_do_not_import_heavy_modules():
     for args in (["--version"], ["rules"]):
         mods = _imported_after(args)
         assert not {m for m in mods if m.split(".")[0] in HEAVY or m.startswith(HEAVY[-1])}, args
+
+
+def test_cached_import_does_not_import_heavy_modules(tmp_path):
+    import os
+
+    from traceadvisor.cli.common import example_trace
+
+    env = {**os.environ, "TRACEADVISOR_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["import", str(example_trace()), "-o", str(tmp_path / "out.parquet")]
+    assert "polars" in {m.split(".")[0] for m in _imported_after(args, env)}  # fills the cache
+    mods = _imported_after(args, env)
+    assert not {m for m in mods if m.split(".")[0] in HEAVY or m.startswith(HEAVY[-1])}
+    assert (tmp_path / "out.parquet").stat().st_size > 0
 
 
 def test_rule_headers_match_loaded_rules():

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from traceadvisor.trace import Trace
+if TYPE_CHECKING:
+    from traceadvisor.trace import Trace
 
 
 def cache_dir() -> Path:
@@ -39,7 +42,8 @@ def code_fingerprint() -> str:
     return hashlib.sha256(sig.encode()).hexdigest()[:16]
 
 
-def _key(path: Path, importer: str) -> str:
+def _key(path: Path) -> str:
+    """The input's part of an entry's name: path, size, mtime, package and importer-source versions."""
     from traceadvisor import __version__
     from traceadvisor.io import SCHEMA_VERSION
 
@@ -52,12 +56,34 @@ def _key(path: Path, importer: str) -> str:
     else:
         st = p.stat()
         sig = f"{st.st_size}:{st.st_mtime_ns}"
-    raw = f"{p}|{sig}|{importer}|{__version__}|{SCHEMA_VERSION}|{code_fingerprint()}"
+    raw = f"{p}|{sig}|{__version__}|{SCHEMA_VERSION}|{code_fingerprint()}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
 def entry(path: Path, importer: str) -> Path:
-    return cache_dir() / f"{_key(path, importer)}.parquet"
+    return cache_dir() / f"{_key(path)}-{importer}.parquet"
+
+
+def find(path: Path) -> Path | None:
+    """The entry of an unchanged ``path``, whichever importer made it: no format detection, so that a cached
+    ``traceadvisor import`` needs neither polars nor pyarrow."""
+    hits = sorted(cache_dir().glob(f"{_key(Path(path))}-*.parquet"))
+    return hits[0] if hits else None
+
+
+def summary(entry_file: Path) -> dict[str, Any]:
+    """``rows``, ``format`` and ``warnings`` of an entry: from the small file written beside it, else from the
+    Parquet footer."""
+    try:
+        return json.loads(entry_file.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        import pyarrow.parquet as pq
+
+        from traceadvisor.io import META_KEY
+
+        md = json.loads(pq.read_schema(entry_file).metadata[META_KEY])
+        rows = pq.read_metadata(entry_file).num_rows
+        return {"rows": rows, "format": md["format"], "warnings": md.get("warnings", [])}
 
 
 def get(path: Path, importer: str) -> Trace | None:
@@ -82,6 +108,8 @@ def put(path: Path, importer: str, trace: Trace) -> None:
         f.parent.mkdir(parents=True, exist_ok=True)
         tmp = f.with_suffix(".tmp")
         write_parquet(trace, tmp, compression="lz4")
+        info = {"rows": trace.events.height, "format": trace.meta.format, "warnings": trace.meta.warnings}
+        f.with_suffix(".json").write_text(json.dumps(info))  # before the entry appears: see summary()
         tmp.replace(f)
     except OSError:
         pass

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:  # imported where used: the import cache reads the constants below without polars/pyarrow
+    import pyarrow as pa
 
-from traceadvisor.schema.columns import arrow_schema, conform
-from traceadvisor.trace import Trace, TraceMeta
+    from traceadvisor.trace import Trace
 
 META_KEY = b"traceadvisor.meta"
 SCHEMA_KEY = b"traceadvisor.schema"
@@ -18,6 +17,8 @@ SCHEMA_VERSION = "1"
 
 
 def to_arrow(trace: Trace) -> pa.Table:
+    from traceadvisor.schema.columns import arrow_schema, conform
+
     schema = arrow_schema()
     table = conform(trace.events).to_arrow()
     # polars may produce large_string; cast to the declared schema (keeps field docs/units)
@@ -33,6 +34,11 @@ WRITE_BATCH_ROWS = 1 << 17
 
 
 def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> None:
+    import pyarrow.parquet as pq
+
+    from traceadvisor.schema.columns import conform
+    from traceadvisor.trace import Trace
+
     schema = to_arrow(Trace(trace.events.head(0), trace.meta)).schema
     events = conform(trace.events)
     # dictionary-encode only the repetitive text columns (args is nearly unique: a dictionary there is wasted work)
@@ -53,6 +59,12 @@ def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> 
 
 
 def read_parquet(path: str | Path) -> Trace:
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from traceadvisor.schema.columns import conform
+    from traceadvisor.trace import Trace, TraceMeta
+
     # metadata from the footer; the columns through polars' reader (several times faster than pq.read_table)
     md = pq.read_schema(str(path)).metadata or {}
     meta = (

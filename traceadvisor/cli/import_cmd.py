@@ -34,15 +34,11 @@ def command(
     Example:
       traceadvisor import run.pt.trace.json.gz -o events.parquet
     """
-    import json
     import shutil
     from pathlib import Path
 
-    import pyarrow.parquet as pq
-
+    from traceadvisor import cache
     from traceadvisor.errors import UsageError
-    from traceadvisor.importers import cached_file
-    from traceadvisor.io import META_KEY, write_parquet
 
     if not Path(output).resolve().parent.is_dir():
         raise UsageError(
@@ -50,12 +46,13 @@ def command(
         )
     t0 = time.perf_counter()
     (src,) = resolve_traces((trace,) if trace else (), example)[:1]
-    hit = None if no_cache else cached_file(src)
+    hit = None if no_cache or not src.exists() else cache.find(src)
     if hit is not None:  # unchanged input: the cache entry already is the canonical Parquet file
         shutil.copyfile(hit, output)
-        md = json.loads(pq.read_schema(hit).metadata[META_KEY])
-        rows, fmt, warnings = pq.read_metadata(hit).num_rows, md["format"], md.get("warnings", [])
+        info = cache.summary(hit)
+        rows, fmt, warnings = info["rows"], info["format"], info["warnings"]
     else:
+        from traceadvisor.io import write_parquet
         from traceadvisor.progress import Progress
 
         with Progress(progress_enabled(quiet, show_progress)) as prog:

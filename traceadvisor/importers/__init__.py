@@ -68,10 +68,7 @@ def cached_file(path: str | Path) -> Path | None:
     from traceadvisor import cache as _cache
 
     p = Path(path)
-    if not p.exists():
-        return None
-    f = _cache.entry(p, detect(p).NAME)
-    return f if f.is_file() else None
+    return _cache.find(p) if p.exists() else None
 
 
 def load_trace(
