@@ -15,6 +15,7 @@ from conftest import TRACES
 
 from traceadvisor.cli.main import cli
 from traceadvisor.importers import detect, kineto, load_trace
+from traceadvisor.normalize import normalize
 
 TORCH = sorted((TRACES / "torch").glob("*.json*"))
 GPU_CATS = {
@@ -36,6 +37,11 @@ def _source(path: Path) -> tuple[dict, list[dict]]:
 
 
 _LOADED: dict[Path, object] = {}
+
+
+def _read(path: Path):
+    """The importer's own read, normalized as ``load_trace`` does (api_class, steps, device models)."""
+    return normalize(kineto.read(path))
 
 
 def _trace(path: Path):
@@ -399,9 +405,9 @@ def test_parallel_import_equals_serial(tmp_path, monkeypatch, layout):
     monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 1 << 20)
     monkeypatch.setattr(_kineto_load, "MAP_MIN_BYTES", 0)  # plain files are memory-mapped as big ones are
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "2")
-    parallel = kineto.read(path)
+    parallel = _read(path)
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "1")
-    _same(parallel, kineto.read(path))
+    _same(parallel, _read(path))
     _same(parallel, _trace(src))
 
 
@@ -432,7 +438,7 @@ def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, ra
     monkeypatch.setattr(_kineto_load, "PIECE_TEXT", piece_bytes)
     for workers in ("2", "1"):
         monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
-        tr = kineto.read(path)
+        tr = _read(path)
         assert tr.events.height == 3000 and tr.meta.input_events == 3000
         assert tr.events.get_column("external_id").to_list() == list(range(1, 3001))
         assert json.loads(tr.events.get_column("args")[5])["groups"] == [{"rank": 0}, {"rank": 1}]
@@ -464,7 +470,7 @@ def test_timestamp_forms_convert_exactly(tmp_path):
     )
     path = tmp_path / "t.json"
     path.write_text('{"schemaVersion": 1, "traceEvents": [' + events + bad + "]}")
-    tr = kineto.read(path)
+    tr = _read(path)
     got = dict(tr.events.select("correlation_id", "start_ns").rows())
     assert [got[i + 1] for i in range(len(forms))] == list(forms.values())
     assert tr.meta.skipped["event without a timestamp"] == 3
@@ -477,7 +483,7 @@ def test_keys_after_the_events_are_read_without_a_second_pass(tmp_path, monkeypa
     doc, _ = _source(src)
     assert list(doc).index("traceEvents") < list(doc).index("deviceProperties")  # keys after the events
     monkeypatch.setattr(kineto, "_reload", lambda *a: pytest.fail("quick split not taken"))
-    quick = kineto.read(src)
+    quick = _read(src)
     monkeypatch.undo()
     assert quick.events.equals(_trace(src).events) and quick.meta.devices[0].model == "MI300X"
 
@@ -490,7 +496,7 @@ def test_keys_after_the_events_are_read_without_a_second_pass(tmp_path, monkeypa
         return doc, a, bytes(text).rindex(b"]") + 1
 
     monkeypatch.setattr(_kineto_load, "_quick_split", wrong_end)
-    again = kineto.read(src)
+    again = _read(src)
     assert again.events.equals(quick.events)
     assert again.meta.devices == quick.meta.devices and again.meta.skipped == quick.meta.skipped
 

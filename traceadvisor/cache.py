@@ -33,6 +33,8 @@ def code_fingerprint() -> str:
         [
             *pkg.glob("importers/*.py"),
             *pkg.glob("schema/*.py"),
+            *pkg.glob("knowledge/*.py"),
+            pkg / "normalize.py",
             pkg / "io.py",
             pkg / "devices.py",
             pkg / "trace.py",

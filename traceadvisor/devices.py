@@ -524,25 +524,43 @@ def peak_tflops(model: Model, dtype: str, compute_units: int | None = None) -> f
     return v
 
 
+# recorded dtype (lower case, regex) -> peak column; first match wins
+DTYPE_COLUMNS: tuple[tuple[str, str], ...] = (
+    (r"bfloat16", "bf16"),
+    (r"half|float16", "fp16"),
+    (r"float8", "fp8"),
+    (r"double|float64", "fp64"),
+    (r"\bfloat\b|float32", "fp32"),
+    (r"int8|^signed char$", "int8"),
+)
+# kernel-name tokens that mean FP32 data ran on TF32 tensor cores / xf32 matrix cores
+TF32_KERNEL_RE = r"(?i)tf32|xf32|s1688|s16816|_MX"
+PEAK_COLUMNS: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp64")
+ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "int8": 1, "fp64": 8}
+# Measured "max achievable" TFLOP/s (devices.md section 3, AMD / TraceLens tables): MI300-class matrix peaks are
+# not reachable at sustained clocks, so utilization is judged against these where known.
+ACHIEVABLE_TFLOPS: dict[str, dict[str, float]] = {
+    "MI300X": {"fp16": 654.0, "bf16": 708.0, "fp8": 1273.0, "int8": 2600.0, "fp32": 163.0, "fp64": 81.0},
+    "MI325X": {"fp16": 794.0, "bf16": 843.0, "fp8": 1519.0, "int8": 3094.0, "fp32": 194.0, "fp64": 97.0},
+}
+
+
+def model_of(device) -> Model | None:
+    """The model of a trace ``Device`` (resolved once at import by ``traceadvisor.normalize``)."""
+    return BY_KEY.get(device.model or "")
+
+
 def dtype_column(torch_dtype: str | None, kernel_name: str | None = None) -> str | None:
-    """Map a recorded dtype (``c10::BFloat16``, ``float``, ``torch.float16``) to a peak column."""
+    """Map a recorded dtype (``c10::BFloat16``, ``float``, ``torch.float16``) to a peak column (``DTYPE_COLUMNS``;
+    FP32 on a TF32/xf32 kernel is ``tf32``)."""
     if not torch_dtype:
         return None
     t = torch_dtype.lower()
-    if "bfloat16" in t:
-        return "bf16"
-    if "half" in t or "float16" in t:
-        return "fp16"
-    if "float8" in t:
-        return "fp8"
-    if "double" in t or "float64" in t:
-        return "fp64"
-    if re.search(r"\bfloat\b|float32", t):
-        if kernel_name and re.search(r"tf32|xf32|s1688|s16816", kernel_name, re.IGNORECASE):
-            return "tf32"
-        return "fp32"
-    if "int8" in t or t == "signed char":
-        return "int8"
+    for pat, col in DTYPE_COLUMNS:
+        if re.search(pat, t):
+            if col == "fp32" and kernel_name and re.search(TF32_KERNEL_RE, kernel_name):
+                return "tf32"
+            return col
     return None
 
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # imported where used: the import cache reads the constants b
 
 META_KEY = b"traceadvisor.meta"
 SCHEMA_KEY = b"traceadvisor.schema"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: api_class column, normalized steps and device models
 
 
 def to_arrow(trace: Trace) -> pa.Table:
@@ -46,6 +46,7 @@ def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> 
         "kind",
         "category",
         "name",
+        "api_class",
         "copy_kind",
         "src_memory",
         "dst_memory",
@@ -70,4 +71,6 @@ def read_parquet(path: str | Path) -> Trace:
     meta = (
         TraceMeta.from_dict(json.loads(md[META_KEY])) if META_KEY in md else TraceMeta(str(path), "parquet")
     )
-    return Trace(conform(pl.read_parquet(str(path))), meta)
+    from traceadvisor.normalize import normalize
+
+    return normalize(Trace(conform(pl.read_parquet(str(path))), meta))

@@ -247,4 +247,6 @@ class TraceBuilder:
             world_size=1,
             capabilities=set(self.caps),
         )
-        return Trace(df, meta)
+        from traceadvisor.normalize import normalize
+
+        return normalize(Trace(df, meta))

@@ -85,8 +85,10 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import devices
 from traceadvisor.devices import peak_tflops, resolve_models, unknown_device_reason
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import operators
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -138,40 +140,13 @@ RULE = Rule(
     confidence="high",
 )
 
-# op name -> (index of operand A in Input Dims, index of operand B, layout)
-# layout "mm": A = [..., M, K], B = [..., K, N];  layout "linear": X = [..., K], W = [N, K]
-GEMM_OPS: dict[str, tuple[int, int, str]] = {
-    "aten::mm": (0, 1, "mm"),
-    "aten::bmm": (0, 1, "mm"),
-    "aten::addmm": (1, 2, "mm"),
-    "aten::_addmm_activation": (1, 2, "mm"),
-    "aten::baddbmm": (1, 2, "mm"),
-    "aten::addbmm": (1, 2, "mm"),
-    "aten::_scaled_mm": (0, 1, "mm"),
-    "aten::matmul": (0, 1, "mm"),  # composite: only counted where it launched kernels itself
-    "aten::linear": (0, 1, "linear"),  # idem (a fused leaf linear)
-}
-
-# recorded dtype (lower case, regex) -> peak column; first match wins. Mirrors traceadvisor.devices.dtype_column.
-DTYPE_COLUMNS: tuple[tuple[str, str], ...] = (
-    (r"bfloat16", "bf16"),
-    (r"half|float16", "fp16"),
-    (r"float8", "fp8"),
-    (r"double|float64", "fp64"),
-    (r"^float$|float32", "fp32"),
-    (r"int8|^signed char$", "int8"),
-)
-# kernel-name tokens that mean FP32 data ran on TF32 tensor cores / xf32 matrix cores
-TF32_KERNEL = r"(?i)tf32|xf32|s1688|s16816|_MX"
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "int8": 1, "fp64": 8}
+GEMM_OPS = operators.GEMM_OPS  # op -> (operand A index, operand B index, layout)
+DTYPE_COLUMNS = devices.DTYPE_COLUMNS
+TF32_KERNEL = devices.TF32_KERNEL_RE
+ELEMENT_BYTES = devices.ELEMENT_BYTES
 ALIGN_ELEMENTS = {"bf16": 8, "fp16": 8, "fp32": 4, "tf32": 4, "fp8": 16, "int8": 16, "fp64": 2}
-PEAK_COLUMNS = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp64")
-# Measured "max achievable" TFLOP/s (devices.md section 3, AMD / TraceLens tables): the flag threshold is taken
-# against these where known, because MI300-class matrix peaks are not reachable at sustained clocks.
-ACHIEVABLE: dict[str, dict[str, float]] = {
-    "MI300X": {"fp16": 654.0, "bf16": 708.0, "fp8": 1273.0, "int8": 2600.0, "fp32": 163.0, "fp64": 81.0},
-    "MI325X": {"fp16": 794.0, "bf16": 843.0, "fp8": 1519.0, "int8": 3094.0, "fp32": 194.0, "fp64": 97.0},
-}
+PEAK_COLUMNS = devices.PEAK_COLUMNS
+ACHIEVABLE = devices.ACHIEVABLE_TFLOPS
 TILE = 128  # a typical output tile edge of tensor-core GEMM kernels (for the quantization estimate)
 # kernel names that betray a legacy / unaligned path
 LEGACY_KERNEL = r"align1|align2|cutlass_7\d_|volta_|turing_|maxwell_|gemmSN|gemmk1"

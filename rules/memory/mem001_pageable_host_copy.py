@@ -58,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceadvisor.devices import BY_KEY, match_model
+from traceadvisor.devices import model_of
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, gpu_eids, launching_calls, replayer
 from traceadvisor.schema import views
@@ -115,9 +115,7 @@ def _pinned_rates(trace: Trace, default_gbs: float) -> pl.LazyFrame:
     """device index -> practical pinned host-link rate (GB/s) of its model."""
     rows: list[dict] = []
     for d in trace.meta.devices:
-        m = BY_KEY.get(d.model) if d.model else None
-        if m is None:
-            m = match_model(d.name, arch=d.arch, compute_units=d.compute_units)
+        m = model_of(d)
         rows.append(
             {
                 "device": d.index,

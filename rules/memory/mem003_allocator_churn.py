@@ -51,6 +51,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import apis
 from traceadvisor.replay import Fix, calls_at
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
@@ -102,53 +103,7 @@ RULE = Rule(
 )
 
 # bare API name -> (operation, memory)
-ALLOCATOR_APIS: dict[str, tuple[str, str]] = {
-    **{
-        n: ("alloc", "device")
-        for n in (
-            "cudaMalloc",
-            "cudaMallocPitch",
-            "cudaMalloc3D",
-            "cudaMallocManaged",
-            "cuMemAlloc",
-            "cuMemAllocPitch",
-            "cuMemAllocManaged",
-            "hipMalloc",
-            "hipMallocPitch",
-            "hipMalloc3D",
-            "hipMallocManaged",
-            "hipExtMallocWithFlags",
-        )
-    },
-    **{n: ("free", "device") for n in ("cudaFree", "cuMemFree", "hipFree")},
-    **{
-        n: ("alloc", "pinned host")
-        for n in (
-            "cudaHostAlloc",
-            "cudaMallocHost",
-            "cudaHostRegister",
-            "cuMemHostAlloc",
-            "cuMemAllocHost",
-            "cuMemHostRegister",
-            "hipHostMalloc",
-            "hipMallocHost",
-            "hipHostAlloc",
-            "hipHostRegister",
-        )
-    },
-    **{
-        n: ("free", "pinned host")
-        for n in (
-            "cudaFreeHost",
-            "cudaHostUnregister",
-            "cuMemFreeHost",
-            "cuMemHostUnregister",
-            "hipHostFree",
-            "hipFreeHost",
-            "hipHostUnregister",
-        )
-    },
-}
+ALLOCATOR_APIS = apis.ALLOC_MEMORY
 
 
 def _rk() -> pl.Expr:

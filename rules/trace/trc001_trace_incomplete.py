@@ -55,6 +55,7 @@ import re
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import apis
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -110,34 +111,12 @@ RULE = Rule(
     confidence="high",
 )
 
-# Kernel launch APIs of both vendors (bare names: views.api_name strips nsys suffixes). Graph launches are left
-# out: with graph-level tracing a graph launch has no per-kernel GPU record.
-# stream capture into a CUDA / HIP graph (bare names): launches between these run nothing on the GPU
-CAPTURE_BEGIN_APIS = (
-    "cudaStreamBeginCapture",
-    "cudaStreamBeginCaptureToGraph",
-    "cuStreamBeginCapture",
-    "cuStreamBeginCaptureToGraph",
-    "hipStreamBeginCapture",
-    "hipStreamBeginCaptureToGraph",
-)
-CAPTURE_END_APIS = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
-LAUNCH_APIS = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel",
-    "hipLaunchKernel",
-    "hipExtLaunchKernel",
-    "hipModuleLaunchKernel",
-    "hipExtModuleLaunchKernel",
-    "hipHccModuleLaunchKernel",
-    "hipLaunchCooperativeKernel",
-    "hipModuleLaunchCooperativeKernel",
-)
+# stream capture into a CUDA / HIP graph: launches between these run nothing on the GPU
+CAPTURE_BEGIN_APIS = apis.CAPTURE_BEGIN
+CAPTURE_END_APIS = apis.CAPTURE_END
+# Kernel launch APIs of both vendors (graph launches are left out: with graph-level tracing a graph launch has
+# no per-kernel GPU record).
+LAUNCH_APIS = apis.LAUNCH
 HOST_KINDS = ("runtime", "cpu_op", "python", "step")
 # import warnings and skip reasons, by problem
 TRUNCATED_RE = re.compile(r"truncat|cut off|ends early|stops mid-file", re.IGNORECASE)

@@ -77,6 +77,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import apis, warmup
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -149,51 +150,12 @@ RULE = Rule(
     confidence="high",
 )
 
-COMPILE_SPAN_RE = (
-    r"\(dynamo_timed\)$|^(dynamo|entire_frame_compile|entire_backward_compile|backend_compile|inductor_compile"
-    r"|compile_fx_inner|fx_codegen_and_compile|async_compile\.precompile|PyCodeCache\.load_by_key_path"
-    r"|CachingAutotuner\.benchmark_all_configs|select_algorithm_autotune|triton_autotune)$"
-)
-COMPILE_KINDS = ("cpu_op", "annotation", "python")
-MODULE_LOAD_APIS = (
-    "cuModuleLoad",
-    "cuModuleLoadData",
-    "cuModuleLoadDataEx",
-    "cuModuleLoadFatBinary",
-    "cuLibraryLoadData",
-    "cuLibraryLoadFromFile",
-    "cudaLibraryLoadData",
-    "cudaLibraryLoadFromFile",
-    "cuKernelGetFunction",
-    "cuLinkCreate",
-    "cuLinkAddData",
-    "cuLinkAddFile",
-    "cuLinkComplete",
-    "nvrtcCompileProgram",
-    "hipModuleLoad",
-    "hipModuleLoadData",
-    "hipModuleLoadDataEx",
-    "__hipRegisterFatBinary",
-    "hiprtcCompileProgram",
-    "hipLinkComplete",
-)
-MODULE_LOAD_OVERHEAD = ("Lazy Function Loading", "Runtime Triggered Module Loading", "Driver Compiler")
-LIBRARY_INIT_APIS = (
-    "cublasCreate",
-    "cublasLtCreate",
-    "cudnnCreate",
-    "cusparseCreate",
-    "cufftPlanMany",
-    "hipblasCreate",
-    "hipblasLtCreate",
-    "rocblas_create_handle",
-    "miopenCreate",
-    "miopenCreateWithStream",
-)
-FIND_RE = r"^(cudnnFind|miopenFind|cudnnGet\w*Algorithm_v7)"
-STEP_RE = (
-    r"(?i)^(ProfilerStep#|iteration[_ #-]?|iter[_ #-]?|step[_ #-]?|train_step[_ #-]?|train_iter[_ #-]?)\d+$"
-)
+COMPILE_SPAN_RE = warmup.COMPILE_SPAN_RE
+COMPILE_KINDS = warmup.COMPILE_KINDS
+MODULE_LOAD_APIS = apis.MODULE_LOAD
+MODULE_LOAD_OVERHEAD = apis.MODULE_LOAD_OVERHEAD
+LIBRARY_INIT_APIS = apis.LIBRARY_INIT
+FIND_RE = apis.ALGORITHM_FIND_RE
 FIRST_CALL_KINDS = ("cpu_op",)
 # OS-runtime calls that start or reap processes (Inductor compile workers, ptxas, nvcc), nsys osrt names
 # file-system lookups: Python importing generated modules, Inductor/Triton cache probes (thousands per compile)
@@ -375,17 +337,9 @@ def _steady_window_gate(lf: pl.LazyFrame, rows: pl.LazyFrame, options: dict) -> 
 
 
 def _iterations(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Step markers per rank (ProfilerStep), else host annotations named like iterations."""
-    st = lf.filter(
-        (pl.col("kind") == "step")
-        | (
-            (pl.col("kind") == "annotation")
-            & pl.col("device").is_null()
-            & pl.col("name").str.contains(STEP_RE)
-        )
-    )
-    st = st.with_columns(_rk(), _is_step=pl.col("kind") == "step")
-    return st.filter(pl.col("_is_step") | ~pl.col("_is_step").any().over("_rk"))
+    """Step markers per rank: every format's iteration markers are kind "step" after import
+    (``traceadvisor.normalize``, tables in ``knowledge.steps``)."""
+    return lf.filter((pl.col("kind") == "step") & pl.col("device").is_null()).with_columns(_rk())
 
 
 def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:

@@ -90,7 +90,9 @@ def load_trace(
         with stage(progress, f"reading {p.name} from the import cache"):
             trace = _cache.get(p, mod.NAME)
     if trace is None:
-        trace = mod.read(p, progress=progress)
+        from traceadvisor.normalize import normalize
+
+        trace = normalize(mod.read(p, progress=progress), devices=False)
         if cache:
             with stage(progress, "writing the import cache"):
                 _cache.put(p, mod.NAME, trace)
@@ -98,11 +100,15 @@ def load_trace(
 
 
 def after_import(trace: Trace, device: str | None = None) -> Trace:
-    """The views every imported trace gets: ``--device`` first, then the host-memory inference."""
+    """The views every imported trace gets: ``--device`` first, then the device models it leaves unresolved,
+    then the host-memory inference."""
     from traceadvisor.importers._host_memory import with_memory_inference
+    from traceadvisor.normalize import normalize, resolve_device_models
 
+    trace = normalize(trace, devices=False)  # a no-op for what load_trace read (normalized before caching)
     if device:
         from traceadvisor.device_override import apply_device
 
         trace = apply_device(trace, device)
+    resolve_device_models(trace)
     return with_memory_inference(trace)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor.knowledge import collectives
+
 # (category, regex, vendor stack / library it comes from) -- first match wins. Checked against every kernel
 # name in ../shared/traces (torch, nsys, rpd, rocpd); tests/test_classify.py holds real names per row.
 KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     # collectives first: NCCL/RCCL kernels keep "nccl" names; "all_reduce" etc. appear in custom/Triton comms
     (
         "collective",
-        r"nccl|rccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_kernel"
-        r"|cross_device_reduce",
-        "NCCL/RCCL, custom all-reduce",
+        collectives.KERNEL_RE,
+        "NCCL/RCCL/MSCCL, custom all-reduce, symmetric memory (multimem)",
     ),
     # KV-cache writes of serving engines: copies, although their names mention attention libraries
     (

@@ -73,6 +73,13 @@ COLUMNS: tuple[Column, ...] = (
         "Vendor-neutral work category: " + ", ".join(CATEGORIES) + " (null for host-only events).",
     ),
     Column("name", pa.string(), "text", "Name as recorded (kernel, API, operator or range name)."),
+    Column(
+        "api_class",
+        pa.string(),
+        "enum",
+        "Runtime API class of a runtime row (launch, graph_launch, sync, blocking_copy, alloc, module_load, ...;"
+        " table in traceadvisor.knowledge.apis); null for other rows and unclassified calls.",
+    ),
     Column("rank", pa.int32(), "index", "Distributed rank of the process that produced the event."),
     Column("pid", pa.int64(), "id", "Process id (GPU events: the producer's device lane id)."),
     Column("tid", pa.int64(), "id", "Thread id (GPU events: the producer's stream lane id)."),

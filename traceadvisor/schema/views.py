@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor.knowledge import apis
+
 GPU_KINDS = ("kernel", "memcpy", "memset")
 
 
@@ -103,33 +105,16 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 # --- Host API names and synchronisation (tables for both vendors) -----------------------------------------
 
-# Blocking host synchronisation calls -> scope. nsys keeps CUPTI's "_vNNNN" suffix on runtime names;
-# ``api_name`` strips it, so the tables hold bare names.
-BLOCKING_SYNC_APIS: dict[str, str] = {
-    "cudaDeviceSynchronize": "device",
-    "cudaThreadSynchronize": "device",
-    "cuCtxSynchronize": "device",
-    "hipDeviceSynchronize": "device",
-    "hipCtxSynchronize": "device",
-    "cudaStreamSynchronize": "stream",
-    "cuStreamSynchronize": "stream",
-    "hipStreamSynchronize": "stream",
-    "cudaEventSynchronize": "event",
-    "cuEventSynchronize": "event",
-    "hipEventSynchronize": "event",
-}
-# ``sync`` events (Kineto cuda_sync, nsys SYNCHRONIZATION) that block the host, lower-cased -> scope.
-# "Stream Wait Event" / "Stream wait sync" is a GPU-side wait and is deliberately absent.
-BLOCKING_SYNC_EVENTS: dict[str, str] = {
-    "context sync": "device",
-    "stream sync": "stream",
-    "event sync": "event",
-}
+# The API tables live in ``traceadvisor.knowledge.apis``; these names are kept for existing callers.
+BLOCKING_SYNC_APIS = apis.SYNC_SCOPE
+BLOCKING_SYNC_EVENTS = apis.SYNC_EVENT_SCOPE
+BLOCKING_COPY_APIS = apis.BLOCKING_COPY
+ASYNC_COPY_APIS = apis.ASYNC_COPY
 
 
 def api_name(col: str = "name") -> pl.Expr:
     """A runtime/driver API name without nsys' CUPTI version suffix (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
-    return pl.col(col).str.replace(r"(_v\d+)+$", "")
+    return apis.bare_name(col)
 
 
 def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -170,52 +155,6 @@ def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat([rt, ev_only], how="vertical_relaxed").with_columns(
         end_ns=pl.col("start_ns") + pl.col("dur_ns")
     )
-
-
-# Copy APIs that return only when the copy is done (bare names), both vendors.
-BLOCKING_COPY_APIS: tuple[str, ...] = (
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cudaMemcpy3D",
-    "cudaMemcpyToSymbol",
-    "cudaMemcpyFromSymbol",
-    "cudaMemcpyPeer",
-    "cuMemcpy",
-    "cuMemcpyHtoD",
-    "cuMemcpyDtoH",
-    "cuMemcpyDtoD",
-    "cuMemcpy2D",
-    "cuMemcpy3D",
-    "cuMemcpyPeer",
-    "hipMemcpy",
-    "hipMemcpyWithStream",
-    "hipMemcpyHtoD",
-    "hipMemcpyDtoH",
-    "hipMemcpyDtoD",
-    "hipMemcpy2D",
-    "hipMemcpy3D",
-    "hipMemcpyToSymbol",
-    "hipMemcpyFromSymbol",
-    "hipMemcpyPeer",
-)
-
-# Asynchronous copy APIs (bare names), both vendors. From pageable memory they block the host too.
-ASYNC_COPY_APIS: tuple[str, ...] = (
-    "cudaMemcpyAsync",
-    "cudaMemcpy2DAsync",
-    "cudaMemcpy3DAsync",
-    "cudaMemcpyPeerAsync",
-    "cuMemcpyAsync",
-    "cuMemcpyHtoDAsync",
-    "cuMemcpyDtoHAsync",
-    "cuMemcpyDtoDAsync",
-    "hipMemcpyAsync",
-    "hipMemcpyHtoDAsync",
-    "hipMemcpyDtoHAsync",
-    "hipMemcpyDtoDAsync",
-    "hipMemcpy2DAsync",
-    "hipMemcpyPeerAsync",
-)
 
 
 def _group_key(by: list[str]) -> pl.Expr:

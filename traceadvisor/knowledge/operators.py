@@ -1,0 +1,89 @@
+"""Framework operator families (ATen names as torch.profiler records them), one table.
+
+``GEMM_OPS`` says where the GEMM operands sit in an op's recorded input dims; ``OP_FAMILIES`` maps any op name
+to its family (first match wins); ``OP_ALIASES`` folds operator names that differ only by vendor library.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# op name -> (index of operand A in Input Dims, index of operand B, layout)
+# layout "mm": A = [..., M, K], B = [..., K, N] (leading dims of A are the batch);
+# layout "linear": X = [..., K], W = [N, K] (leading dims of X fold into M).
+# aten::matmul and aten::linear are composites: they count only where they launched kernels themselves.
+GEMM_OPS: dict[str, tuple[int, int, str]] = {
+    "aten::mm": (0, 1, "mm"),
+    "aten::bmm": (0, 1, "mm"),
+    "aten::addmm": (1, 2, "mm"),
+    "aten::_addmm_activation": (1, 2, "mm"),
+    "aten::baddbmm": (1, 2, "mm"),
+    "aten::addbmm": (1, 2, "mm"),
+    "aten::_scaled_mm": (0, 1, "mm"),
+    "aten::matmul": (0, 1, "mm"),
+    "aten::linear": (0, 1, "linear"),
+}
+
+# (family, regex on the op name): first match wins
+OP_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("gemm", r"^aten::(?:mm|bmm|addmm|_addmm_activation|baddbmm|addbmm|_scaled_mm|matmul|linear)$"),
+    (
+        "attention",
+        r"^aten::(?:_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*"
+        r"|_scaled_dot_product_\w+_attention\w*)$|flash_attn|attention",
+    ),
+    (
+        "conv",
+        r"^aten::(?:_?convolution\w*|conv\w*|cudnn_convolution\w*|miopen_convolution\w*|_conv_depthwise\w*)$",
+    ),
+    (
+        "norm",
+        r"^aten::(?:\w*layer_norm\w*|\w*batch_norm\w*|\w*group_norm\w*|\w*instance_norm\w*|\w*rms_norm\w*)$",
+    ),
+    (
+        "elementwise",
+        r"^aten::(?:add|sub|mul|div|relu|gelu|silu|sigmoid|tanh|exp|log|neg|pow|sqrt|rsqrt|where|clamp"
+        r"|threshold|dropout|fill|zero|copy|_to_copy|masked_fill|abs)\w*_?$",
+    ),
+)
+
+# aten operator names that differ only by vendor library -> one key (regex, replacement)
+OP_ALIASES: tuple[tuple[str, str], ...] = (
+    (
+        r"^aten::(_?)(?:cudnn|miopen)_",
+        r"aten::\1dnn_",
+    ),  # cudnn_convolution / miopen_convolution, batch_norm, rnn
+    (r"^aten::_(?:cudnn|miopen)_", r"aten::_dnn_"),
+)
+
+
+def op_family(name: str | None) -> str | None:
+    """Family of one framework op name (``None`` when it is in no family)."""
+    if not name:
+        return None
+    for fam, pat in OP_FAMILIES:
+        if re.search(pat, name):
+            return fam
+    return None
+
+
+def gemm_dims(op: str, dims: list) -> tuple[int, int, int, int, int] | None:
+    """(batch, m, n, k, index of operand A) of a GEMM op from its input dims; None when not derivable."""
+    spec = GEMM_OPS.get(op)
+    if spec is None:
+        return None
+    ia, ib, layout = spec
+    try:
+        a, b = dims[ia], dims[ib]
+        if layout == "linear":
+            (n, k2), k = b, a[-1]
+            m, batch = (math.prod(a[:-1]) if len(a) > 1 else 1), 1
+        else:
+            (m, k), (k2, n) = a[-2:], b[-2:]
+            batch = math.prod(a[:-2]) if len(a) > 2 else 1
+    except (IndexError, TypeError, ValueError):
+        return None
+    if not all(isinstance(v, int) and v > 0 for v in (batch, m, n, k)) or k != k2:
+        return None
+    return int(batch), int(m), int(n), int(k), ia

@@ -1,0 +1,21 @@
+"""Profiler self-events: records of the profiler's own work, never the program's.
+
+They are left out of spans and the analysed window and never count as warm-up or idle-causing host work.
+Kineto writes ``Activity Buffer Request`` (CUPTI buffer allocation, category ``overhead``) and
+``Record Window End`` (end of the active window); rocprof/rpd write their flush and callback rows; nsys keeps
+its own overhead in ``PROFILER_OVERHEAD`` (kind ``overhead``).
+"""
+
+from __future__ import annotations
+
+PROFILER_EVENT_NAMES: tuple[str, ...] = (
+    "Activity Buffer Request",
+    "Record Window End",
+    "Buffer Flush",
+    "CUPTI buffer flush",
+    "hcc_activity_callback",
+    "rpdflush",
+    "run_to_completion",
+)
+# every event of this kind is profiler overhead
+PROFILER_KINDS: tuple[str, ...] = ("overhead",)
