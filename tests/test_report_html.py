@@ -97,6 +97,7 @@ def finding(
     summary: str = "4 copies",
     stack: str = "nvidia",
     evidence: dict | None = None,
+    index: int = 0,
 ) -> Finding:
     t0 = int(trace.events["start_ns"].min())
     items = [
@@ -119,6 +120,7 @@ def finding(
         title="Host copies from pageable memory",
         summary=summary,
         trace=trace.name,
+        trace_index=index,
         rank=0,
         device=0,
         count=n,
@@ -281,7 +283,7 @@ def test_self_contained_offline_and_csp(small_html):
 
 def test_header_findings_and_sections(small_html):
     assert "NVIDIA H200" in small_html and "H200 SXM 141GB" in small_html
-    assert re.search(r"<dt>Steps</dt><dd>4</dd>", small_html)
+    assert re.search(r"<dt>Steps</dt><dd>4 analysed", small_html)
     assert "rules skipped" in small_html.lower() and "needs collectives" in small_html
     # findings in impact order, each with its own section and a timeline button
     assert small_html.index('id="finding-f1"') < small_html.index('id="finding-f2"')
@@ -467,20 +469,21 @@ def test_breakdown_frames_are_exact():
     b.kernel("relu_kernel", 990, 20)  # starts in the step, ends after it: clipped to the step
     b.copy(2000, 10, bytes=1 << 20)
     t = b.build()
-    cat = F.gpu_category_frame(t)
-    assert dict(cat.select("category", "time_ns").iter_rows()) == {
-        "gemm": 250_000,
-        "elementwise": 120_000,
-        "copy": 10_000,
-    }
+    from traceadvisor.summary import summarize
+
+    s = summarize(t)
+    cat = F.gpu_category_frame(s)
+    # the copy at 2 ms starts after the only step: outside the analysed window
+    assert dict(cat.select("category", "time_ns").iter_rows()) == {"gemm": 250_000, "elementwise": 120_000}
     st = F.step_frame(t)
     assert dict(st.select("category", "time_ns").iter_rows()) == {
         "gemm": 250_000,
         "elementwise": 110_000,
         "idle": 690_000,
     }
-    bi = F.busy_idle_frame(t)
-    assert bi.select("busy_ns", "idle_ns").row(0) == (330_000, t.span_ns() - 330_000)
+    bi = F.busy_idle_frame(s)
+    # window 0 .. 1.01 ms (the step, widened to the kernel that ends after it); busy 200 + 100 + 20 us
+    assert bi.select("busy_ns", "idle_ns").row(0) == (320_000, 690_000)
 
 
 def test_gemm_roofline_from_shapes():
@@ -540,7 +543,9 @@ def test_real_trace_report(traces_dir, tmp_path):
 def test_several_traces_get_their_own_timelines():
     a, b = small_trace(name="rank0"), small_trace(vendor="amd", device="AMD Instinct MI300X", name="rank1")
     res = AnalysisResult(
-        traces=[a, b], findings=[finding(b, impact_ns=900_000, stack="amd"), finding(a)], rules=[doc_rule()]
+        traces=[a, b],
+        findings=[finding(b, impact_ns=900_000, stack="amd", index=1), finding(a)],
+        rules=[doc_rule()],
     )
     html = render_html(res)
     figs = island(html, "ta-figures")

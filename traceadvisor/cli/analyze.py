@@ -25,15 +25,17 @@ def print_summary(res) -> None:
     from rich.table import Table
 
     from traceadvisor.cli.info import fmt_ns
+    from traceadvisor.report import summary_view
 
     con = Console(highlight=False, width=140)
     if getattr(res, "job", None) is not None:
         _print_job(con, res.job)
-    for t in res.traces:
+    for i, t in enumerate(res.traces):
         dev = ", ".join(sorted({d.model or d.name or "?" for d in t.meta.devices})) or "no GPU recorded"
         con.print(
             f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}"
         )
+        con.print(f"  {escape(summary_view.line(res.summary(i)))}")
         for w in t.meta.warnings:
             con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not res.findings:

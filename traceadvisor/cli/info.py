@@ -6,17 +6,12 @@ import json
 
 import click
 
+from traceadvisor import units
 from traceadvisor.cli.common import device_option, example_option, load_all, no_cache_option, resolve_traces
 
 
 def fmt_ns(ns: int | float | None) -> str:
-    if ns is None:
-        return "-"
-    ns = float(ns)
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= div:
-            return f"{ns / div:.3f} {unit}"
-    return f"{ns:.0f} ns"
+    return units.fmt_duration(ns, missing="-")
 
 
 @click.command("info")

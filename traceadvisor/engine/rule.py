@@ -104,6 +104,7 @@ class Finding:
     prediction: dict[str, Any] | None = None  # {"before_ns", "after_ns", "method"} from the replay
     minor: bool = False  # predicted saving below max(0.5% of the window, 50 us): not ranked, not failed on
     bound_ns: int | None = None  # the rule's own bound, for rules whose fix the replay cannot express
+    trace_index: int = 0  # position of the trace in the analysis (names can repeat: a/x.json, b/x.json)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +113,7 @@ class Finding:
             "title": self.title,
             "summary": self.summary,
             "trace": self.trace,
+            "trace_index": self.trace_index,
             "rank": self.rank,
             "device": self.device,
             "count": self.count,

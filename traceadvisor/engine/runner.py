@@ -9,6 +9,8 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import CONFIDENCES, Finding, RuleModule
+from traceadvisor.summary import Summary, SummaryPlan
+from traceadvisor.summary import plan as summary_plan
 from traceadvisor.trace import Trace
 
 REQUIRED_COLUMNS = ("rank", "device", "start_ns", "end_ns", "impact_ns")
@@ -24,6 +26,23 @@ class AnalysisResult:
     errors: list[dict[str, Any]] = field(default_factory=list)  # {rule, trace, error}
     rules: list[RuleModule] = field(default_factory=list)
     predictions: dict[str, dict[str, Any]] = field(default_factory=dict)  # trace -> prediction_all
+    summaries: list[Summary] = field(default_factory=list)  # one per trace, same order as ``traces``
+
+    def summary(self, index: int) -> Summary:
+        """The library summary of ``traces[index]`` (collected with the rules; computed here for a result that
+        was assembled by hand)."""
+        if len(self.summaries) < len(self.traces):
+            from traceadvisor.summary import summarize
+
+            self.summaries = [
+                self.summaries[i] if i < len(self.summaries) else summarize(t)
+                for i, t in enumerate(self.traces)
+            ]
+        return self.summaries[index]
+
+    def findings_of(self, index: int) -> list[Finding]:
+        """Findings of ``traces[index]`` (by index: two traces may share a name)."""
+        return [f for f in self.findings if f.trace_index == index]
 
     def to_dict(self) -> dict[str, Any]:
         from traceadvisor.report.json_report import result_to_dict
@@ -125,7 +144,16 @@ def _none_last(v: int | None) -> tuple[bool, int]:
 
 def _finding_order(f: Finding) -> tuple:
     none_last = _none_last
-    return (f.minor, -f.impact_ns, f.rule, f.trace, none_last(f.rank), none_last(f.device), f.summary)
+    return (
+        f.minor,
+        -f.impact_ns,
+        f.rule,
+        f.trace,
+        f.trace_index,
+        none_last(f.rank),
+        none_last(f.device),
+        f.summary,
+    )
 
 
 def build_findings(
@@ -134,6 +162,7 @@ def build_findings(
     rows: pl.DataFrame,
     options: dict[str, Any],
     fixes: dict[int, Any] | None = None,
+    index: int = 0,
 ) -> list[Finding]:
     if rows.height == 0:
         return []
@@ -188,6 +217,7 @@ def build_findings(
             title=rm.rule.title,
             summary=summary,
             trace=trace.name,
+            trace_index=index,
             rank=kv.get("rank", trace.meta.rank),
             device=kv.get("device"),
             count=count,
@@ -214,30 +244,38 @@ def analyze(
     """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options."""
     options = options or {}
     res = AnalysisResult(traces=list(traces), rules=list(rules))
-    plans: list[tuple[RuleModule, Trace, pl.LazyFrame]] = []
-    for trace in traces:
+    plans: list[tuple[RuleModule, int, pl.LazyFrame]] = []
+    for i, trace in enumerate(traces):
         for rm in rules:
             reason = skip_reason(rm, trace)
             if reason:
                 res.skipped.append(
-                    {"rule": rm.code, "name": rm.rule.name, "trace": trace.name, "reason": reason}
+                    {
+                        "rule": rm.code,
+                        "name": rm.rule.name,
+                        "trace": trace.name,
+                        "trace_index": i,
+                        "reason": reason,
+                    }
                 )
                 continue
             opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
             try:
-                plans.append((rm, trace, rm.module.detect(trace, opts)))
+                plans.append((rm, i, rm.module.detect(trace, opts)))
             except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
                 res.errors.append(_err(rm, trace, e))
-    frames = _collect(plans, res)
+    summaries = [summary_plan(t) for t in traces]
+    frames, summary_frames = _collect(plans, summaries, res)
+    res.summaries = [Summary.from_frames(p, f) for p, f in zip(summaries, summary_frames, strict=True)]
     fixes: dict[int, Any] = {}
-    for (rm, trace, _), df in zip(plans, frames, strict=True):
+    for (rm, i, _), df in zip(plans, frames, strict=True):
         if df is None:
             continue
         opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
         try:
-            res.findings.extend(build_findings(rm, trace, df, opts, fixes))
+            res.findings.extend(build_findings(rm, traces[i], df, opts, fixes, i))
         except Exception as e:  # noqa: BLE001
-            res.errors.append(_err(rm, trace, e))
+            res.errors.append(_err(rm, traces[i], e))
     res.findings.sort(key=_finding_order)
     _predict_all(res, fixes)
     return res
@@ -247,8 +285,8 @@ def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
     """Per trace: the replayed window with every (non-minor) finding's fix applied together."""
     from traceadvisor.replay import Fix
 
-    for trace in res.traces:
-        mine = [fixes[id(f)] for f in res.findings if f.trace == trace.name and id(f) in fixes]
+    for i, trace in enumerate(res.traces):
+        mine = [fixes[id(f)] for f in res.findings if f.trace_index == i and id(f) in fixes]
         rp = _replayer(trace) if mine else None
         if rp is None:
             continue
@@ -256,20 +294,29 @@ def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
         res.predictions[trace.name] = {**p.to_dict(), "impact_ns": p.impact_ns, "window_ns": rp.window_ns}
 
 
-def _collect(plans, res: AnalysisResult) -> list[pl.DataFrame | None]:
-    if not plans:
-        return []
+def _collect(
+    plans: list[tuple[RuleModule, int, pl.LazyFrame]], summaries: list[SummaryPlan], res: AnalysisResult
+) -> tuple[list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
+    """Collect every rule's frame and every trace's summary views in one ``pl.collect_all``."""
+    lazy = [p[2] for p in plans] + [lf for s in summaries for lf in s.frames.values()]
     try:
-        return list(pl.collect_all([p[2] for p in plans]))
-    except Exception:  # noqa: BLE001 - isolate the failing rule(s)
-        out: list[pl.DataFrame | None] = []
-        for rm, trace, lf in plans:
+        done: list[pl.DataFrame | None] = list(pl.collect_all(lazy)) if lazy else []
+    except Exception:  # noqa: BLE001 - isolate the failing rule(s); the summary must not fail
+        done = []
+        for rm, i, lf in plans:
             try:
-                out.append(lf.collect())
+                done.append(lf.collect())
             except Exception as e:  # noqa: BLE001
-                res.errors.append(_err(rm, trace, e))
-                out.append(None)
-        return out
+                res.errors.append(_err(rm, res.traces[i], e))
+                done.append(None)
+        done.extend(pl.collect_all([lf for s in summaries for lf in s.frames.values()]))
+    rule_frames, rest = done[: len(plans)], done[len(plans) :]
+    out = []
+    for s in summaries:
+        n = len(s.frames)
+        out.append(dict(zip(s.frames, rest[:n], strict=True)))
+        rest = rest[n:]
+    return rule_frames, out
 
 
 def _err(rm: RuleModule, trace: Trace, e: Exception) -> dict[str, Any]:

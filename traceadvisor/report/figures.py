@@ -29,6 +29,7 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from traceadvisor import devices, units
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -94,56 +95,9 @@ def esc_expr(e: pl.Expr) -> pl.Expr:
     return e
 
 
-def fmt_dur(ns: float | int | None) -> str:
-    """Human duration: 850 ns, 12.3 µs, 4.15 ms, 2.35 s."""
-    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
-        return "?"
-    v = float(ns)
-    if abs(v) < 1e3:
-        return f"{v:.0f} ns"
-    if abs(v) < 1e6:
-        return f"{v / 1e3:.3g} µs"
-    if abs(v) < 1e9:
-        return f"{v / 1e6:.3g} ms"
-    return f"{v / 1e9:.3g} s"
-
-
-def _dur_expr(col: str) -> pl.Expr:
-    """:func:`fmt_dur` as a polars expression (3 significant digits are enough for hover labels)."""
-    v = pl.col(col).cast(pl.Float64)
-
-    def num(x: pl.Expr) -> pl.Expr:
-        return (
-            pl.when(x >= 100)
-            .then(x.round(0))
-            .when(x >= 10)
-            .then(x.round(1))
-            .otherwise(x.round(2))
-            .cast(pl.String)
-        )
-
-    return (
-        pl.when(v < 1e3)
-        .then(v.round(0).cast(pl.Int64).cast(pl.String) + " ns")
-        .when(v < 1e6)
-        .then(num(v / 1e3) + " µs")
-        .when(v < 1e9)
-        .then(num(v / 1e6) + " ms")
-        .otherwise(num(v / 1e9) + " s")
-    )
-
-
-def _bytes_expr(col: str) -> pl.Expr:
-    v = pl.col(col).cast(pl.Float64)
-    return (
-        pl.when(v >= 2**30)
-        .then((v / 2**30).round(2).cast(pl.String) + " GiB")
-        .when(v >= 2**20)
-        .then((v / 2**20).round(2).cast(pl.String) + " MiB")
-        .when(v >= 2**10)
-        .then((v / 2**10).round(1).cast(pl.String) + " KiB")
-        .otherwise(v.cast(pl.Int64).cast(pl.String) + " B")
-    )
+fmt_dur = units.fmt_duration
+_dur_expr = units.duration_expr
+_bytes_expr = units.bytes_expr
 
 
 # ----------------------------------------------------------------------------------------------- timeline data
@@ -728,30 +682,25 @@ def _gpu_keyed(trace: Trace) -> pl.LazyFrame:
     )
 
 
-def gpu_category_frame(trace: Trace) -> pl.DataFrame:
-    """GPU time per (device, category): device, category, time_ns, share (of that device's GPU time)."""
-    g = (
-        _gpu_keyed(trace)
-        .group_by("device", pl.col("key").alias("category"))
-        .agg(time_ns=pl.col("dur_ns").sum())
-        .collect()
-    )
+def gpu_category_frame(summary) -> pl.DataFrame:
+    """GPU time per (device, category) in the analysed window, from the library summary: device, category,
+    time_ns, share (of that device's GPU time)."""
+    g = summary.device_categories.select("device", "category", "time_ns")
     return g.with_columns(share=pl.col("time_ns") / pl.col("time_ns").sum().over("device")).sort(
         "device", "time_ns", descending=[False, True]
     )
 
 
-def busy_idle_frame(trace: Trace) -> pl.DataFrame:
-    """Per (rank, device): busy_ns (union of GPU work), idle_ns = capture span - busy, busy_share."""
-    span = max(trace.span_ns(), 1)
-    b = (
-        views.gpu_busy(trace.lazy())
-        .group_by("rank", "device")
-        .agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
-        .collect()
-    )
-    return b.with_columns(
-        idle_ns=(pl.lit(span) - pl.col("busy_ns")).clip(lower_bound=0), busy_share=pl.col("busy_ns") / span
+def busy_idle_frame(summary) -> pl.DataFrame:
+    """Per (rank, device) from the library summary: busy_ns (union of in-window GPU work), idle_ns (window -
+    busy), busy_share (of the analysed window)."""
+    w = summary.windows
+    return w.select(
+        "rank",
+        "device",
+        "busy_ns",
+        "idle_ns",
+        busy_share=pl.col("busy_ns") / pl.col("window_ns").clip(lower_bound=1),
     ).sort("rank", "device")
 
 
@@ -903,7 +852,7 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
 
 
 def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
-    """Per GPU: busy (union of GPU work) vs idle over the capture."""
+    """Per GPU: busy (union of GPU work) vs idle over the analysed window."""
     multi = bi["rank"].n_unique() > 1
     ys = [(f"rank {r} · " if multi else "") + f"GPU {d}" for r, d in bi.select("rank", "device").iter_rows()]
     fig = new_figure()
@@ -926,7 +875,7 @@ def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
         barmode="stack",
         height=max(170, 110 + 34 * len(ys)),
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        xaxis={"title": {"text": "ms of the capture"}},
+        xaxis={"title": {"text": "ms of the analysed window"}},
         yaxis={"automargin": True},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
@@ -935,7 +884,7 @@ def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------------------------- GEMM roofline
 
-DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+DTYPE_BYTES = devices.ELEMENT_BYTES
 
 
 def gemm_frame(

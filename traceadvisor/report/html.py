@@ -18,8 +18,8 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup, escape
 
+from traceadvisor import units
 from traceadvisor.report import figures as F
-from traceadvisor.schema import views
 
 TEMPLATES = Path(__file__).parent / "templates"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -109,17 +109,10 @@ def _inline(s: str) -> str:
 # ----------------------------------------------------------------------------------------------- value formatting
 
 
-def fmt_bytes(v: float | int | None) -> str:
-    if v is None:
-        return "—"
-    v = float(v)
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(v) >= f:
-            return f"{v / f:.3g} {unit}"
-    return f"{v:.0f} B"
+fmt_bytes = units.fmt_bytes
 
 
-TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+TIME_UNITS = {k: float(v) for k, v in units.NS_PER.items() if k != "µs"}
 UNIT_TOKENS = {*TIME_UNITS, "pct", "bytes", "gbps", "tflops"}
 ABSOLUTE_TIMES = ("start_ns", "end_ns", "t_ns", "ts_ns")
 
@@ -268,10 +261,10 @@ def _trace_health(trace) -> list[str]:
 
 
 def _model(trace):
-    from traceadvisor.devices import BY_KEY, match_model
+    from traceadvisor.devices import model_of
 
     for d in trace.meta.devices:
-        m = BY_KEY.get(d.model or "") or match_model(d.name, arch=d.arch, compute_units=d.compute_units)
+        m = model_of(d)
         if m:
             return m, d
     return None, None
@@ -281,11 +274,9 @@ def _finding_label(i: int, f) -> str:
     return f"#{i} {f.rule} {f.name}"
 
 
-def _finding_ctx(
-    i: int, f, trace_idx: dict[str, int], t0s: dict[str, int], docs: dict[str, Any]
-) -> dict[str, Any]:
+def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any]) -> dict[str, Any]:
     ev = dict(f.evidence or {})
-    t0 = t0s.get(f.trace)
+    t0 = t0s[f.trace_index] if f.trace_index < len(t0s) else None
     items = ev.pop("items", None) or []
     total = ev.pop("items_total", len(items))
     shapes = ev.pop("shapes", None)
@@ -310,7 +301,7 @@ def _finding_ctx(
         "title": f.title,
         "summary": f.summary,
         "trace": f.trace,
-        "trace_idx": trace_idx.get(f.trace),
+        "trace_idx": f.trace_index,
         "rank": f.rank,
         "device": f.device,
         "count": f.count,
@@ -371,7 +362,12 @@ def _trace_ctx(
     findings_for_trace: list[tuple[str, str, list]],
     figs: dict[str, Any],
     timeline_opts: dict[str, Any],
+    summary=None,
 ) -> dict[str, Any]:
+    from traceadvisor.report import summary_view
+    from traceadvisor.summary import summarize
+
+    summary = summary if summary is not None else summarize(trace)
     m = trace.meta
     ctx: dict[str, Any] = {
         "idx": i,
@@ -389,10 +385,11 @@ def _trace_ctx(
         "health": _trace_health(trace),
         "capabilities": sorted(m.capabilities),
         "clock": m.clock_base,
+        "summary": summary_view.items(summary),
     }
     has_timeline = trace.events.height > 0 and trace.events["start_ns"].drop_nulls().len() > 0
     steps = F.step_frame(trace, max_steps=MAX_STEP_BARS) if has_timeline else None
-    ctx["steps"] = views.steps(trace.lazy()).select(pl.len()).collect().item() if has_timeline else 0
+    ctx["steps"] = summary.totals["steps"]
     ctx["step_bars"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
     ctx.update(timeline=None, cat_fig=None, busy_fig=None, step_fig=None, busy=[])
     if has_timeline:
@@ -411,11 +408,11 @@ def _trace_ctx(
             "blocks": int(stats["blocks"].sum()),
             "bucket": F.fmt_dur(td.bucket_ns),
         }
-        cat = F.gpu_category_frame(trace)
+        cat = F.gpu_category_frame(summary)
         if cat.height:
             figs[f"cat-{i}"] = F.category_figure(cat)
             ctx["cat_fig"] = f"cat-{i}"
-        bi = F.busy_idle_frame(trace)
+        bi = F.busy_idle_frame(summary)
         if bi.height:
             figs[f"busy-{i}"] = F.busy_idle_figure(bi)
             ctx["busy_fig"] = f"busy-{i}"
@@ -437,22 +434,21 @@ def build_context(
     timeline_opts = dict(timeline_opts or {})
     # several timelines share one page: split the drawing budget so the page stays responsive
     timeline_opts.setdefault("max_segments", min(5000, max(1000, 10_000 // max(len(result.traces), 1))))
-    trace_idx = {t.name: i for i, t in enumerate(result.traces)}
-    t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces}
+    t0s = [int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces]
     docs = {rm.code: rm for rm in result.rules}
-    findings = [_finding_ctx(i, f, trace_idx, t0s, docs) for i, f in enumerate(result.findings, 1)]
+    findings = [_finding_ctx(i, f, t0s, docs) for i, f in enumerate(result.findings, 1)]
     figs: dict[str, Any] = {}
     traces = []
     for i, t in enumerate(result.traces):
         mine = [
             (fc["id"], F.esc(fc["label"]), f.ranges)
             for fc, f in zip(findings, result.findings, strict=True)
-            if f.trace == t.name
+            if f.trace_index == i
         ]
-        traces.append(_trace_ctx(i, t, mine, figs, timeline_opts))
+        traces.append(_trace_ctx(i, t, mine, figs, timeline_opts, result.summary(i)))
     gemm = []
     for fc, f in zip(findings, result.findings, strict=True):
-        t = result.traces[trace_idx[f.trace]] if f.trace in trace_idx else None
+        t = result.traces[f.trace_index] if f.trace_index < len(result.traces) else None
         if t is None:
             continue
         got = _gemm_ctx(f, t, f"gemm-{fc['id']}")
@@ -462,8 +458,8 @@ def build_context(
             fc["gemm_fig"] = got[0]["fig"]
     zoom = {}
     for fc, f in zip(findings, result.findings, strict=True):
-        ti = trace_idx.get(f.trace)
-        tl = traces[ti]["timeline"] if ti is not None else None
+        ti = f.trace_index
+        tl = traces[ti]["timeline"] if ti < len(traces) else None
         if tl:
             zoom[fc["id"]] = {
                 "fig": tl["fig"],

@@ -40,9 +40,14 @@ def trace_summary(trace) -> dict[str, Any]:
 
 def result_to_dict(res) -> dict[str, Any]:
     job = getattr(res, "job", None)
+    traces = [trace_summary(t) for t in res.traces] if job is None else list(job.rank_traces)
+    if job is None:
+        for i, d in enumerate(traces):
+            d["index"] = i
+            d["summary"] = res.summary(i).to_dict()
     out = {
         "version": 1,
-        "traces": [trace_summary(t) for t in res.traces] if job is None else list(job.rank_traces),
+        "traces": traces,
         "findings": [f.to_dict() for f in res.findings],
         "prediction_all": dict(getattr(res, "predictions", {}) or {}),
         "skipped": list(res.skipped),

@@ -55,17 +55,19 @@ def _value(key: str, v: Any, t0: int | None) -> str:
 
 
 def _trace_lines(res) -> list[str]:
+    from traceadvisor.report import summary_view
+
     lines = []
-    for t in res.traces:
+    for i, t in enumerate(res.traces):
         m = t.meta
         devs = ", ".join(sorted({d.model or d.name or "?" for d in m.devices})) or "no GPU recorded"
-        from traceadvisor.schema import views
-
-        steps = views.steps(t.lazy()).select("step").collect().height if t.events.height else 0
+        s = res.summary(i)
+        steps = s.totals["steps"]
         lines.append(
             f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
-            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events"
+            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events\\"
         )
+        lines.append(md_text(summary_view.line(s)))
         health = list(m.warnings)
         if m.truncated:
             health.insert(0, "input truncated: only the readable part was imported")
@@ -86,8 +88,11 @@ def _trace_lines(res) -> list[str]:
 def _table(res) -> list[str]:
     rows = ["| # | Rule | Impact | Share | Confidence | Count | Summary |", "|--:|---|--:|--:|---|--:|---|"]
     multi = len(res.traces) > 1 or getattr(res, "job", None) is not None
+    names = [t.name for t in res.traces]
+    same = len(set(names)) < len(names)  # a/x.json and b/x.json: say which one by position
     for i, f in enumerate(res.findings[:TABLE_ROWS], 1):
-        where = f" ({md_text(f.trace, 40)})" if multi else ""
+        label = f"{f.trace} #{f.trace_index + 1}" if same else f.trace
+        where = f" ({md_text(label, 44)})" if multi else ""
         rows.append(
             f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
             f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |"
@@ -176,7 +181,7 @@ def render_markdown(result, limit: int = LIMIT) -> str:
     """A GitHub-flavoured summary of ``result`` of at most ``limit`` characters."""
     import traceadvisor
 
-    t0s = {t.name: int(t.events["start_ns"].min() or 0) if t.events.height else None for t in result.traces}
+    t0s = [int(t.events["start_ns"].min() or 0) if t.events.height else None for t in result.traces]
     job = getattr(result, "job", None)
     if job is not None:
         from traceadvisor.report.job import job_markdown
@@ -197,7 +202,7 @@ def render_markdown(result, limit: int = LIMIT) -> str:
     if result.findings:
         blocks.append(["### Top findings and what to do", ""])
         for i, f in enumerate(result.findings[:DETAILS], 1):
-            blocks.append(_detail(i, f, t0s.get(f.trace)))
+            blocks.append(_detail(i, f, t0s[f.trace_index] if f.trace_index < len(t0s) else None))
     rules = _rules(result)
     if rules:
         blocks.append(rules)

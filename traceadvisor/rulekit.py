@@ -1,0 +1,87 @@
+"""The supported helper module for rules (as ruff's rules share one crate): import from here, never copy.
+
+Every helper takes and returns LazyFrames, so a rule's plan stays lazy and is collected with every other rule
+and the summary in the engine's one ``pl.collect_all``.
+
+* ``merge_intervals(lf, by)``: union of ``[start_ns, end_ns)`` intervals per group.
+* ``idle_between(busy, by)``: the gaps between consecutive merged busy intervals, with ``gap_ns``.
+* ``covered_ns(intervals, busy, by)``: how much of each interval a set of busy intervals covers.
+* ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
+* ``step_frame(lf)``: the host steps per rank in order (the summary's definition; ``summary.plan(trace)``
+  has them with completion times and the warm-up flag).
+* ``per_step(rows, steps, at)``: the step each row's time ``at`` falls in (backward as-of join per rank).
+* ``gpu_busy(lf)``, ``gpu_idle_gaps(lf)``: merged GPU busy intervals and idle gaps per (rank, device).
+* ``api(lf, *classes)``: runtime rows of the given API classes (``knowledge.apis``), with a bare ``api`` name.
+* ``device_model(trace, device)``: the device's model from ``traceadvisor.devices`` (resolved at import).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceadvisor.devices import BY_KEY, Model
+from traceadvisor.knowledge.apis import bare_name
+from traceadvisor.schema.views import covered_ns, gpu_busy, gpu_idle_gaps, merge_intervals
+from traceadvisor.summary import step_frame
+from traceadvisor.trace import Trace
+
+__all__ = [
+    "api",
+    "covered_ns",
+    "device_model",
+    "gpu_busy",
+    "gpu_idle_gaps",
+    "has_steps",
+    "idle_between",
+    "merge_intervals",
+    "per_step",
+    "step_frame",
+]
+
+
+def idle_between(busy: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """Gaps between consecutive non-overlapping ``busy`` intervals per ``by`` group: ``start_ns`` (end of one),
+    ``end_ns`` (start of the next), ``gap_ns`` > 0."""
+    return (
+        busy.sort([*by, "start_ns"])
+        .with_columns(next_start=pl.col("start_ns").shift(-1).over(by))
+        .filter(pl.col("next_start").is_not_null())
+        .select(*by, pl.col("end_ns").alias("start_ns"), pl.col("next_start").alias("end_ns"))
+        .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .filter(pl.col("gap_ns") > 0)
+    )
+
+
+def has_steps(trace: Trace) -> bool:
+    """True when the trace has host iteration markers (the normalization marks them for every format)."""
+    return "steps" in trace.meta.capabilities
+
+
+def per_step(rows: pl.LazyFrame, steps: pl.LazyFrame, at: str = "start_ns") -> pl.LazyFrame:
+    """``rows`` plus ``step`` (null outside every step): the step of ``steps`` (``step_frame``) whose
+    ``[start_ns, end_ns)`` holds the row's ``at`` time, on the same rank."""
+    st = steps.select(
+        pl.col("rank").fill_null(0).alias("_rank"), "step", _s0=pl.col("start_ns"), _s1=pl.col("end_ns")
+    ).sort("_s0")
+    return (
+        rows.with_columns(_rank=pl.col("rank").fill_null(0))
+        .sort(at)
+        .join_asof(st, left_on=at, right_on="_s0", by="_rank", strategy="backward", check_sortedness=False)
+        .with_columns(step=pl.when(pl.col(at) < pl.col("_s1")).then(pl.col("step")).otherwise(None))
+        .drop("_rank", "_s0", "_s1")
+    )
+
+
+def api(lf: pl.LazyFrame, *classes: str) -> pl.LazyFrame:
+    """Runtime rows whose ``api_class`` is one of ``classes``, with ``api`` = the bare API name."""
+    return lf.filter((pl.col("kind") == "runtime") & pl.col("api_class").is_in(list(classes))).with_columns(
+        api=bare_name()
+    )
+
+
+def device_model(trace: Trace, device: int | None = None) -> Model | None:
+    """The model of ``device`` (or of the first device with a known model)."""
+    for d in trace.meta.devices:
+        if (device is None or d.index == device) and d.model in BY_KEY:
+            return BY_KEY[d.model]
+    return None

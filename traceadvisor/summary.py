@@ -1,0 +1,369 @@
+"""The library summary of one trace: analysed window, steps, busy/idle, GPU time per category and per stream, top
+kernels. Computed once, as lazy views collected in the engine's single ``pl.collect_all`` with the rules, and
+rendered by every output (terminal, JSON, Markdown, HTML, compare): one number, one definition.
+
+Definitions (int64 ns; issue 12 item 5):
+
+* **Steps**: host ``kind = "step"`` rows (``traceadvisor.normalize`` marks them for every format), per rank in
+  start order. A step's **time** runs completion to completion (a step completes when its host range and the
+  GPU work launched in it have ended). **Warm-up**: the first step of a rank is warm-up when its time is more
+  than ``knowledge.steps.WARMUP_FACTOR`` times the median of the later ones and at least
+  ``WARMUP_MIN_EXCESS_NS`` longer; the **analysed steps** are the others (the steady state); warm-up GPU work
+  is outside the window.
+* **In-window GPU work** (kernel, memcpy, memset on a device): with steps, the work launched inside an analysed
+  step (its runtime call, matched by ``correlation_id``, starts in the step; without correlation data its own
+  start decides, up to the next step's start). Without steps, all GPU work. Either way GPU work whose launch is
+  missing from a trace that records launches (queued before profiling began) is outside, counted in
+  ``outside_ns``. Profiler events (``kind = "overhead"``) are host events and never enter the window.
+* **Window** per (rank, device): with steps, from the first analysed step's start (or the first in-window GPU
+  start, if earlier) to the last analysed step's end (or the last in-window GPU end, if later); without steps,
+  first to last in-window GPU activity of the device.
+* **busy_ns**: union of in-window GPU intervals of the device; **idle_ns** = window - busy. Per category,
+  ``busy_ns`` is exclusive (an interval overlapped by earlier-started work counts once, for the earlier one), so
+  the categories' ``busy_ns`` add up to the busy time; ``time_ns`` sums durations ("GPU time").
+* **Top kernels** (as nsys ``cuda_gpu_kern_sum``): in-window kernels by name with count, total, mean, median,
+  min, max and share of the in-window kernel time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceadvisor.knowledge import steps as step_facts
+from traceadvisor.schema import views
+from traceadvisor.trace import Trace
+
+TOP_KERNELS = 50
+DEVICE_KEY = ["rank", "device"]
+
+
+# ---- lazy views -----------------------------------------------------------------------------------------------
+
+
+def step_frame(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Host steps per rank in start order: ``rank, step, name, start_ns, end_ns, dur_ns, next_ns`` (``next_ns``:
+    the next step's start, at least this step's end)."""
+    return (
+        lf.filter(
+            (pl.col("kind") == "step")
+            & pl.col("device").is_null()
+            & pl.col("start_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+        )
+        .select(pl.col("rank").fill_null(0), "name", "start_ns", "dur_ns")
+        .unique(subset=["rank", "start_ns", "name"])
+        .sort(["rank", "start_ns"])
+        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+        .with_columns(
+            step=pl.int_range(pl.len(), dtype=pl.Int64).over("rank"),
+            next_ns=pl.col("start_ns").shift(-1).over("rank"),
+        )
+        .with_columns(next_ns=pl.max_horizontal("end_ns", pl.col("next_ns").fill_null(pl.col("end_ns"))))
+    )
+
+
+def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
+    """``steps`` plus ``done_ns`` (the step completes when its host range and the GPU work launched in it have
+    ended), ``time_ns`` (completion to completion; the first step from its start), ``warmup`` and ``analysed``.
+
+    The first step of a rank is warm-up when its ``time_ns`` exceeds ``WARMUP_FACTOR`` times the median of the
+    later steps and that median by ``WARMUP_MIN_EXCESS_NS``: a host that runs ahead of the GPU does not make a
+    GPU-bound first step look like warm-up."""
+    ends = (
+        gpu.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(gpu_end=pl.col("end_ns").max())
+    )
+    st = (
+        steps.join(ends, on=["rank", "step"], how="left")
+        .with_columns(done_ns=pl.max_horizontal("end_ns", "gpu_end"))
+        .sort(["rank", "step"])
+        .with_columns(done_ns=pl.col("done_ns").cum_max().over("rank"))
+        .with_columns(
+            time_ns=pl.col("done_ns") - pl.col("done_ns").shift(1).over("rank").fill_null(pl.col("start_ns"))
+        )
+        .drop("gpu_end")
+    )
+    later = pl.col("time_ns").filter(pl.col("step") > 0).median().over("rank")
+    warm = (
+        (pl.col("step") == 0)
+        & (pl.len().over("rank") > 1)
+        & (pl.col("time_ns") > step_facts.WARMUP_FACTOR * later)
+        & (pl.col("time_ns") - later >= step_facts.WARMUP_MIN_EXCESS_NS)
+    )
+    return st.with_columns(warmup=warm.fill_null(False)).with_columns(analysed=~pl.col("warmup"))
+
+
+def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool) -> pl.LazyFrame:
+    """GPU work on a device with ``launch_ns`` (its runtime call), ``ext`` (framework op id), ``linked`` and
+    ``key_ns``, the time that places it in a step: the launch, else (no correlation data) its own start; null when
+    the launch is missing from a trace that records launches (queued before profiling began)."""
+    lf = lf.with_columns(pl.col("rank").fill_null(0))
+    g = views.gpu_work(lf).filter(pl.col("device").is_not_null() & pl.col("start_ns").is_not_null())
+    rt = (
+        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select("rank", "correlation_id", launch_ns=pl.col("start_ns"), rt_ext=pl.col("external_id"))
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    return (
+        g.join(rt, on=["rank", "correlation_id"], how="left")
+        .with_columns(
+            ext=pl.coalesce("external_id", "rt_ext"),
+            linked=pl.col("launch_ns").is_not_null(),
+            key_ns=pl.when(pl.col("launch_ns").is_not_null())
+            .then(pl.col("launch_ns"))
+            .when(pl.col("correlation_id").is_not_null() & pl.lit(records_launches))
+            .then(None)
+            .otherwise(pl.col("start_ns")),
+            category=pl.col("category").fill_null("other"),
+            dur_ns=pl.col("dur_ns").fill_null(0),
+        )
+        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+        .drop("rt_ext")
+    )
+
+
+def assign_steps(g: pl.LazyFrame, steps: pl.LazyFrame | None) -> pl.LazyFrame:
+    """``step`` of each GPU activity: the host step its launch falls in; null = outside these steps (and outside
+    the window). ``steps`` None: the whole trace is one step 0 (work without a known launch stays outside)."""
+    if steps is None:
+        return g.with_columns(
+            step=pl.when(pl.col("key_ns").is_not_null()).then(pl.lit(0, dtype=pl.Int64)).otherwise(None)
+        )
+    keyed = (
+        g.filter(pl.col("key_ns").is_not_null())
+        .sort("key_ns")
+        .join_asof(
+            steps.select("rank", "step", s_start="start_ns", s_end="end_ns", s_next="next_ns").sort(
+                "s_start"
+            ),
+            left_on="key_ns",
+            right_on="s_start",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    ok = (
+        pl.when(pl.col("linked"))
+        .then(pl.col("key_ns") < pl.col("s_end"))
+        .otherwise(pl.col("key_ns") < pl.col("s_next"))
+    )
+    keyed = keyed.with_columns(step=pl.when(ok).then(pl.col("step")).otherwise(None)).drop(
+        "s_start", "s_end", "s_next"
+    )
+    return pl.concat(
+        [keyed, g.filter(pl.col("key_ns").is_null()).with_columns(step=pl.lit(None, dtype=pl.Int64))],
+        how="diagonal_relaxed",
+    )
+
+
+def exclusive(g: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """``excl_ns``: the part of each interval not already covered by earlier-started work of the same ``by``
+    group, so the exclusive times of a group add up to its busy time (the union of its intervals)."""
+    g = g.sort([*by, "start_ns", "end_ns"]).with_columns(
+        prev_end=pl.col("end_ns").cum_max().shift(1).over(by)
+    )
+    return g.with_columns(
+        excl_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", pl.col("prev_end").fill_null(0))).clip(
+            lower_bound=0
+        )
+    ).drop("prev_end")
+
+
+def records_launches(trace: Trace) -> bool:
+    ev = trace.events
+    return bool(
+        ev.height
+        and ev.select(((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).any()).item()
+    )
+
+
+@dataclass
+class SummaryPlan:
+    """The lazy views of one trace's summary; ``frames`` are collected together with the rules."""
+
+    trace: Trace
+    has_steps: bool
+    frames: dict[str, pl.LazyFrame]
+
+
+def plan(trace: Trace) -> SummaryPlan:
+    """Lazy summary views of ``trace``: ``steps``, ``gpu`` (in-window, with step and exclusive time), and the
+    tables rendered by the reports."""
+    lf = trace.lazy()
+    has_steps = bool(trace.events.height) and bool(
+        trace.events.select(((pl.col("kind") == "step") & pl.col("device").is_null()).any()).item()
+    )
+    g_steps = assign_steps(
+        gpu_with_launch(lf, records_launches(trace)), step_frame(lf) if has_steps else None
+    )
+    st = with_warmup(step_frame(lf), g_steps)
+    warm = st.filter(pl.col("warmup")).select("rank", "step", _warm=pl.lit(True))
+    g_all = (
+        g_steps.join(warm, on=["rank", "step"], how="left")
+        .with_columns(step=pl.when(pl.col("_warm").fill_null(False)).then(None).otherwise(pl.col("step")))
+        .drop("_warm")
+    )
+    g = exclusive(g_all.filter(pl.col("step").is_not_null()), DEVICE_KEY)
+    gw = g.group_by(DEVICE_KEY).agg(
+        g0=pl.col("start_ns").min(),
+        g1=pl.col("end_ns").max(),
+        busy_ns=pl.col("excl_ns").sum(),
+        gpu_time_ns=pl.col("dur_ns").sum(),
+        count=pl.len(),
+    )
+    if has_steps:
+        sw = (
+            st.filter(pl.col("analysed"))
+            .group_by("rank")
+            .agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
+        )
+        win = gw.join(sw, on="rank", how="left").with_columns(
+            start_ns=pl.min_horizontal("g0", "s0"), end_ns=pl.max_horizontal("g1", "s1")
+        )
+    else:
+        win = gw.with_columns(start_ns="g0", end_ns="g1")
+    win = (
+        win.with_columns(window_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .with_columns(idle_ns=pl.col("window_ns") - pl.col("busy_ns"))
+        .select(*DEVICE_KEY, "start_ns", "end_ns", "window_ns", "busy_ns", "idle_ns", "gpu_time_ns", "count")
+        .sort(DEVICE_KEY)
+    )
+    outside = g_all.filter(pl.col("step").is_null()).select(
+        outside_ns=pl.col("dur_ns").sum(), outside_count=pl.len()
+    )
+    in_steps = g_steps.filter(pl.col("step").is_not_null())
+    per_step = (
+        views.merge_intervals(in_steps, [*DEVICE_KEY, "step"])
+        .group_by("rank", "step")
+        .agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    )
+    steps_out = st.join(
+        in_steps.group_by("rank", "step").agg(gpu_time_ns=pl.col("dur_ns").sum(), gpu_count=pl.len()),
+        on=["rank", "step"],
+        how="left",
+    ).join(per_step, on=["rank", "step"], how="left")
+    device_categories = (
+        g.group_by(*DEVICE_KEY, "category")
+        .agg(time_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(), count=pl.len())
+        .sort([*DEVICE_KEY, "time_ns", "category"], descending=[False, False, True, False])
+    )
+    categories = (
+        g.group_by("category")
+        .agg(time_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(), count=pl.len())
+        .sort(["time_ns", "category"], descending=[True, False])
+    )
+    streams = (
+        exclusive(g, [*DEVICE_KEY, "stream"])
+        .group_by(*DEVICE_KEY, "stream")
+        .agg(time_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(), count=pl.len())
+        .sort([*DEVICE_KEY, "stream"])
+    )
+    k = g.filter(pl.col("kind") == "kernel")
+    kernels = (
+        k.group_by("name")
+        .agg(
+            category=pl.col("category").first(),
+            count=pl.len(),
+            total_ns=pl.col("dur_ns").sum(),
+            mean_ns=pl.col("dur_ns").mean(),
+            median_ns=pl.col("dur_ns").median(),
+            min_ns=pl.col("dur_ns").min(),
+            max_ns=pl.col("dur_ns").max(),
+        )
+        .with_columns(share=pl.col("total_ns") / pl.col("total_ns").sum())
+        .sort(["total_ns", "name"], descending=[True, False])
+        .head(TOP_KERNELS)
+    )
+    frames = {
+        "windows": win,
+        "steps": steps_out.sort(["rank", "step"]),
+        "categories": categories,
+        "device_categories": device_categories,
+        "streams": streams,
+        "kernels": kernels,
+        "outside": outside,
+    }
+    return SummaryPlan(trace, has_steps, frames)
+
+
+# ---- collected summary ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """Collected summary of one trace (see the module docstring for every definition)."""
+
+    windows: pl.DataFrame  # rank, device, start_ns, end_ns, window_ns, busy_ns, idle_ns, gpu_time_ns, count
+    steps: (
+        pl.DataFrame
+    )  # rank, step, name, start_ns, end_ns, dur_ns, next_ns, warmup, analysed, gpu_*, busy_ns
+    categories: pl.DataFrame  # category, time_ns, busy_ns, count
+    device_categories: pl.DataFrame  # rank, device, category, time_ns, busy_ns, count
+    streams: pl.DataFrame  # rank, device, stream, time_ns, busy_ns, count
+    kernels: pl.DataFrame  # name, category, count, total_ns, mean_ns, median_ns, min_ns, max_ns, share
+    step_source: str | None = None
+    outside_ns: int = 0
+    outside_count: int = 0
+    totals: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_frames(cls, p: SummaryPlan, frames: dict[str, pl.DataFrame]) -> Summary:
+        out = frames["outside"]
+        s = cls(
+            windows=frames["windows"],
+            steps=frames["steps"],
+            categories=frames["categories"],
+            device_categories=frames["device_categories"],
+            streams=frames["streams"],
+            kernels=frames["kernels"],
+            step_source=p.trace.meta.extra.get("step_source") if p.has_steps else None,
+            outside_ns=int(out["outside_ns"][0] or 0) if out.height else 0,
+            outside_count=int(out["outside_count"][0] or 0) if out.height else 0,
+        )
+        s.totals = s._totals()
+        return s
+
+    def _totals(self) -> dict[str, Any]:
+        w = self.windows
+        window = int(w["window_ns"].sum() or 0) if w.height else 0
+        busy = int(w["busy_ns"].sum() or 0) if w.height else 0
+        st = self.steps
+        analysed = st.filter(pl.col("analysed")) if st.height else st
+        return {
+            "window_ns": window,
+            "busy_ns": busy,
+            "idle_ns": window - busy,
+            "idle_share": round((window - busy) / window, 6) if window else None,
+            "gpu_time_ns": int(w["gpu_time_ns"].sum() or 0) if w.height else 0,
+            "steps": st.height,
+            "analysed_steps": analysed.height,
+            "warmup_excluded": bool(st.height and st["warmup"].any()),
+            "median_step_ns": int(analysed["time_ns"].median()) if analysed.height else None,
+            "outside_ns": self.outside_ns,
+            "start_ns": int(w["start_ns"].min()) if w.height else None,
+            "end_ns": int(w["end_ns"].max()) if w.height else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: totals plus the tables as lists of rows."""
+        return {
+            **self.totals,
+            "step_source": self.step_source,
+            "devices": self.windows.to_dicts(),
+            "step_list": self.steps.select(
+                "rank", "step", "name", "start_ns", "dur_ns", "time_ns", "warmup", "gpu_time_ns", "busy_ns"
+            ).to_dicts(),
+            "categories": self.categories.to_dicts(),
+            "streams": self.streams.to_dicts(),
+            "top_kernels": self.kernels.to_dicts(),
+        }
+
+
+def summarize(trace: Trace) -> Summary:
+    """Collect one trace's summary on its own (the engine collects it with the rules instead)."""
+    p = plan(trace)
+    names = list(p.frames)
+    return Summary.from_frames(p, dict(zip(names, pl.collect_all(list(p.frames.values())), strict=True)))
