@@ -137,10 +137,3 @@ def test_unknown_device_uses_the_default_rate():
     (f,) = _run(b.build()).findings
     assert f.evidence["pinned_gbps"] == RM.rule.options["default_pinned_gbs"].default
     assert f.impact_ns == pytest.approx(1_000_000 - 10_000_000 / 25.0, abs=1)
-
-
-@pytest.mark.parametrize("path", corpus_files(), ids=ids(corpus_files()))
-def test_never_raises_on_the_corpus(path):
-    t = load_or_skip(path)
-    res = analyze([t], [RM])
-    assert not res.errors, res.errors
