@@ -157,21 +157,26 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
 
 
-def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
-    """Totals over every collective of the device (exposed or not) and the collectives by kernel name."""
-    rank, device = rows["rank"][0], rows["device"][0]
-    every = exposed_collectives(trace).filter(
-        pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device)
-    )
-    tot = (
-        every.select(
+def evidence_plan(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """Totals per (rank, device) over every collective (exposed or not), collected with the rules."""
+    return (
+        exposed_collectives(trace)
+        .group_by("rank", "device")
+        .agg(
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("coll"),
             pl.col("exposed_ns").sum(),
             pl.col("count").sum(),
         )
-        .collect()
-        .row(0)
     )
+
+
+def evidence(
+    rows: pl.DataFrame, trace: Trace, options: dict[str, Any], context: pl.DataFrame
+) -> dict[str, Any]:
+    """Totals over every collective of the device (exposed or not) and the collectives by kernel name."""
+    rank, device = rows["rank"][0], rows["device"][0]
+    mine = context.filter(pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
+    tot = mine.select("coll", "exposed_ns", "count").row(0) if mine.height else (0, 0, 0)
     coll_ns, exposed_ns = int(tot[0] or 0), int(tot[1] or 0)
     by_name = (
         rows.group_by("name")

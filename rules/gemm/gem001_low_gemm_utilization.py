@@ -666,21 +666,27 @@ def _shape_dict(row: dict[str, Any], flagged: bool) -> dict[str, Any]:
     return d
 
 
-def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
-    """Per-shape numbers: ``shapes`` (flagged) and ``unflagged_shapes`` (same rank/device, for context)."""
-    flagged = [_shape_dict(r, True) for r in rows.sort("impact_ns", descending=True).iter_rows(named=True)]
-    rank, device = rows["rank"][0], rows["device"][0]
-    every = (
+def evidence_plan(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """The shapes that are not flagged (for context), collected with the rules."""
+    return (
         shape_table(trace, options)
         .with_columns(
             gpu_us_per_call=pl.col("gpu_ns") / pl.col("calls") / 1e3,
             roofline_us_per_call=pl.col("ideal_ns") / 1e3,
             host_us_per_call=pl.col("host_ns_median") / 1e3,
         )
-        .filter(~pl.col("flagged") & pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
+        .filter(~pl.col("flagged"))
         .sort("gpu_ns", descending=True)
-        .collect()
     )
+
+
+def evidence(
+    rows: pl.DataFrame, trace: Trace, options: dict[str, Any], context: pl.DataFrame
+) -> dict[str, Any]:
+    """Per-shape numbers: ``shapes`` (flagged) and ``unflagged_shapes`` (same rank/device, for context)."""
+    flagged = [_shape_dict(r, True) for r in rows.sort("impact_ns", descending=True).iter_rows(named=True)]
+    rank, device = rows["rank"][0], rows["device"][0]
+    every = context.filter(pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
     other = [_shape_dict(r, False) for r in every.iter_rows(named=True)]
     for d in other:
         if d["dtype"] == "fp32":

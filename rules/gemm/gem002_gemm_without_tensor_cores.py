@@ -193,7 +193,22 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
 
 
-def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+def evidence_plan(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """Framework ops (name, first input types) by external id, for the ops that launched the flagged kernels."""
+    if "cpu_ops" not in trace.meta.capabilities:
+        return pl.LazyFrame(schema={"external_id": pl.Int64, "name": pl.String, "input_types": pl.String})
+    ext = detect(trace, options).select(pl.col("external_id").drop_nulls().unique())
+    return (
+        trace.lazy()
+        .filter(pl.col("kind") == "cpu_op")
+        .join(ext, on="external_id", how="semi")
+        .select("external_id", "name", "input_types")
+    )
+
+
+def evidence(
+    rows: pl.DataFrame, trace: Trace, options: dict[str, Any], context: pl.DataFrame
+) -> dict[str, Any]:
     """Per kernel name: calls, FP32 time and the possible saving; the launching ops when the trace has them."""
     by_name = (
         rows.group_by("name")
@@ -214,13 +229,11 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     ext = rows["external_id"].drop_nulls().unique()
     if ext.len() and "cpu_ops" in trace.meta.capabilities:
         ops = (
-            trace.lazy()
-            .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_in(ext.implode()))
+            context.filter(pl.col("external_id").is_in(ext.implode()))
             .group_by("name")
             .agg(pl.len().alias("calls"), pl.col("input_types").drop_nulls().first())
             .sort(["calls", "name"], descending=[True, False])
             .head(10)
-            .collect()
         )
         out["ops"] = ops.to_dicts()
     return out

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from traceadvisor.engine.rule import RuleModule
 from traceadvisor.errors import UsageError
 
@@ -72,8 +74,45 @@ def parse_cli_options(pairs: tuple[str, ...] | list[str]) -> dict[str, dict[str,
     return out
 
 
+def _type_word(t: Any) -> str:
+    return {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}.get(t, str(t))
+
+
+def check_option(rm: RuleModule, name: str, value: Any) -> Any:
+    """``value`` converted to the option's type (msgspec, strict: "abc" is no number, "no" is no boolean);
+    numbers must not be negative. A bad value is a ``UsageError``."""
+    opt = rm.rule.options[name]
+    t = opt.value_type
+    try:
+        got = msgspec.convert(value, t)
+    except msgspec.ValidationError:
+        raise UsageError(
+            f"rule {rm.code} option {name} must be {_type_word(t)} ({opt.unit}), not {value!r}",
+            f"Use e.g. -O {rm.code}.{name}={str(opt.default).lower() if t is bool else opt.default}",
+        ) from None
+    if isinstance(got, (int, float)) and not isinstance(got, bool) and got < 0:
+        raise UsageError(
+            f"rule {rm.code} option {name} must not be negative, not {value!r}",
+            f"Use a value of 0 or more ({opt.unit}); the default is {opt.default}",
+        )
+    return got
+
+
+def with_ns(rule, opts: dict[str, Any]) -> dict[str, Any]:
+    """``opts`` plus ``<name>_ns`` for every option in a time unit: units are converted once, here."""
+    from traceadvisor.units import to_ns
+
+    out = dict(opts)
+    for k, o in rule.options.items():
+        key = o.ns_key(k)
+        if key and out.get(k) is not None and key not in rule.options:
+            out[key] = to_ns(out[k], o.unit)
+    return out
+
+
 def resolve_options(rm: RuleModule, *layers: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Defaults, then config-file options, then command-line options; unknown names are errors."""
+    """Defaults, then config-file options, then command-line options, each value validated against the option's
+    type; unknown names and bad values are errors. Time options also come in nanoseconds (``with_ns``)."""
     opts = {k: o.default for k, o in rm.rule.options.items()}
     for layer in layers:
         for k, v in (layer.get(rm.code) or layer.get(rm.rule.name) or {}).items():
@@ -82,5 +121,5 @@ def resolve_options(rm: RuleModule, *layers: dict[str, dict[str, Any]]) -> dict[
                     f"rule {rm.code} has no option {k!r}",
                     f"Options: {', '.join(opts) or 'none'} (see `traceadvisor rule {rm.code}`)",
                 )
-            opts[k] = type(opts[k])(v) if opts[k] is not None and not isinstance(v, type(opts[k])) else v
-    return opts
+            opts[k] = check_option(rm, k, v)
+    return with_ns(rm.rule, opts)

@@ -15,10 +15,13 @@ from traceadvisor.errors import UsageError
 
 
 def builtin_pack() -> Path:
-    """The ``rules/`` folder shipped beside the ``traceadvisor`` package (in the repo and in the wheel)."""
+    """The built-in rule pack: ``traceadvisor/rules`` in an installed wheel, the repository's ``rules/`` folder
+    beside the package in a checkout (the wheel maps one to the other; it never installs a top-level ``rules``)."""
     import traceadvisor
 
-    return Path(traceadvisor.__file__).resolve().parent.parent / "rules"
+    pkg = Path(traceadvisor.__file__).resolve().parent
+    installed = pkg / "rules"
+    return installed if installed.is_dir() else pkg.parent / "rules"
 
 
 def rule_files(pack: Path) -> list[Path]:

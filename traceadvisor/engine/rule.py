@@ -8,8 +8,11 @@ A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
 * ``detect(trace, options) -> pl.LazyFrame``: one row per offending item (copy, kernel, sync, gap, shape...)
   with at least ``rank``, ``device``, ``start_ns``, ``end_ns``, ``impact_ns`` and the rule's evidence columns.
   It must stay lazy: the engine collects every rule's frame in one ``pl.collect_all``;
-* optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding, and
-  ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
+* optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding; a hook that needs
+  more of the trace than the rows declares ``evidence_plan(trace, options) -> pl.LazyFrame`` and takes it as a
+  fourth argument ``evidence(rows, trace, options, context)``: the plan is collected once, in the same
+  ``pl.collect_all`` as every rule (never once per finding group); shared helpers are in ``traceadvisor.rulekit``;
+* optional ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
 * optional ``fix(rows, trace, options) -> traceadvisor.replay.Fix | None``: the recommended change as a graph
   transformation; the finding's ``impact_ns`` is then the replayed saving of that fix alone (docs/impact.md);
 * ``example_bad()`` / ``example_good()`` returning small traces on which the rule fires / stays silent.
@@ -27,9 +30,28 @@ CONFIDENCES = ("low", "medium", "high")
 
 @dataclass(frozen=True)
 class Option:
+    """A rule option: its default, unit and doc; the type is the default's unless given. Values from the config
+    file and ``-O CODE.name=value`` are validated against the type once (``engine.config.resolve_options``); an
+    option in a time unit (ns, us, ms, s) is also handed to the rule in nanoseconds, as ``<name>_ns`` (the unit
+    suffix of the name replaced: ``min_total_ms`` -> ``min_total_ns``)."""
+
     default: Any
     unit: str
     doc: str
+    type: Any = None
+
+    @property
+    def value_type(self) -> Any:
+        return self.type if self.type is not None else type(self.default)
+
+    def ns_key(self, name: str) -> str | None:
+        """The name of the nanosecond twin of a time option (None for other units)."""
+        from traceadvisor.units import NS_PER
+
+        if self.unit not in NS_PER:
+            return None
+        suffix = f"_{self.unit}"
+        return (name[: -len(suffix)] if name.endswith(suffix) else name) + "_ns"
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,12 @@ class Rule:
     @property
     def area(self) -> str:
         return self.code[:3]
+
+    def defaults(self) -> dict[str, Any]:
+        """Every option at its default, with the nanosecond twins of time options."""
+        from traceadvisor.engine.config import with_ns
+
+        return with_ns(self, {k: o.default for k, o in self.options.items()})
 
 
 @dataclass

@@ -163,7 +163,10 @@ def build_findings(
     options: dict[str, Any],
     fixes: dict[int, Any] | None = None,
     index: int = 0,
+    context: pl.DataFrame | None = None,
 ) -> list[Finding]:
+    """Findings of one rule on one trace from its collected rows; ``context`` is the rule's collected
+    ``evidence_plan`` frame (collected with every other plan), handed to its ``evidence`` hook."""
     if rows.height == 0:
         return []
     missing = [c for c in REQUIRED_COLUMNS if c not in rows.columns]
@@ -202,7 +205,8 @@ def build_findings(
         }
         extra = getattr(rm.module, "evidence", None)
         if callable(extra):
-            evidence.update(extra(g, trace, options) or {})
+            more = extra(g, trace, options, context) if context is not None else extra(g, trace, options)
+            evidence.update(more or {})
         evidence = _json_safe(evidence)
         fmt = {"count": count, "impact_ms": impact / 1e6, "share_pct": 100.0 * impact / span, **kv}
         fmt.update({k: v for k, v in evidence.items() if isinstance(v, (int, float, str))})
@@ -244,7 +248,7 @@ def analyze(
     """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options."""
     options = options or {}
     res = AnalysisResult(traces=list(traces), rules=list(rules))
-    plans: list[tuple[RuleModule, int, pl.LazyFrame]] = []
+    plans: list[tuple[RuleModule, int, pl.LazyFrame, pl.LazyFrame | None]] = []
     for i, trace in enumerate(traces):
         for rm in rules:
             reason = skip_reason(rm, trace)
@@ -259,21 +263,24 @@ def analyze(
                     }
                 )
                 continue
-            opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
+            opts = options.get(rm.code) or rm.rule.defaults()
             try:
-                plans.append((rm, i, rm.module.detect(trace, opts)))
+                ctx = getattr(rm.module, "evidence_plan", None)
+                plans.append(
+                    (rm, i, rm.module.detect(trace, opts), ctx(trace, opts) if callable(ctx) else None)
+                )
             except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
                 res.errors.append(_err(rm, trace, e))
     summaries = [summary_plan(t) for t in traces]
-    frames, summary_frames = _collect(plans, summaries, res)
+    frames, contexts, summary_frames = _collect(plans, summaries, res)
     res.summaries = [Summary.from_frames(p, f) for p, f in zip(summaries, summary_frames, strict=True)]
     fixes: dict[int, Any] = {}
-    for (rm, i, _), df in zip(plans, frames, strict=True):
+    for (rm, i, _, _), df, ctx in zip(plans, frames, contexts, strict=True):
         if df is None:
             continue
-        opts = options.get(rm.code) or {k: o.default for k, o in rm.rule.options.items()}
+        opts = options.get(rm.code) or rm.rule.defaults()
         try:
-            res.findings.extend(build_findings(rm, traces[i], df, opts, fixes, i))
+            res.findings.extend(build_findings(rm, traces[i], df, opts, fixes, i, ctx))
         except Exception as e:  # noqa: BLE001
             res.errors.append(_err(rm, traces[i], e))
     res.findings.sort(key=_finding_order)
@@ -295,28 +302,45 @@ def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
 
 
 def _collect(
-    plans: list[tuple[RuleModule, int, pl.LazyFrame]], summaries: list[SummaryPlan], res: AnalysisResult
-) -> tuple[list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
-    """Collect every rule's frame and every trace's summary views in one ``pl.collect_all``."""
-    lazy = [p[2] for p in plans] + [lf for s in summaries for lf in s.frames.values()]
+    plans: list[tuple[RuleModule, int, pl.LazyFrame, pl.LazyFrame | None]],
+    summaries: list[SummaryPlan],
+    res: AnalysisResult,
+) -> tuple[list[pl.DataFrame | None], list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
+    """Collect every rule's frame, every rule's evidence context and every trace's summary views in one
+    ``pl.collect_all``; on a failure, each rule is collected on its own so one broken rule sinks only itself."""
+    ctx_idx = [k for k, p in enumerate(plans) if p[3] is not None]
+    summary_lazy = [lf for s in summaries for lf in s.frames.values()]
+    lazy = [p[2] for p in plans] + [plans[k][3] for k in ctx_idx] + summary_lazy
     try:
         done: list[pl.DataFrame | None] = list(pl.collect_all(lazy)) if lazy else []
+        rule_frames = done[: len(plans)]
+        ctx_done = done[len(plans) : len(plans) + len(ctx_idx)]
+        rest = done[len(plans) + len(ctx_idx) :]
     except Exception:  # noqa: BLE001 - isolate the failing rule(s); the summary must not fail
-        done = []
-        for rm, i, lf in plans:
+        rule_frames, ctx_done = [], []
+        for rm, i, lf, _ in plans:
             try:
-                done.append(lf.collect())
+                rule_frames.append(lf.collect())
             except Exception as e:  # noqa: BLE001
                 res.errors.append(_err(rm, res.traces[i], e))
-                done.append(None)
-        done.extend(pl.collect_all([lf for s in summaries for lf in s.frames.values()]))
-    rule_frames, rest = done[: len(plans)], done[len(plans) :]
+                rule_frames.append(None)
+        for k in ctx_idx:
+            try:
+                ctx_done.append(plans[k][3].collect())
+            except Exception as e:  # noqa: BLE001
+                res.errors.append(_err(plans[k][0], res.traces[plans[k][1]], e))
+                rule_frames[k] = None
+                ctx_done.append(None)
+        rest = list(pl.collect_all(summary_lazy)) if summary_lazy else []
+    contexts: list[pl.DataFrame | None] = [None] * len(plans)
+    for k, df in zip(ctx_idx, ctx_done, strict=True):
+        contexts[k] = df
     out = []
     for s in summaries:
         n = len(s.frames)
         out.append(dict(zip(s.frames, rest[:n], strict=True)))
         rest = rest[n:]
-    return rule_frames, out
+    return rule_frames, contexts, out
 
 
 def _err(rm: RuleModule, trace: Trace, e: Exception) -> dict[str, Any]:
