@@ -27,7 +27,18 @@ def test_every_package_folder_is_listed():
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
-    cmd = [sys.executable, "-m", "pip", "wheel", str(ROOT), "-w", str(out), "--no-deps", "--no-build-isolation", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        str(ROOT),
+        "-w",
+        str(out),
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     (whl,) = out.glob("traceadvisor-*.whl")
