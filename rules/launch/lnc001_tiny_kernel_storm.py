@@ -108,11 +108,10 @@ RULE = Rule(
 )
 
 # launch APIs that replay a whole graph: their kernels already share one launch
-GRAPH_LAUNCH = r"GraphLaunch|graphLaunch"
 
 
 def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Every kernel with its launch call's name and duration (null when not linked)."""
+    """Every kernel with its launch call's name, API class and duration (null when not linked)."""
     rt = (
         views.runtime(lf)
         .filter(pl.col("correlation_id").is_not_null())
@@ -122,10 +121,12 @@ def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("name").alias("api_name"),
             pl.col("dur_ns").alias("api_dur_ns"),
             pl.col("end_ns").alias("api_end_ns"),
+            "api_class",
         )
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
-    return views.kernels(lf).join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+    k = views.kernels(lf).drop("api_class")
+    return k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
 
 
 def with_gpu_wait(k: pl.LazyFrame, lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -166,7 +167,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = kernels_with_launch(trace.lazy()).filter(
-        ~pl.col("api_name").fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null()
+        (pl.col("api_class").fill_null("") != "graph_launch") & pl.col("device").is_not_null()
     )
     cap = int(options["max_launch_us"] * 1000)
     cost = pl.col("api_dur_ns").clip(upper_bound=cap).fill_null(int(options["default_launch_us"] * 1000))

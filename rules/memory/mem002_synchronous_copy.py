@@ -103,8 +103,8 @@ RULE = Rule(
     confidence="high",
 )
 
-SYNC_COPY_APIS = views.BLOCKING_COPY_APIS  # cudaMemcpy, hipMemcpy, hipMemcpyWithStream, cuMemcpyDtoH, ...
-ASYNC_COPY_APIS = views.ASYNC_COPY_APIS  # cudaMemcpyAsync, hipMemcpyAsync, cuMemcpyDtoHAsync, ...
+# copy calls are runtime rows of api_class "blocking_copy" (cudaMemcpy, hipMemcpy, hipMemcpyWithStream, ...) and
+# "async_copy" (cudaMemcpyAsync, hipMemcpyAsync, cuMemcpyDtoHAsync, ...): traceadvisor.knowledge.apis
 # framework op that issued the copy -> what the user wrote (copy ops depend on the direction, below)
 CULPRITS = {
     "aten::_local_scalar_dense": "tensor.item() / float(t) / int(t) / bool(t)",
@@ -165,7 +165,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     min_total = int(float(options.get("min_total_ms", 0.1)) * 1e6)
     rt = views.runtime(lf).with_columns(api=views.api_name(), _rk=pl.col("rank").fill_null(-1), ext=_ext())
 
-    blocking = rt.filter(pl.col("api").is_in(SYNC_COPY_APIS)).select(
+    blocking = rt.filter(pl.col("api_class") == "blocking_copy").select(
         "rank",
         "_rk",
         "tid",
@@ -190,7 +190,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .sort("s_start")
     )
     paired = (
-        rt.filter(pl.col("api").is_in(ASYNC_COPY_APIS))
+        rt.filter(pl.col("api_class") == "async_copy")
         .sort("end_ns")
         .join_asof(
             syncs,

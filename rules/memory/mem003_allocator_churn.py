@@ -102,7 +102,7 @@ RULE = Rule(
     confidence="high",
 )
 
-# bare API name -> (operation, memory)
+# bare API name -> (operation, memory): the alloc / free API classes of traceadvisor.knowledge.apis
 ALLOCATOR_APIS = apis.ALLOC_MEMORY
 
 
@@ -114,12 +114,12 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     min_calls = int(options.get("min_calls", 2))
     min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
-    op = pl.col("api").replace_strict({k: v[0] for k, v in ALLOCATOR_APIS.items()}, default=None)
+    op = pl.col("api_class")
     mem = pl.col("api").replace_strict({k: v[1] for k, v in ALLOCATOR_APIS.items()}, default=None)
     calls = (
         views.runtime(lf)
         .with_columns(_rk(), api=views.api_name())
-        .filter(pl.col("api").is_in(list(ALLOCATOR_APIS)))
+        .filter(pl.col("api_class").is_in(["alloc", "free"]))
     )
     # with iteration markers, everything until the end of the first step is the allocator's normal growth;
     # without them, growth is an allocation no free came before: frees and re-allocations after one are churn

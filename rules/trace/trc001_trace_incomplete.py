@@ -55,7 +55,6 @@ import re
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.knowledge import apis
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -111,12 +110,9 @@ RULE = Rule(
     confidence="high",
 )
 
-# stream capture into a CUDA / HIP graph: launches between these run nothing on the GPU
-CAPTURE_BEGIN_APIS = apis.CAPTURE_BEGIN
-CAPTURE_END_APIS = apis.CAPTURE_END
-# Kernel launch APIs of both vendors (graph launches are left out: with graph-level tracing a graph launch has
-# no per-kernel GPU record).
-LAUNCH_APIS = apis.LAUNCH
+# Kernel launches are runtime rows of api_class "launch" (traceadvisor.knowledge.apis); graph launches are left
+# out: with graph-level tracing a graph launch has no per-kernel GPU record. Launches between "capture_begin" and
+# "capture_end" (stream capture into a graph) run nothing on the GPU.
 HOST_KINDS = ("runtime", "cpu_op", "python", "step")
 # import warnings and skip reasons, by problem
 TRUNCATED_RE = re.compile(r"truncat|cut off|ends early|stops mid-file", re.IGNORECASE)
@@ -177,7 +173,7 @@ def _meta_rows(trace: Trace) -> pl.LazyFrame:
 def _no_gpu(lf: pl.LazyFrame, trace: Trace) -> pl.LazyFrame:
     stats = lf.select(
         n_gpu=pl.col("kind").is_in(views.GPU_KINDS).sum(),
-        n_launch=((pl.col("kind") == "runtime") & views.api_name().is_in(LAUNCH_APIS)).sum(),
+        n_launch=((pl.col("kind") == "runtime") & (pl.col("api_class") == "launch")).sum(),
     )
     detail = (
         pl.when(pl.col("n_launch") > 0)
@@ -238,12 +234,12 @@ def _outside_stream_capture(rt: pl.LazyFrame, launches: pl.LazyFrame) -> pl.Lazy
     """``launches`` minus those made while their thread was capturing a stream into a CUDA/HIP graph: a captured
     launch records work into the graph and runs nothing on the GPU by design (the graph launch runs it)."""
     begins = (
-        rt.filter(pl.col("api").is_in(CAPTURE_BEGIN_APIS))
+        rt.filter(pl.col("api_class") == "capture_begin")
         .select("_rk", "tid", pl.col("start_ns").alias("cap_start"))
         .sort("cap_start")
     )
     ends = (
-        rt.filter(pl.col("api").is_in(CAPTURE_END_APIS))
+        rt.filter(pl.col("api_class") == "capture_end")
         .select("_rk", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("cap_end"))
         .sort("cap_end")
     )
@@ -280,7 +276,7 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id").unique()
     last_gpu = gpu.group_by("_rk").agg(pl.col("correlation_id").max().alias("last_corr"))
     launches = (
-        _outside_stream_capture(rt, rt.filter(pl.col("api").is_in(LAUNCH_APIS)))
+        _outside_stream_capture(rt, rt.filter(pl.col("api_class") == "launch"))
         .join(last_gpu, on="_rk", how="inner")
         .filter(pl.col("correlation_id") <= pl.col("last_corr"))
     )  # newer launches ran after the capture stopped

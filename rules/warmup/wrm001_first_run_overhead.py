@@ -152,9 +152,7 @@ RULE = Rule(
 
 COMPILE_SPAN_RE = warmup.COMPILE_SPAN_RE
 COMPILE_KINDS = warmup.COMPILE_KINDS
-MODULE_LOAD_APIS = apis.MODULE_LOAD
 MODULE_LOAD_OVERHEAD = apis.MODULE_LOAD_OVERHEAD
-LIBRARY_INIT_APIS = apis.LIBRARY_INIT
 FIND_RE = apis.ALGORITHM_FIND_RE
 FIRST_CALL_KINDS = ("cpu_op",)
 # OS-runtime calls that start or reap processes (Inductor compile workers, ptxas, nvcc), nsys osrt names
@@ -162,7 +160,6 @@ FIRST_CALL_KINDS = ("cpu_op",)
 FS_META_RE = (
     r"^(stat|stat64|lstat|lstat64|fstatat|fstatat64|newfstatat|statx|open|open64|openat|openat64|access)$"
 )
-JIT_APIS = ("nvrtcCompileProgram", "nvJitLinkComplete", "hiprtcCompileProgram", "comgr_do_action")
 SPAWN_RE = r"^(fork|vfork|clone3?|posix_spawnp?|execve?|execvp|execvpe|waitpid|wait4|waitid|system|popen)$"
 
 
@@ -190,13 +187,15 @@ def _explicit(lf: pl.LazyFrame) -> list[pl.LazyFrame]:
         ),
         _iv(
             lf.filter(
-                ((pl.col("kind") == "runtime") & name.is_in(MODULE_LOAD_APIS))
+                (pl.col("api_class") == "module_load")
                 | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
             ).with_columns(name=name),
             "module load / JIT",
         ),
         _iv(
-            lf.filter(name.is_in(LIBRARY_INIT_APIS) | name.str.contains(FIND_RE)).with_columns(name=name),
+            lf.filter((pl.col("api_class") == "library_init") | name.str.contains(FIND_RE)).with_columns(
+                name=name
+            ),
             "library init / tuning",
         ),
     ]
@@ -240,11 +239,7 @@ def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     waits = (
         lf.filter(pl.col("kind") == "runtime")
         .with_columns(api=views.api_name())
-        .filter(
-            pl.col("api").is_in(
-                [*views.BLOCKING_COPY_APIS, *views.ASYNC_COPY_APIS, *views.BLOCKING_SYNC_APIS]
-            )
-        )
+        .filter(pl.col("api_class").is_in(["blocking_copy", "async_copy", "sync"]))
         .select(_rk(), "tid", pl.col("start_ns").alias("w_start"))
         .sort("w_start")
     )
@@ -370,9 +365,8 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     gaps = gaps.filter(
         (pl.col("gap_ns") >= min_ns) & (pl.col("gap_ns") >= factor * pl.col("gap_ns").median().over("_rk"))
     )
-    name = views.api_name()
     loads = lf.filter(
-        ((pl.col("kind") == "runtime") & name.is_in([*MODULE_LOAD_APIS, *JIT_APIS]))
+        (pl.col("api_class") == "module_load")
         | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
     )
     gpu_pids = lf.filter(pl.col("kind") == "runtime").select(_rk(), "pid").unique()

@@ -245,8 +245,12 @@ def build_findings(
 def analyze(
     traces: list[Trace], rules: list[RuleModule], options: dict[str, dict[str, Any]] | None = None
 ) -> AnalysisResult:
-    """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options."""
+    """Run ``rules`` over ``traces``. ``options`` maps a rule code to its resolved options. A trace built by hand
+    is normalized first (a no-op for imported ones), so rules can rely on ``api_class`` and ``kind = "step"``."""
+    from traceadvisor.normalize import normalize
+
     options = options or {}
+    traces = [normalize(t) for t in traces]
     res = AnalysisResult(traces=list(traces), rules=list(rules))
     plans: list[tuple[RuleModule, int, pl.LazyFrame, pl.LazyFrame | None]] = []
     for i, trace in enumerate(traces):

@@ -210,6 +210,8 @@ MODULE_LOAD = (
     "__hipRegisterFatBinary",
     "hiprtcCompileProgram",
     "hipLinkComplete",
+    "nvJitLinkComplete",
+    "comgr_do_action",
 )
 # driver overhead records of lazy loading / JIT (nsys, Kineto overhead rows; not API calls)
 MODULE_LOAD_OVERHEAD = ("Lazy Function Loading", "Runtime Triggered Module Loading", "Driver Compiler")

@@ -82,7 +82,8 @@ def gpu_idle_gaps(lf: pl.LazyFrame) -> pl.LazyFrame:
 def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GPU activities joined to the host runtime call that launched them (by rank + correlation_id).
 
-    Columns: the GPU event's columns plus ``api_name``, ``api_start_ns``, ``api_dur_ns``, ``api_tid``.
+    Columns: the GPU event's columns (its own ``api_class`` is null) with ``api_class`` of the launching call,
+    plus ``api_name``, ``api_start_ns``, ``api_dur_ns``, ``api_tid``.
     """
     rt = (
         lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
@@ -93,11 +94,13 @@ def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("start_ns").alias("api_start_ns"),
             pl.col("dur_ns").alias("api_dur_ns"),
             pl.col("tid").alias("api_tid"),
+            "api_class",
         )
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
     return (
         gpu_work(lf)
+        .drop("api_class")
         .filter(pl.col("correlation_id").is_not_null())
         .join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
     )
@@ -128,7 +131,7 @@ def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
     runtime_all = lf.filter(pl.col("kind") == "runtime")
     rt = (
         runtime_all.with_columns(name=api_name())
-        .filter(pl.col("name").is_in(list(BLOCKING_SYNC_APIS)))
+        .filter(pl.col("api_class") == "sync")
         .with_columns(scope=pl.col("name").replace_strict(BLOCKING_SYNC_APIS, default=None))
     )
     ev = (
