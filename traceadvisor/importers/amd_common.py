@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceadvisor.knowledge import apis, profiler, steps
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import COLUMN_NAMES, conform, empty_frame
 from traceadvisor.trace import Device, Trace, TraceMeta
@@ -54,10 +55,10 @@ ROCPROF_DIRECTIONS = {  # rocprofv3 memory copy operation names
 }
 
 
-WORKITEM_GRID_APIS = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
+WORKITEM_GRID_APIS = apis.WORKITEM_GRID_LAUNCH
 
 
-STEP_RE = r"^ProfilerStep#\d+$"
+STEP_RE = steps.PROFILER_STEP_RE  # other iteration markers: traceadvisor.normalize (knowledge.steps)
 
 
 UNKNOWN_OP = (
@@ -192,9 +193,7 @@ def duration(start: str = "start_ns", end: str = "end_ns") -> pl.Expr:
 
 def runtime_kind(name: pl.Expr) -> pl.Expr:
     """Host API call kind: profiler self-overhead rows are ``overhead``, everything else ``runtime``."""
-    overhead = name.is_in(["hcc_activity_callback", "rpdflush", "run_to_completion"]) | name.str.ends_with(
-        "::writeRows"
-    )
+    overhead = name.is_in(list(profiler.ROCTRACER_SELF)) | name.str.ends_with("::writeRows")
     return pl.when(overhead).then(pl.lit("overhead")).otherwise(pl.lit("runtime"))
 
 

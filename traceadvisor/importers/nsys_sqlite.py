@@ -23,15 +23,16 @@ CUPTI_ACTIVITY_KIND_SYNCHRONIZATION        sync        named like Kineto's cuda_
                                                        Event Sync, Context Sync, Stream Wait Event); tid
                                                        is the host thread of the call that waited
 CUPTI_ACTIVITY_KIND_GRAPH_TRACE            other       one row per whole CUDA graph launch
-NVTX_EVENTS                                annotation  ranges and marks; ranges named like ProfilerStep#N,
-                                           / step      iteration_N or train_step_N become kind step
+NVTX_EVENTS                                annotation  ranges and marks; ranges named ProfilerStep#N
+                                           / step      become kind step (other markers: normalize)
 OSRT_API                                   other       OS runtime calls, args.domain = "osrt"
 PROFILER_OVERHEAD                          overhead    nsys's own overhead
 CUBLAS_EVENTS / CUDNN_EVENTS               other       library API ranges, args.domain = cublas / cudnn
 =========================================  ==========  =================================================
 
-Steps: NVTX ranges named ProfilerStep#N (torch under emit_nvtx), iteration_N, train_step_N or step_N are
-kind "step". The H200 exports of the corpus hold no NVTX at all: their scenario loops are labelled with
+Steps: NVTX ranges named ProfilerStep#N (torch under emit_nvtx) are kind "step"; without them, numbered loop
+ranges (iteration_N, train_step_N, step_N) become steps after import, as for every format
+(``traceadvisor.normalize``, tables in ``traceadvisor.knowledge.steps``). The H200 exports of the corpus hold no NVTX at all: their scenario loops are labelled with
 torch.profiler.record_function (iteration_N, train_step_N in the matching Kineto traces), which reaches
 NVTX only under emit_nvtx, so these are the names a step range carries when it does. Other ranges are
 annotations. Rank and world size come from the profiled process's environment (RANK / WORLD_SIZE,
@@ -64,6 +65,7 @@ from traceadvisor.devices import match_model
 from traceadvisor.errors import InputError
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers.probe import Probe
+from traceadvisor.knowledge import steps
 from traceadvisor.progress import Progress
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
@@ -174,8 +176,10 @@ NVTX_TYPE_FALLBACK = {
     75: "NvtxDomainCreate",
     76: "NvtxDomainDestroy",
 }
-# NVTX ranges that mark iterations: torch's ProfilerStep#N (under emit_nvtx) and the usual loop labels.
-STEP_PATTERN = r"(?i)^(ProfilerStep#\d+|(train(ing)?[_ ])?(step|iteration|iter)[_ #-]?\d+)(,.*)?$"
+# NVTX ranges of torch's ProfilerStep#N (under emit_nvtx, with a ", seq = ..." tail) are steps here; the other
+# iteration markers (iteration_N, train_step_N) become steps in traceadvisor.normalize, the same way for every
+# format (knowledge.steps).
+STEP_PATTERN = steps.PROFILER_STEP_RE.removesuffix("$") + r"(?:,.*)?$"
 CUPTI_VERSION_SUFFIX = r"(_v\d{4,})+$"  # cudaLaunchKernel_v7000 -> cudaLaunchKernel; keeps real _v2 names
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")

@@ -8,14 +8,14 @@ its own overhead in ``PROFILER_OVERHEAD`` (kind ``overhead``).
 
 from __future__ import annotations
 
+# roctracer / rpd tracer self-overhead rows of the HIP API table (the rpd importers give them kind "overhead")
+ROCTRACER_SELF: tuple[str, ...] = ("hcc_activity_callback", "rpdflush", "run_to_completion")
 PROFILER_EVENT_NAMES: tuple[str, ...] = (
     "Activity Buffer Request",
     "Record Window End",
     "Buffer Flush",
     "CUPTI buffer flush",
-    "hcc_activity_callback",
-    "rpdflush",
-    "run_to_completion",
+    *ROCTRACER_SELF,
 )
 # every event of this kind is profiler overhead
 PROFILER_KINDS: tuple[str, ...] = ("overhead",)

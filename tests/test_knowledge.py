@@ -1,0 +1,85 @@
+"""Each domain fact in one place: the name tables live in traceadvisor.knowledge, and no other module of the
+package or the rule pack holds a copy (three or more of their names as string literals is a table)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceadvisor.knowledge import apis, operators, profiler, steps
+from traceadvisor.normalize import normalize
+from traceadvisor.testing import TraceBuilder
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = {
+    "API classes": set(apis.API_CLASS) | set(apis.MODULE_LOAD_OVERHEAD),
+    "GEMM operators": set(operators.GEMM_OPS),
+    "profiler events": set(profiler.PROFILER_EVENT_NAMES),
+}
+SOURCES = sorted(
+    p
+    for p in [*(ROOT / "traceadvisor").rglob("*.py"), *(ROOT / "rules").rglob("*.py")]
+    if "knowledge" not in p.parts and p.name != "testing.py"
+)
+
+
+@pytest.mark.parametrize("table", list(NAMES))
+def test_no_copy_of_a_knowledge_table(table):
+    copies = {}
+    for p in SOURCES:
+        hits = set(re.findall(r'"([A-Za-z_:]+)"', p.read_text(encoding="utf-8"))) & NAMES[table]
+        if len(hits) >= 3:
+            copies[str(p.relative_to(ROOT))] = sorted(hits)
+    assert copies == {}, f"{table} copied outside traceadvisor.knowledge: {copies}"
+
+
+def test_every_name_has_one_api_class():
+    assert len(apis.API_CLASS) == sum(
+        len(x)
+        for x in (
+            apis.LAUNCH,
+            apis.GRAPH_LAUNCH,
+            apis.GRAPH_INSTANTIATE,
+            apis.CAPTURE_BEGIN,
+            apis.CAPTURE_END,
+            apis.SYNC_SCOPE,
+            apis.BLOCKING_COPY,
+            apis.ASYNC_COPY,
+            apis.MEMSET,
+            apis.MODULE_LOAD,
+            apis.LIBRARY_INIT,
+            apis.EVENT_RECORD,
+            apis.STREAM_WAIT,
+            apis.ALLOC_MEMORY,
+        )
+    )
+    assert set(apis.API_CLASS.values()) == set(apis.API_CLASSES)
+
+
+def test_normalization_gives_api_class_steps_and_profiler_events():
+    b = TraceBuilder()
+    b.runtime("cudaLaunchKernel_v7000", 0, 5)  # nsys keeps CUPTI's version suffix
+    b.runtime("cudaMemcpyAsync_ptsz", 10, 5)  # per-thread default stream
+    b.runtime("cudaGraphLaunch", 20, 5)
+    b.runtime("cudaStreamBeginCapture", 30, 1)
+    b.runtime("somethingElse", 40, 1)
+    for i in range(3):
+        b.annotation(f"train_step_{i}", 100 + 100 * i, 90)
+    b.annotation("epoch_0", 100, 300)
+    b.event("other", "Record Window End", 500)
+    t = normalize(b.build())
+    rt = t.events.filter(pl.col("kind") == "runtime").sort("start_ns")
+    assert rt["api_class"].to_list() == ["launch", "async_copy", "graph_launch", "capture_begin", None]
+    st = t.events.filter(pl.col("kind") == "step").sort("start_ns")
+    assert st["name"].to_list() == ["train_step_0", "train_step_1", "train_step_2"]
+    assert "steps" in t.meta.capabilities and t.meta.extra["step_source"] == "annotation train_stepN"
+    assert t.events.filter(pl.col("name") == "Record Window End")["kind"].to_list() == ["overhead"]
+    assert normalize(t) is t  # idempotent
+
+
+def test_profiler_step_is_one_regex():
+    assert re.fullmatch(steps.PROFILER_STEP_RE, "ProfilerStep#12")
+    assert re.match(steps.FAMILY_RE, "iteration_3").group(1) == "iteration"
