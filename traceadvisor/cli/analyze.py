@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from traceadvisor.cli.common import (
+    default_report_path,
     device_option,
     example_option,
     load_all,
@@ -270,7 +271,7 @@ def command(
         if not no_html:
             from traceadvisor.report.html import write_html
 
-            html_out = Path(html_path) if html_path else default_html_path(res)
+            html_out = Path(html_path) if html_path else default_report_path(default_html_path(res))
             html_out.parent.mkdir(parents=True, exist_ok=True)
             with prog.stage("writing the HTML report"):
                 write_html(res, html_out)

@@ -73,3 +73,28 @@ def load_all(paths: list[Path], no_cache: bool = False, device: str | None = Non
         for p in paths:
             out.append(load_trace(p, cache=not no_cache, progress=prog, device=device))
     return out
+
+
+GENERATOR_MARK = b'<meta name="generator" content="traceadvisor'
+
+
+def default_report_path(path: Path) -> Path:
+    """``path`` when it is free or holds a report traceadvisor wrote; else the first free ``name-N.html``
+    beside it (a default path never overwrites a file traceadvisor did not write)."""
+    candidate, n = path, 0
+    while candidate.exists() and not _ours(candidate):
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    if candidate != path:
+        click.echo(
+            f"traceadvisor: {path} exists and was not written by traceadvisor; writing {candidate}", err=True
+        )
+    return candidate
+
+
+def _ours(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return GENERATOR_MARK in f.read(4096)
+    except OSError:
+        return False

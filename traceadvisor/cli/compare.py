@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from traceadvisor.cli.common import load_all, no_cache_option
+from traceadvisor.cli.common import default_report_path, load_all, no_cache_option
 from traceadvisor.errors import UsageError
 
 
@@ -139,7 +139,7 @@ def command(
     if not no_html:
         from traceadvisor.report.compare_html import write_html
 
-        out = Path(html_path) if html_path else default_html_path(tb.name, tn.name)
+        out = Path(html_path) if html_path else default_report_path(default_html_path(tb.name, tn.name))
         out.parent.mkdir(parents=True, exist_ok=True)
         write_html(c, out)
         click.echo(f"HTML report: {out}", err=True)

@@ -1,6 +1,6 @@
-"""Build the sample reports in ``reports/`` from the project's own traces.
+"""Build the sample reports in ``samples/`` from the project's own traces.
 
-    python -m traceadvisor.report.samples            # fixtures/ + the packaged example -> reports/
+    python -m traceadvisor.report.samples            # fixtures/ + the packaged example -> samples/
     python -m traceadvisor.report.samples --out DIR  # somewhere else
     python -m traceadvisor.report.samples --also ../shared/traces/torch/h200_gemm_mix.pt.trace.json.gz
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m traceadvisor.report.samples", description=__doc__.splitlines()[0]
     )
-    ap.add_argument("--out", type=Path, default=ROOT / "reports", help="output folder [default: reports/]")
+    ap.add_argument("--out", type=Path, default=ROOT / "samples", help="output folder [default: samples/]")
     ap.add_argument("--also", type=Path, nargs="*", default=[], help="more trace files to include")
     a = ap.parse_args(argv)
     paths = sample_sources() + list(a.also)
