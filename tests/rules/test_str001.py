@@ -28,10 +28,11 @@ def test_examples():
     assert run(RM.module.example_good()).findings == []
 
 
-def test_single_rank_traces_are_skipped_with_a_reason():
+def test_single_rank_traces_do_not_run_or_list_the_cross_rank_rule():
+    """STR001 is listed as skipped only when a job is analysed: on a single trace it does not apply."""
     res = analyze([trace(p) for p in PAIR], [RM])
-    assert res.findings == [] and len(res.skipped) == 2
-    assert all("ranks of one job" in s["reason"] for s in res.skipped)
+    assert res.findings == [] and res.skipped == [] and res.errors == []
+    assert "ranks of one job" in RM.module.requires(trace(PAIR[0]))
 
 
 def _sendrecv_from_json(path):

@@ -126,6 +126,10 @@ def is_minor(impact_ns: int, window_ns: int) -> bool:
     return impact_ns < max(MINOR_SHARE * window_ns, MINOR_NS)
 
 
+def _rank_count(trace: Trace) -> int:
+    return int(trace.events.get_column("rank").drop_nulls().n_unique()) if trace.events.height else 0
+
+
 def _in_total_order(rows: pl.DataFrame) -> pl.DataFrame:
     """The rule's rows in one order whatever order the query engine produced them in (same input, same
     evidence, byte for byte): by time, then by every other scalar column."""
@@ -254,7 +258,12 @@ def analyze(
     res = AnalysisResult(traces=list(traces), rules=list(rules))
     plans: list[tuple[RuleModule, int, pl.LazyFrame, pl.LazyFrame | None]] = []
     for i, trace in enumerate(traces):
+        ranks = None
         for rm in rules:
+            if callable(getattr(rm.module, "detect_tables", None)):  # a cross-rank rule (STR001)
+                ranks = _rank_count(trace) if ranks is None else ranks
+                if ranks < 2:  # not a job: the rule does not apply, and saying so on every trace is noise
+                    continue
             reason = skip_reason(rm, trace)
             if reason:
                 res.skipped.append(
