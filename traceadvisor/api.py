@@ -254,10 +254,7 @@ SUMMARY_COLUMNS = {
 def _summary_row(t: Trace) -> dict[str, Any]:
     counts = t.counts_by_kind()
     gpu = t.events.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
-    active = set(gpu.get_column("device").drop_nulls().unique().to_list())
-    devices = [
-        d.model or d.name or f"GPU {d.index}" for d in t.meta.devices if not active or d.index in active
-    ]
+    devices = [d.model or d.name or f"GPU {d.index}" for d in t.active_devices()]
     return {
         "trace": t.name,
         "format": t.meta.format,

@@ -164,6 +164,22 @@ class Trace:
         vc = self.events.group_by("kind").len().sort("kind")
         return {k: int(n) for k, n in vc.iter_rows()}
 
+    def active_devices(self) -> list[Device]:
+        """The devices with GPU work (kernels, copies, memsets) in this trace: a rank's trace records every GPU
+        of its node, the headers name only those it used. All recorded devices when none has work."""
+
+        if self.events.height == 0 or not self.meta.devices:
+            return list(self.meta.devices)
+        used = set(
+            self.events.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
+            .get_column("device")
+            .drop_nulls()
+            .unique()
+            .to_list()
+        )
+        active = [d for d in self.meta.devices if d.index in used]
+        return active or list(self.meta.devices)
+
     def span_ns(self) -> int:
         """Capture span: first start to last end over all timed events."""
         ev = self.events

@@ -32,7 +32,7 @@ def print_summary(res) -> None:
     if getattr(res, "job", None) is not None:
         _print_job(con, res.job)
     for i, t in enumerate(res.traces):
-        dev = ", ".join(sorted({d.model or d.name or "?" for d in t.meta.devices})) or "no GPU recorded"
+        dev = ", ".join(sorted({d.model or d.name or "?" for d in t.active_devices()})) or "no GPU recorded"
         con.print(
             f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}"
         )

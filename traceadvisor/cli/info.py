@@ -8,13 +8,14 @@ import click
 
 from traceadvisor import units
 from traceadvisor.cli.common import device_option, example_option, load_all, no_cache_option, resolve_traces
+from traceadvisor.formats import formats_help
 
 
 def fmt_ns(ns: int | float | None) -> str:
     return units.fmt_duration(ns, missing="-")
 
 
-@click.command("info")
+@click.command("info", epilog="\b\nFormats (sniffed from the content, in this order):\n" + formats_help())
 @click.argument("traces", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @no_cache_option

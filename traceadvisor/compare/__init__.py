@@ -72,7 +72,7 @@ __all__ = [
 
 
 def _device_names(trace: Trace) -> list[str]:
-    return sorted({d.model or d.name or "unknown" for d in trace.meta.devices})
+    return sorted({d.model or d.name or "unknown" for d in trace.active_devices()})
 
 
 def _labels(base: Trace, new: Trace) -> tuple[str, str]:

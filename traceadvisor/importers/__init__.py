@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from traceadvisor.errors import InputError, UnknownFormatError
+from traceadvisor.formats import formats_hint
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress, stage
 from traceadvisor.trace import Trace
@@ -58,8 +59,7 @@ def detect(path: str | Path) -> ModuleType:
         )
     raise UnknownFormatError(
         f"{probe.path} is not a trace format traceadvisor recognises ({probe.describe()})",
-        "Supported: torch.profiler JSON, rocprof .rpd / CSV / JSON / rocpd .db, rocprofv3 outputs, "
-        "Nsight Systems SQLite exports and .nsys-rep; run `traceadvisor info --help` for details",
+        f"{formats_hint()}. `traceadvisor info --help` lists them too",
     )
 
 

@@ -216,7 +216,7 @@ def evidence_table(
 def _device_text(trace) -> list[str]:
     """One line per distinct device description, identical devices grouped: "2 × H200 SXM 141GB ... (GPU 0, 1)"."""
     groups: dict[str, list[int]] = {}
-    for d in trace.meta.devices:
+    for d in trace.active_devices():
         units = "CUs" if (d.vendor or trace.meta.vendor) == "amd" else "SMs"
         bits = [d.model or d.name or "unknown model"]
         if d.name and d.model and d.name != d.model:

@@ -60,7 +60,7 @@ def _trace_lines(res) -> list[str]:
     lines = []
     for i, t in enumerate(res.traces):
         m = t.meta
-        devs = ", ".join(sorted({d.model or d.name or "?" for d in m.devices})) or "no GPU recorded"
+        devs = ", ".join(sorted({d.model or d.name or "?" for d in t.active_devices()})) or "no GPU recorded"
         s = res.summary(i)
         steps = s.totals["steps"]
         lines.append(
