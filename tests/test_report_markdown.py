@@ -35,7 +35,11 @@ def test_summary_table_top_findings_and_advice():
     assert rows[1].startswith("| 2 | `MEM001`")
     assert "#### 1. `MEM009` Host copies from pageable memory — 900 µs (22.8%)" in md
     assert "- **Fix on CUDA (NVIDIA):** advice for nvidia: use `pinned` memory" in md
-    assert "- **ROCm (AMD) equivalent:** advice for amd" in md
+    # the trace's own stack in the open, the other one folded inside <details>
+    assert "<details><summary>On ROCm (AMD)</summary>\n\nadvice for amd\n\n</details>" in md
+    assert md.index("**Fix on CUDA (NVIDIA):**") < md.index("On ROCm (AMD)")
+    # the summary table: one row per trace, the library summary's words
+    assert "| Trace | window | steps | GPU busy | GPU idle |" in md
     assert "- **PyTorch:** `pin_memory=True`" in md
     assert "| name | start (ms) | end (ms) | impact | bytes | gbps |" in md  # evidence, first rows
     assert "| 1.005 | 1.155 | 120 µs | 32 MiB | 8.1 GB/s |" in md
@@ -47,7 +51,7 @@ def test_amd_trace_gets_rocm_first():
     tr = small_trace(vendor="amd", device="AMD Instinct MI300X", name="amd")
     md = render_markdown(AnalysisResult(traces=[tr], findings=[finding(tr, stack="amd")]))
     assert md.index("**Fix on ROCm (AMD):** advice for amd") < md.index(
-        "**CUDA (NVIDIA) equivalent:** advice for nvidia"
+        "<details><summary>On CUDA (NVIDIA)</summary>\n\nadvice for nvidia"
     )
 
 
@@ -96,4 +100,14 @@ def test_real_trace_summary(traces_dir):
     md = render_markdown(res)
     mem = next(r for r in table_rows(md) if "`MEM001`" in r)
     assert "| 8 |" in mem  # the 8 planted pageable copies
-    assert "**Fix on CUDA (NVIDIA):**" in md and "**ROCm (AMD) equivalent:**" in md
+    assert "**Fix on CUDA (NVIDIA):**" in md and "<details><summary>On ROCm (AMD)</summary>" in md
+
+
+def test_hard_cap_is_githubs_comment_limit_whatever_is_asked():
+    from traceadvisor.report.markdown import GITHUB_LIMIT
+
+    tr = small_trace()
+    long = "very long summary " * 40
+    many = [finding(tr, rule=f"MEM{i:03d}", impact_ns=10**6 - i, summary=f"{long}{i}") for i in range(600)]
+    md = render_markdown(AnalysisResult(traces=[tr], findings=many), limit=10**7)
+    assert GITHUB_LIMIT == 65_536 and len(md) <= GITHUB_LIMIT

@@ -191,8 +191,10 @@ class Result:
 
     @property
     def summary(self) -> pl.DataFrame:
-        """One row per trace: format, vendor, devices with activity, rank, span, events per kind, GPU time."""
-        return pl.DataFrame([_summary_row(t) for t in self.traces], schema=SUMMARY_COLUMNS)
+        """One row per trace: format, vendor, devices with activity, rank, span, events, and the library
+        summary's analysed window, steps (warm-up excluded), busy/idle and GPU time (``traceadvisor.summary``)."""
+        rows = [_summary_row(t, self.analysis.summary(i)) for i, t in enumerate(self.traces)]
+        return pl.DataFrame(rows, schema=SUMMARY_COLUMNS)
 
     def trace(self, i: int | str = 0) -> TraceView:
         """Trace ``i`` (position or name) with its events as a LazyFrame and its findings."""
@@ -246,28 +248,34 @@ SUMMARY_COLUMNS = {
     "kernels": pl.Int64,
     "copies": pl.Int64,
     "steps": pl.Int64,
+    "analysed_steps": pl.Int64,
+    "median_step_ns": pl.Int64,
+    "window_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "idle_share": pl.Float64,
     "gpu_time_ns": pl.Int64,
     "warnings": pl.Int64,
 }
 
 
-def _summary_row(t: Trace) -> dict[str, Any]:
+def _summary_row(t: Trace, s) -> dict[str, Any]:
+    """The library summary's totals (``traceadvisor.summary``: window, steps, busy/idle) and trace facts."""
     counts = t.counts_by_kind()
-    gpu = t.events.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
-    devices = [d.model or d.name or f"GPU {d.index}" for d in t.active_devices()]
+    tot = s.totals
     return {
         "trace": t.name,
         "format": t.meta.format,
         "vendor": t.meta.vendor,
-        "devices": devices,
+        "devices": [d.model or d.name or f"GPU {d.index}" for d in t.active_devices()],
         "rank": t.meta.rank,
         "world_size": t.meta.world_size,
         "span_ns": t.span_ns(),
         "events": t.events.height,
         "kernels": counts.get("kernel", 0),
         "copies": counts.get("memcpy", 0),
-        "steps": counts.get("step", 0),
-        "gpu_time_ns": int(gpu.get_column("dur_ns").sum() or 0),
+        **{k: tot.get(k) for k in ("steps", "analysed_steps", "median_step_ns", "window_ns", "busy_ns")},
+        **{k: tot.get(k) for k in ("idle_ns", "idle_share", "gpu_time_ns")},
         "warnings": len(t.meta.warnings),
     }
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-LIMIT = 60_000  # GitHub rejects comments over 65,536 characters; keep a margin
+GITHUB_LIMIT = 65_536  # GitHub rejects a comment longer than this: a hard cap, whatever limit is asked for
+LIMIT = 60_000  # the default, with a margin for text a CI job adds around the report
 TABLE_ROWS = 60
 DETAILS = 10
 EVIDENCE_ROWS = 5
@@ -55,7 +56,6 @@ def _value(key: str, v: Any, t0: int | None) -> str:
 
 
 def _trace_lines(res) -> list[str]:
-    from traceadvisor.report import summary_view
 
     lines = []
     for i, t in enumerate(res.traces):
@@ -65,9 +65,8 @@ def _trace_lines(res) -> list[str]:
         steps = s.totals["steps"]
         lines.append(
             f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
-            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events\\"
+            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events"
         )
-        lines.append(md_text(summary_view.line(s)))
         health = list(m.warnings)
         if m.truncated:
             health.insert(0, "input truncated: only the readable part was imported")
@@ -142,12 +141,13 @@ def _detail(i: int, f, t0: int | None) -> list[str]:
     ]
     if adv.get("primary"):
         out.append(f"- **Fix on {STACK_LABELS.get(stack, stack)}:** {md_advice(adv['primary'])}")
-    if adv.get("other"):
-        out.append(f"- **{STACK_LABELS.get(other, other)} equivalent:** {md_advice(adv['other'])}")
     if adv.get("torch"):
         out.append(f"- **PyTorch:** {md_advice(adv['torch'])}")
     if adv.get("common"):
         out.append(f"- **Any stack:** {md_advice(adv['common'])}")
+    if adv.get("other"):  # the trace's own stack first; the other one folded away
+        label = STACK_LABELS.get(other, other)
+        out += ["", f"<details><summary>On {label}</summary>", "", md_advice(adv["other"]), "", "</details>"]
     return out + _evidence(f, t0) + [""]
 
 
@@ -189,6 +189,8 @@ def render_markdown(result, limit: int = LIMIT) -> str:
         head = ["## traceadvisor report", ""] + job_markdown(job, md_text)
     else:
         head = ["## traceadvisor report", ""] + _trace_lines(result) + [""]
+    if job is None and result.traces:
+        head += _summary_table(result) + [""]
     if result.findings:
         head += [f"### {len(result.findings)} finding(s), ranked by impact", ""] + _table(result) + [""]
     else:
@@ -206,7 +208,25 @@ def render_markdown(result, limit: int = LIMIT) -> str:
     rules = _rules(result)
     if rules:
         blocks.append(rules)
-    return assemble(head, blocks, foot, limit)
+    text = assemble(head, blocks, foot, min(limit, GITHUB_LIMIT))
+    return text if len(text) <= GITHUB_LIMIT else text[: GITHUB_LIMIT - 2].rsplit("\n", 1)[0] + "\n"
+
+
+def _summary_table(res) -> list[str]:
+    """One row per trace: the library summary (window, steps, busy, idle) and how many findings it has."""
+    from traceadvisor.report import summary_view
+
+    rows: list[list[str]] = []
+    labels: list[str] = []
+    for i, t in enumerate(res.traces):
+        items = summary_view.items(res.summary(i))
+        labels = labels or [k for k, _ in items]
+        vals = dict(items)
+        n = sum(1 for f in res.findings if f.trace_index == i)
+        rows.append([md_text(t.name, 60), *(md_text(vals.get(k, "-"), 80) for k in labels), str(n)])
+    head = ["Trace", *(md_text(k) for k in labels), "Findings"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * (len(head) - 1) + "--:|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def assemble(head: list[str], blocks: list[list[str]], foot: list[str], limit: int = LIMIT) -> str:
