@@ -48,7 +48,7 @@ def test_measured_header() -> None:
     assert CONTRACT_PAIRS <= set(doc["pairs"])
 
 
-@pytest.mark.parametrize("pair", sorted(CONTRACT_PAIRS))
+@pytest.mark.parametrize("pair", sorted(CONTRACT_PAIRS | {"bf16_gpubound"}))
 def test_pair(pair: str) -> None:
     rec = measured()["pairs"][pair]
     assert rec["fix"] and rec["model"] and rec["rules"]

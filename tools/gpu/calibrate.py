@@ -444,7 +444,9 @@ def _read(p: Path) -> dict | None:
 
 
 def collect(out: Path) -> dict:
-    """parts/*.json (plus any <pair>_base.nsys.sqlite beside them) -> measured.json."""
+    """parts/*.json (plus any <pair>_base.nsys.sqlite beside them) -> measured.json. A part named
+    ``repeat_<pair>_<n>.json`` (the same pair run again later, by ``run_device.sh repeat``) is listed under
+    the pair's ``repeats``: it made no fixture, it says how much the saving moves between runs."""
     parts = out / "parts"
     env = _read(parts / "_env.json") or environment()
     doc = {
@@ -467,6 +469,9 @@ def collect(out: Path) -> dict:
             rec["base"]["nsys"] = sqlite.name
             rec["base"]["nsys_step_ms"] = ns["nsys_step_ms"]
             rec["base"]["nsys_step_ms_median"] = ns["nsys_step_ms_median"]
+        reps = sorted(parts.glob(f"repeat_{pair}_*.json"))  # later runs of the same pair: the noise
+        if reps:
+            rec["repeats"] = [json.loads(r.read_text()) for r in reps]
         doc["pairs"][pair] = rec
     (out / "measured.json").write_text(json.dumps(doc, indent=1))
     return doc

@@ -326,7 +326,8 @@ def item_stack(out: Path) -> None:
         step, out, f"{PREFIX}_gpt2_item_with_stack", wait=1, warmup=1, active=2, with_stack=True
     )
     src, first = inspect.getsourcelines(gpulib.gpt2_trainer)
-    line = first + next(i for i, t in enumerate(src) if "loss.item()" in t)
+    line = first + next(i for i, t in enumerate(src) if "seen.append(loss.item())" in t)
+    step_def = first + next(i for i, t in enumerate(src) if "def step(" in t)
     fact(
         out,
         "item_stack",
@@ -338,6 +339,9 @@ def item_stack(out: Path) -> None:
         measured={
             "item_call_site": f"gpulib.py:{line}",
             "item_call_code": src[line - first].strip(),
+            "frame_in_trace": f"gpulib.py({step_def}): step",
+            "note": "the python_function event that holds aten::item is the step function's frame, named by "
+            "its first line; the call itself is on item_call_site",
             "profiled_step_ms": p["profiled_step_ms"],
         },
     )

@@ -4,8 +4,10 @@
 #   bash tools/gpu/run_device.sh STAGE...      (from anywhere in a traceadvisor checkout or a copy of tools/gpu)
 #
 # Stages: calib (issue 12 pairs but compile), nsys_calib (pinned and item baselines under nsys), compile
-# (the torch.compile pair), models (issue 13 traces, see models.py). Files go to $GPU_WORK (default
-# /tmp/gpuwork)/{calibration,h200_models}; at the end each folder is packed as $OUT/<folder>.tgz (split into
+# (the torch.compile pair), bf16_gpubound (the extra bf16 pair), repeat (item and pinned again, to see the
+# noise), models (issue 13 torch traces), nsys_models (issue 13 nsys exports; NSYS_ONLY picks some).
+# Files go to $GPU_WORK (default
+# /tmp/gpuwork)/{calibration,h200_models,repeat}; at the end each folder is packed as $OUT/<folder>.tgz (split into
 # 15 MiB parts when larger), with the log. A stage gets what is left of $GPU_BUDGET seconds (default 540),
 # so the packing always runs. Nsight Systems: the CLI inside Nsight Compute's folder, with libdw1/libelf1
 # unpacked from the .deb files in $DEBS (apt-get download libdw1 libelf1); checked on a tiny program first.
@@ -45,6 +47,10 @@ nsys_run() {
     shift 3
     local extra=()
     [ "$range" = api ] && extra=(--capture-range=cudaProfilerApi --capture-range-end=stop)
+    # a whole-process capture (the compile run) keeps only OS-runtime calls of 100 us or more and no
+    # backtraces: with the defaults the compile workers' 358k short calls made an 18 MB export, and with
+    # the threshold alone their backtraces still took 6 MB of 8
+    [ "$range" = none ] && extra=(--osrt-threshold=100000 --backtrace=none)
     timeout "$(left)" env LD_LIBRARY_PATH="$NSYS_LD" "$NSYS" profile -t cuda,nvtx,osrt -s none --cpuctxsw=none \
         "${extra[@]}" --force-overwrite true -o "$rep" "$@" || { say "nsys profile failed: $rep"; return 1; }
     timeout "$(left)" env LD_LIBRARY_PATH="$NSYS_LD" "$NSYS" export --type sqlite --force-overwrite true \
@@ -74,6 +80,7 @@ for s in "$@"; do
                 done
             fi ;;
         compile) stage compile $PY "$HERE/calibrate.py" "$W/calibration" compile ;;
+        repeat) stage repeat $PY "$HERE/calibrate.py" "$W/repeat" item pinned ;;  # noise check, not fixtures
         bf16_gpubound) stage bf16_gpubound $PY "$HERE/calibrate.py" "$W/calibration" bf16_gpubound ;;
         models) stage models $PY "$HERE/models.py" "$W/h200_models" ;;
         nsys_models)
@@ -81,8 +88,10 @@ for s in "$@"; do
                 for m in control_resnet50_warm:control_nsys:api cudagraph_decode:cudagraph_nsys:api \
                     compile_gpt2:compile_nsys:none; do
                     IFS=: read -r file scen range <<<"$m"
+                    # NSYS_ONLY="compile_nsys ..." runs only the scenarios named
+                    [[ -n "${NSYS_ONLY:-}" && " $NSYS_ONLY " != *" $scen "* ]] && continue
                     say "start $scen"
-                    mkdir -p "/tmp/cc_$scen"
+                    rm -rf "/tmp/cc_$scen" && mkdir -p "/tmp/cc_$scen"  # cold caches, also on a reused machine
                     nsys_run "$W/reports/h200_$file" "$W/h200_models/h200_$file.nsys.sqlite" "$range" \
                         env TORCHINDUCTOR_CACHE_DIR="/tmp/cc_$scen/inductor" TRITON_CACHE_DIR="/tmp/cc_$scen/triton" \
                         TORCHINDUCTOR_FX_GRAPH_CACHE=0 TORCHINDUCTOR_AUTOGRAD_CACHE=0 \
@@ -96,7 +105,8 @@ done
 $PY "$HERE/calibrate.py" "$W/calibration" collect
 [ -f "$HERE/models.py" ] && [ -d "$W/h200_models/parts" ] && $PY "$HERE/models.py" "$W/h200_models" collect
 nvidia-smi >"$W/nvidia-smi.txt" 2>&1
-for d in calibration h200_models reports; do
+mkdir -p "$W/repeat"
+for d in calibration h200_models reports repeat; do
     [ -n "$(ls -A "$W/$d")" ] || continue
     tar czf "$W/$d.tgz" -C "$W" "$d"
     if [ "$(stat -c %s "$W/$d.tgz")" -gt 15728640 ]; then
