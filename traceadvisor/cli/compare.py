@@ -89,6 +89,12 @@ def print_summary(c) -> None:
     metavar="PCT",
     help="Exit 1 when NEW's time per step is more than PCT percent slower than BASE's (same hardware only).",
 )
+@click.option(
+    "--per-step",
+    metavar="COUNT=UNIT",
+    help="Work one step does, e.g. 4096=tokens or 32=samples, for throughput in the workload's units "
+    "[default: read from the model's first op's input shapes].",
+)
 @click.option("--no-findings", is_flag=True, help="Do not run the rules on each side.")
 @click.option("--quiet", "-q", is_flag=True, help="No terminal summary.")
 @click.option("--base-device", metavar="MODEL", help="GPU model of BASE when its trace does not record it.")
@@ -102,6 +108,7 @@ def command(
     md_path: str | None,
     json_path: str | None,
     fail_pct: str | None,
+    per_step: str | None,
     no_findings: bool,
     quiet: bool,
     base_device: str | None,
@@ -121,7 +128,7 @@ def command(
     pct = parse_pct(fail_pct)
     (tb,) = load_all([Path(base)], no_cache=no_cache, device=base_device)
     (tn,) = load_all([Path(new)], no_cache=no_cache, device=new_device)
-    c = compare(tb, tn, findings=not no_findings)
+    c = compare(tb, tn, findings=not no_findings, per_step=per_step)
     if json_path:
         text = c.to_json()
         if json_path == "-":

@@ -94,9 +94,15 @@ def compare(
     *,
     findings: bool = True,
     analysis: tuple[Any, Any] | None = None,
+    per_step: str | None = None,
     **analysis_kw: Any,
 ) -> Comparison:
-    """Compare two traces. ``findings`` runs the rule engine on each side (or pass ``analysis`` results)."""
+    """Compare two traces. ``findings`` runs the rule engine on each side (or pass ``analysis`` results).
+    ``per_step`` ("4096=tokens") is the work one step does on both sides; without it, it is read from the
+    model's first op (``compare.workload``)."""
+    from traceadvisor.compare import workload
+
+    given = workload.parse_per_step(per_step)
     sides = (_Side(base, *find_steps(base)), _Side(new, *find_steps(new)))
     for s in sides:
         s.all_steps = all_steps(s.trace)
@@ -141,6 +147,10 @@ def compare(
                 "or queued before the capture began) is left out"
             )
     base_i, new_i = infos
+    for info, s in zip(infos, sides, strict=True):
+        w = given or (None if whole else workload.infer(s.trace, s.steps))
+        if w is not None:
+            info.per_step, info.per_step_unit, info.per_step_source = w.per_step, w.unit, w.source
     cats, totals = _category_table(sides)
     for info, t in zip(infos, totals, strict=True):
         for k, v in t.items():

@@ -36,6 +36,9 @@ class SideInfo:
     op_coverage: float | None = None  # share of gpu_time_ns in ops present on both sides
     kernel_coverage: float | None = None  # share of gpu_time_ns in kernel families present on both sides
     warnings: list[str] = field(default_factory=list)
+    per_step: float | None = None  # work one step does, in per_step_unit (compare.workload)
+    per_step_unit: str | None = None  # "samples", "tokens", ...
+    per_step_source: str | None = None  # where the amount came from
 
 
 @dataclass

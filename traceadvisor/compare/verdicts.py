@@ -293,6 +293,7 @@ def _headline(parts: dict[str, Any], base: SideInfo, new: SideInfo, n: int) -> p
     steps, cats, kernels = parts["steps"], parts["categories"], parts["kernels"]
     rows = [
         _step_row(steps, cats, kernels, base, new),
+        *_throughput_rows(steps, base, new),
         _kernel_row(steps, cats, kernels, base, new),
         _idle_row(base, new, n),
         _copy_row(parts["copies"], n),
@@ -302,3 +303,32 @@ def _headline(parts: dict[str, Any], base: SideInfo, new: SideInfo, n: int) -> p
     if parts["findings"].height:
         rows.append(_findings_row(parts["findings"]))
     return pl.DataFrame(rows, schema=HEADLINE_SCHEMA, orient="row")
+
+
+def _throughput_rows(steps: pl.DataFrame, base: SideInfo, new: SideInfo) -> list[dict[str, Any]]:
+    """Work per second on each side (samples/s, tokens/s) from the work per step and the median step time."""
+    b_t, n_t = _median(steps["base_ns"]), _median(steps["new_ns"])
+    if not (b_t and n_t and base.per_step and new.per_step) or base.per_step_unit != new.per_step_unit:
+        return []
+    unit = base.per_step_unit
+    b, n = base.per_step * 1e9 / b_t, new.per_step * 1e9 / n_t
+    same = base.per_step_source == new.per_step_source or base.per_step == new.per_step
+    how = (
+        f"{base.per_step:g} {unit} per step ({base.per_step_source})"
+        if same
+        else f"{base.per_step:g} {unit} per step on {base.label} ({base.per_step_source}), "
+        f"{new.per_step:g} on {new.label} ({new.per_step_source})"
+    )
+    ratio = n / b if b else None
+    verdict = _verdict_word(ratio, lower_is_better=False)
+    word = f"{ratio:.2f}x the throughput of {base.label}" if ratio else ""
+    return [
+        _row(
+            f"throughput ({unit}/s)",
+            f"{unit}/s",
+            b,
+            n,
+            f"{new.label}: {n:,.0f} {unit}/s vs {b:,.0f} ({word}); {how}",
+            verdict,
+        )
+    ]

@@ -87,3 +87,32 @@ def gemm_dims(op: str, dims: list) -> tuple[int, int, int, int, int] | None:
     if not all(isinstance(v, int) and v > 0 for v in (batch, m, n, k)) or k != k2:
         return None
     return int(batch), int(m), int(n), int(k), ia
+
+
+# The model's first op says how much work one step does (what throughput is counted in): (regex on the op
+# name, index of the input in Input Dims, unit, how the count comes from that input's shape)
+WORKLOAD_OPS: tuple[tuple[str, int, str, str], ...] = (
+    (r"^aten::embedding(?:_bag)?$", 1, "tokens", "all"),  # token ids [batch, sequence]: batch x sequence
+    (OP_FAMILIES[2][1], 0, "samples", "first"),  # conv input [batch, channels, ...]: batch
+    (r"^aten::(?:linear|addmm|mm|matmul)$", 0, "samples", "first"),  # linear input [batch, features]: batch
+)
+
+
+def workload_of(op: str | None, dims: list) -> tuple[int, str, str] | None:
+    """(count, unit, how it was read) of work per call of a model's first op, from its input dims."""
+    if not op:
+        return None
+    for pat, idx, unit, how in WORKLOAD_OPS:
+        if not re.search(pat, op):
+            continue
+        try:
+            shape = dims[idx]
+        except (IndexError, TypeError):
+            return None
+        if not isinstance(shape, list) or not shape or not all(isinstance(v, int) and v > 0 for v in shape):
+            return None
+        if how == "all":
+            text = " x ".join(map(str, shape))
+            return math.prod(shape), unit, f"{op} input {text} (batch x sequence)"
+        return shape[0], unit, f"{op} input batch {shape[0]}"
+    return None
