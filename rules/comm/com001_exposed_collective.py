@@ -28,6 +28,12 @@ Thresholds, from the real traces (exposed / collective time, and exposed share o
 a plain interval sweep over the JSON (the tests do it). ``min_exposed_pct = 1`` keeps a lone short collective (the
 0.1 ms of start-up broadcasts in the DDP trace) from producing a finding on its own.
 
+Predicted saving (the replay, docs/impact.md): the fix is "communication overlapped with compute" (bucketed
+all-reduce during backward, a separate communication stream): the collective kernels in the exposed intervals
+still run, but the work queued after them no longer waits for them (only synchronisations do). Work that waits
+for a collective through a cross-stream event the trace does not record keeps its recorded launch delay, so
+the prediction can stay below the exposed time.
+
 ## Known false positives
 Exposed time includes waiting for other ranks inside the collective: a straggler elsewhere shows up here as
 exposed communication on the fast ranks (compare ranks, see STR001). Collectives that must complete before the next
@@ -49,6 +55,7 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -132,6 +139,24 @@ def exposed_collectives(trace: Trace) -> pl.LazyFrame:
         .with_columns(exposed_ns=exposed)
         .join(span, on=["rank", "device"], how="left", nulls_equal=True)
     )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
+    """The collectives in the exposed intervals overlapped: nothing on their queue waits for them."""
+    iv = rows.select(
+        pl.col("rank").fill_null(-1), "device", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")
+    )
+    k = (
+        indexed(trace)
+        .filter((pl.col("kind") == "kernel") & (pl.col("category") == "collective"))
+        .select("eid", pl.col("rank").fill_null(-1), "device", "start_ns")
+        .collect()
+        .join(iv, on=["rank", "device"], how="inner", nulls_equal=True)
+        .filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
+    )
+    if not k.height:
+        return None
+    return Fix(f"{k.height} collective kernels overlapped with compute").detach(k["eid"].unique())
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

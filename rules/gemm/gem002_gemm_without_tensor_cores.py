@@ -35,6 +35,13 @@ Thresholds, from the real traces: ``h200_gemm_mix`` has 5 x 2.68 ms of
 ``min_impact_us = 50`` keeps those (and the two 13-18 us ``Cijk_..._SB_...`` calls of ``hta_mi250_minitoy_train``)
 out, while the smallest repeated case, nine calls worth 0.2 ms in ``hta_a100_ddp_2rank_rank0_nccl``, is reported.
 
+Predicted saving (the replay, docs/impact.md): the fix is "FP32 GEMMs on tensor cores" (TF32, or BF16 autocast
+where there is no TF32): each flagged kernel takes ``dur / speedup * tc_efficiency_ratio``, the tensor-core
+kernel reaching ``1 / tc_efficiency_ratio`` of the fraction of its peak the FP32 kernel reached of its own
+(1.2: the FP32 4096^3 GEMM of ``h200_gemm_mix`` reaches 77 % of the FP32 peak, the healthy bf16 ones 65-81 %
+of theirs), and never less than ``launch_floor_us``; the replay says how much of that GPU time the step
+was waiting for.
+
 ## Known false positives
 Workloads that need full FP32 accuracy (scientific codes, some loss / normalisation GEMMs) must stay on FP32:
 TF32 keeps a 10-bit mantissa. The name table cannot see through kernels that hide their data type (Triton
@@ -53,10 +60,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay import Fix, gpu_eids
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -89,6 +98,12 @@ RULE = Rule(
         "unknown_speedup": Option(
             8.0, "x", "tensor-core / FP32 speed ratio assumed when the device peak is unknown"
         ),
+        "tc_efficiency_ratio": Option(
+            1.2,
+            "x",
+            "FP32 kernel's share of the FP32 peak over a tensor-core kernel's share of its peak (the fix's model)",
+        ),
+        "launch_floor_us": Option(1.0, "us", "shortest time a GEMM kernel takes after the fix"),
     },
     confidence="high",
 )
@@ -149,6 +164,20 @@ def fp32_simt_expr(name: str = "name") -> pl.Expr:
     n = pl.col(name)
     hit = pl.any_horizontal(*(n.str.contains(p) for p, _ in FP32_SIMT_KERNELS))
     return hit & ~n.str.contains(NOT_SIMT) & ~n.str.contains(NO_TENSOR_CORES)
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
+    """The FP32 GEMM kernels at the tensor-core rate."""
+    k = gpu_eids(trace, rows.select("rank", "device", "start_ns")).filter(pl.col("kind") == "kernel")
+    if not k.height:
+        return None
+    k = k.join(rows.select("rank", "device", "start_ns", "speedup", "target"), on=["rank", "device", "start_ns"],
+               nulls_equal=True)  # fmt: skip
+    ratio = float(options.get("tc_efficiency_ratio", 1.2))
+    floor = float(options.get("launch_floor_us", 1.0)) * 1e3
+    new = np.maximum(k["dur_ns"].to_numpy() / k["speedup"].to_numpy() * ratio, floor)
+    new = np.minimum(new, k["dur_ns"].to_numpy()).round()
+    return Fix(f"{k.height} FP32 GEMM kernels on {k['target'][0]} tensor cores").gpu_duration(k["eid"], new)
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

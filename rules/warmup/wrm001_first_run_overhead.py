@@ -56,6 +56,11 @@ Thresholds: findings under `min_total_ms` (1 ms) are dropped: `torch/h200_launch
 Loading` records of about 0.06 ms each, which is noise; the default factors (5x first call, 2x first step)
 are far below the 100-1000x seen on real warm-ups and well above run-to-run jitter of steady steps.
 
+Predicted saving (the replay, docs/impact.md): the fix is "warm up before measuring" (or a compile cache):
+the merged warm-up intervals are removed (host time on every thread of the rank, GPU work starting in them)
+and the replay measures the whole capture, since the analysed window already leaves the warm-up out; the
+finding's `window_ns` is then the window, its `prediction` the capture before and after.
+
 ## Known false positives
 A GPU-idle stretch of a data loader starting its worker processes (or reading many small files) carries the
 same OS-runtime evidence as a compile and is counted as start-up warm-up. A first step that is slow for a data-dependent reason (a longer first batch, a checkpoint load) is counted
@@ -78,6 +83,7 @@ import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import apis, warmup
+from traceadvisor.replay import Fix
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -521,6 +527,15 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .otherwise(pl.lit("high"))
         .alias("confidence"),
     )
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
+    """The warm-up intervals removed, measured on the whole capture."""
+    iv = rows.filter(pl.col("end_ns") > pl.col("start_ns"))
+    if not iv.height:
+        return None
+    fx = Fix(f"warm-up moved before the profiled window ({iv.height} intervals removed)", scope="capture")
+    return fx.remove(trace, iv["rank"].fill_null(-1), iv["start_ns"], iv["end_ns"])
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:

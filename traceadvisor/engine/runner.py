@@ -192,6 +192,9 @@ def build_findings(
         got: list = []
         pred, note = _predict(rm, trace, g, options, got)
         modelled = callable(getattr(rm.module, "fix", None))
+        window = span
+        if pred is not None and pred.scope == "capture":  # measured on the whole capture (warm-up)
+            window = max(pred.before_ns, 1)
         # a rule with a fix reports the replayed saving (0 where the fix cannot be expressed on this trace);
         # its own bound goes to bound_ns, never to impact_ns
         impact = pred.impact_ns if pred is not None else (0 if modelled else bound)
@@ -212,7 +215,16 @@ def build_findings(
             more = extra(g, trace, options, context) if context is not None else extra(g, trace, options)
             evidence.update(more or {})
         evidence = _json_safe(evidence)
-        fmt = {"count": count, "impact_ms": impact / 1e6, "share_pct": 100.0 * impact / span, **kv}
+        # the summary states what the rule measured (its bound); the predicted saving is impact_ns / share
+        cap = max(trace.span_ns(), 1)
+        fmt = {
+            "count": count,
+            "impact_ms": bound / 1e6,
+            "share_pct": 100.0 * bound / cap,
+            "saving_ms": impact / 1e6,
+            "saving_pct": 100.0 * impact / window,
+            **kv,
+        }
         fmt.update({k: v for k, v in evidence.items() if isinstance(v, (int, float, str))})
         try:
             summary = rm.rule.summary.format(**fmt)
@@ -230,14 +242,14 @@ def build_findings(
             device=kv.get("device"),
             count=count,
             impact_ns=impact,
-            share=round(impact / span, 6),
+            share=round(impact / window, 6),
             confidence=conf,
             evidence=evidence,
             advice=_vendor_advice(rm, trace.meta.vendor),
             ranges=[(int(a), int(b)) for a, b in ranges],
-            window_ns=span,
+            window_ns=window,
             prediction=pred.to_dict() if pred is not None else ({"method": note} if note else None),
-            minor=pred is not None and is_minor(impact, span),
+            minor=pred is not None and is_minor(impact, window),
             bound_ns=bound if modelled else None,
         )
         if fixes is not None and got:

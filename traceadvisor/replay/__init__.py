@@ -41,13 +41,17 @@ class Prediction:
     before_ns: int  # replayed window as recorded
     after_ns: int  # replayed window with the fix
     method: str
+    scope: str = "window"  # "capture" when measured on the whole capture (warm-up fixes)
 
     @property
     def impact_ns(self) -> int:
         return max(0, self.before_ns - self.after_ns)
 
     def to_dict(self) -> dict:
-        return {"before_ns": self.before_ns, "after_ns": self.after_ns, "method": self.method}
+        d = {"before_ns": self.before_ns, "after_ns": self.after_ns, "method": self.method}
+        if self.scope != "window":
+            d["scope"] = self.scope
+        return d
 
 
 class Replayer:
@@ -59,10 +63,22 @@ class Replayer:
         self.mask = window_nodes(self.g)
         self._own = self.g.edge_of(G.E_OWN)
         self._launch = self.g.edge_of(G.E_LAUNCH)
-        self._stream_out = self.g.edge_of(G.E_STREAM, by="src")
         self.recorded_window_ns = recorded_span(self.g, self.mask)
         self.times, self.via = self.run(None)
         self.window_ns = span(self.times, self.mask)
+
+    @property
+    def capture_mask(self) -> np.ndarray:
+        """Nodes of the whole capture: GPU work and the host threads of the processes that launched it."""
+        g = self.g
+        gpu = g.ntype == G.GPU
+        launched = g.launcher[gpu & (g.launcher >= 0)]
+        if not len(launched):
+            return np.ones(g.n, bool)
+        th = g.threads
+        procs = th.filter(pl.col("tcode").is_in(np.unique(g.thread[launched]).tolist())).select("rank", "pid")
+        keep = th.join(procs.unique(), on=["rank", "pid"], how="semi")["tcode"].to_numpy()
+        return gpu | np.isin(g.thread, keep)
 
     @property
     def launch_cost_ns(self) -> int:
@@ -100,9 +116,12 @@ class Replayer:
         if len(fix.detach_eid):
             j = node(fix.detach_eid)
             j = j[j >= 0]
-            e = self._stream_out[j]
-            ok = e >= 0
-            w[e[ok]] -= w[self._own[j[ok]]]  # the queue's next activity waits for this one's start only
+            hit = np.zeros(g.n, bool)
+            hit[j] = True
+            # the activities queued after (or waiting on) these wait for their start only
+            e = np.nonzero((g.etype == G.E_STREAM) & (g.src % 2 == 1) & hit[g.src // 2])[0]
+            own = self._own[g.src[e] // 2]
+            w[e] -= np.where(own >= 0, w[np.maximum(own, 0)], 0)
         cuts = fix.cuts
         if len(fix.host_eid):
             j = node(fix.host_eid)
@@ -161,6 +180,9 @@ class Replayer:
 
     def predict(self, fix: Fix) -> Prediction:
         t, _ = self.run(fix)
+        if fix.scope == "capture":
+            every = self.capture_mask
+            return Prediction(span(self.times, every), span(t, every), fix.method, scope="capture")
         return Prediction(self.window_ns, span(t, self.mask), fix.method)
 
 

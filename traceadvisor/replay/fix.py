@@ -14,6 +14,10 @@ finds the rows of GPU activities or host calls from the keys a rule has). The pr
         .cut_host(rank, pid, tid, start_ns, end_ns)  # host time inside these intervals removed (DataLoader fetch)
         .launch_latency(eids, lat_ns)        # GPU activities start this long after their launch call
         .detach(eids)                        # nothing on the GPU queue waits for these (overlapped comm)
+        .remove(rank, start_ns, end_ns)      # everything in these intervals gone (warm-up before the window)
+
+``scope="capture"`` measures the fix on the whole capture instead of the analysed window (a warm-up fix:
+the warm-up lies before the steady-state steps the window holds).
 
 Each takes numpy arrays or polars Series / columns; ``Fix.merge`` combines fixes (``prediction_all``).
 A rule whose fix cannot be expressed returns None from ``fix`` (or has no ``fix``): the engine then reports
@@ -66,6 +70,7 @@ class Fix:
     lat_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     lat_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     detach_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    scope: str = "window"  # "window": the analysed window; "capture": the whole capture (warm-up fixes)
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
         e = _arr(eids)
@@ -104,6 +109,23 @@ class Fix:
         self.lat_ns = np.concatenate([self.lat_ns, _bc(lat_ns, len(e))])
         return self
 
+    def remove(self, trace: Trace, rank, start_ns, end_ns) -> Fix:
+        """Everything inside these intervals is gone: host time on every thread of the rank, GPU work that
+        starts in them."""
+        iv = pl.DataFrame({"rank": _bc(rank if rank is not None else -1, len(_arr(start_ns))), "s": _arr(start_ns),
+                           "e": _bc(end_ns, len(_arr(start_ns)))})  # fmt: skip
+        ev = (
+            indexed(trace)
+            .select("eid", pl.col("rank").fill_null(-1).cast(pl.Int64), "kind", "pid", "tid", "start_ns")
+            .collect()
+        )
+        threads = ev.filter(pl.col("kind") == "runtime").select("rank", "pid", "tid").unique()
+        cuts = iv.join(threads, on="rank", how="inner")
+        self.cut_host(cuts["rank"], cuts["pid"], cuts["tid"], cuts["s"], cuts["e"])
+        g = ev.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset"))).join(iv, on="rank", how="inner")
+        g = g.filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
+        return self.gpu_duration(g["eid"], 0)
+
     def detach(self, eids) -> Fix:
         self.detach_eid = np.concatenate([self.detach_eid, _arr(eids)])
         return self
@@ -123,6 +145,8 @@ class Fix:
     def merge(cls, fixes: Iterable[Fix], method: str = "every fix together") -> Fix:
         out = cls(method)
         for f in fixes:
+            if f.scope != "window":  # a capture-scope fix changes what lies outside the analysed window
+                continue
             out.gpu_eid = np.concatenate([out.gpu_eid, f.gpu_eid])
             out.gpu_dur = np.concatenate([out.gpu_dur, f.gpu_dur])
             out.nowait_eid = np.concatenate([out.nowait_eid, f.nowait_eid])

@@ -211,6 +211,14 @@ def build(trace: Trace) -> Graph:
         # every stream: the latest end among activities launched before its call started
         dep_node, dep_end = _device_deps(gpu, nh, start, end, g_launcher, blocking_copy_host)
         by_dep = (dep_node >= 0) & (dep_end > prev_end) & (dep_end <= g_start)
+        # a GPU-side wait on another stream (an event wait the trace does not name): the activity started
+        # right after another stream's activity ended, long after its own launch and its queue allowed
+        x_node, x_end = _cross_stream(
+            gpu, nh, end, stream, g_start, prev_end, np.where(has, start[api] + typ, NEG), ~by_dep
+        )
+        dep_node = np.where(x_node >= 0, x_node, dep_node)
+        dep_end = np.where(x_node >= 0, x_end, dep_end)
+        by_dep |= x_node >= 0
         bound = has & ~by_dep & (first | (start[api] + typ > prev_end))
         di = np.nonzero(by_dep)[0]
         edges.append((2 * dep_node[di] + 1, 2 * (di + nh), g_start[di] - dep_end[di], E_STREAM))
@@ -224,7 +232,7 @@ def build(trace: Trace) -> Graph:
         lat = np.where(bound[gi], rec_lat[gi], np.minimum(rec_lat[gi], typ))
         edges.append((2 * g_launcher[gi], 2 * (gi + nh), lat, E_LAUNCH))
         # activities whose launch is not in the trace keep their recorded start when nothing explains it
-        free = np.nonzero(~has & (first | (g_start - prev_end > 0)))[0]
+        free = np.nonzero(~has & ~by_dep & (first | (g_start - prev_end > 0)))[0]
         release[2 * (free + nh)] = g_start[free]
 
     launcher = np.concatenate([np.full(nh, -1, np.int64), g_launcher])
@@ -316,6 +324,40 @@ def _device_deps(gpu, nh, start, end, g_launcher, blocking_host):
         dep_node[qq[ok]] = on[arg[k[ok]]] + nh
         dep_end[qq[ok]] = best[k[ok]]
     return dep_node, dep_end
+
+
+CROSS_STREAM_SLACK_NS = 10_000  # an activity starting this soon after another stream's end waited for it
+CROSS_STREAM_MIN_WAIT_NS = 20_000  # ... when it started at least this long after its launch allowed
+
+
+def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand):
+    """Per GPU activity: the activity on another stream of its device it waited for (node, end), or -1."""
+    ng = gpu.height
+    x_node = np.full(ng, -1, np.int64)
+    x_end = np.full(ng, NEG, np.int64)
+    late = (
+        cand
+        & (g_start - launch_ready >= CROSS_STREAM_MIN_WAIT_NS)
+        & (g_start - prev_end >= CROSS_STREAM_MIN_WAIT_NS)
+    )
+    q = np.nonzero(late)[0]
+    if not len(q):
+        return x_node, x_end
+    dev = (gpu["rank"].fill_null(-1).to_numpy() * 4096 + gpu["device"].to_numpy()).astype(np.int64)
+    ge = end[nh:]
+    for d in np.unique(dev[q]):
+        on = np.nonzero(dev == d)[0]
+        on = on[np.argsort(ge[on], kind="stable")]
+        e = ge[on]
+        qq = q[dev[q] == d]
+        k = np.searchsorted(e, g_start[qq], side="right") - 1
+        ok = k >= 0
+        kk = np.maximum(k, 0)
+        hit = on[kk]
+        ok &= (stream[hit + nh] != stream[qq + nh]) & (g_start[qq] - e[kk] <= CROSS_STREAM_SLACK_NS)
+        x_node[qq[ok]] = hit[ok] + nh
+        x_end[qq[ok]] = e[kk[ok]]
+    return x_node, x_end
 
 
 def _process_codes(threads: pl.DataFrame) -> np.ndarray:
