@@ -30,7 +30,8 @@ a plain interval sweep over the JSON (the tests do it). ``min_exposed_pct = 1`` 
 
 Predicted saving (the replay, docs/impact.md): the fix is "communication overlapped with compute" (bucketed
 all-reduce during backward, a separate communication stream): the collective kernels in the exposed intervals
-still run, but the work queued after them no longer waits for them (only synchronisations do). Work that waits
+keep only their overlapped part (``overlap_ns / collective_ns`` of each kernel: the exposed part runs behind
+compute) and the work queued after them no longer waits for them (only synchronisations do). Work that waits
 for a collective through a cross-stream event the trace does not record keeps its recorded launch delay, so
 the prediction can stay below the exposed time.
 
@@ -142,21 +143,31 @@ def exposed_collectives(trace: Trace) -> pl.LazyFrame:
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """The collectives in the exposed intervals overlapped: nothing on their queue waits for them."""
+    """The collectives overlapped: their exposed part hidden behind compute, nothing on the GPU waits for them."""
     iv = rows.select(
-        pl.col("rank").fill_null(-1), "device", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")
+        pl.col("rank").fill_null(-1),
+        "device",
+        pl.col("start_ns").alias("s"),
+        pl.col("end_ns").alias("e"),
+        (pl.col("overlap_ns") / pl.col("collective_ns").clip(lower_bound=1)).clip(0, 1).alias("keep"),
     )
     k = (
         indexed(trace)
         .filter((pl.col("kind") == "kernel") & (pl.col("category") == "collective"))
-        .select("eid", pl.col("rank").fill_null(-1), "device", "start_ns")
+        .select("eid", pl.col("rank").fill_null(-1), "device", "start_ns", "dur_ns")
         .collect()
         .join(iv, on=["rank", "device"], how="inner", nulls_equal=True)
         .filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
+        .unique(subset=["eid"], keep="first")
     )
     if not k.height:
         return None
-    return Fix(f"{k.height} collective kernels overlapped with compute").detach(k["eid"].unique())
+    hidden = (k["dur_ns"] * k["keep"]).round(0).cast(pl.Int64)
+    return (
+        Fix(f"{k.height} collective kernels overlapped with compute (exposed part hidden)")
+        .gpu_duration(k["eid"], hidden)
+        .detach(k["eid"])
+    )
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

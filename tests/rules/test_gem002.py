@@ -22,7 +22,8 @@ run = runner(RM)
 def test_examples():
     (f,) = run(RM.module.example_bad()).findings
     assert f.count == 10 and f.evidence["target"] == "TF32"
-    assert f.impact_ns == pytest.approx(10 * 2680e3 * (1 - 67 / 494.5), rel=1e-3)
+    assert f.bound_ns == pytest.approx(10 * 2680e3 * (1 - 67 / 494.5), rel=1e-3)
+    assert 0 < f.impact_ns <= f.bound_ns
     assert run(RM.module.example_good()).findings == []
 
 

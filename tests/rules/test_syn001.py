@@ -33,7 +33,7 @@ def test_examples():
     (f,) = _run(RM.module.example_bad()).findings
     # 10 syncs; the GPU idles 400 us after each of the first 9 (nothing follows the last one)
     assert f.count == 10 and f.bound_ns == 9 * 400_000
-    assert 0 < f.impact_ns <= f.bound_ns  # the replayed saving of removing the syncs
+    assert f.impact_ns > 0.5 * f.bound_ns  # the replayed saving of removing the syncs
     assert _run(RM.module.example_good()).findings == []
 
 

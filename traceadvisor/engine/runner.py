@@ -299,6 +299,7 @@ def analyze(
     summaries = [summary_plan(t) for t in traces]
     frames, contexts, summary_frames = _collect(plans, summaries, res)
     res.summaries = [Summary.from_frames(p, f) for p, f in zip(summaries, summary_frames, strict=True)]
+    _prepare_replays(traces, res.summaries)
     fixes: dict[int, Any] = {}
     for (rm, i, _, _), df, ctx in zip(plans, frames, contexts, strict=True):
         if df is None:
@@ -311,6 +312,15 @@ def analyze(
     res.findings.sort(key=_finding_order)
     _predict_all(res, fixes)
     return res
+
+
+def _prepare_replays(traces: list[Trace], summaries: list[Summary]) -> None:
+    """Build each timeline trace's replay model once, on its summary's analysed window."""
+    from traceadvisor.replay import replayer
+
+    for t, sm in zip(traces, summaries, strict=True):
+        if "timeline" in t.meta.capabilities:
+            replayer(t, sm)
 
 
 def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:

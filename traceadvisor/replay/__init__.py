@@ -57,10 +57,10 @@ class Prediction:
 class Replayer:
     """The graph of one trace and its baseline replay; ``predict`` replays it with a fix."""
 
-    def __init__(self, trace: Trace):
+    def __init__(self, trace: Trace, summary=None):
         self.trace = trace
         self.g = G.build(trace)
-        self.mask = window_nodes(self.g)
+        self.mask = window_nodes(self.g, _analysed_starts(trace, summary, self.g))
         self._own = self.g.edge_of(G.E_OWN)
         self._launch = self.g.edge_of(G.E_LAUNCH)
         self.recorded_window_ns = recorded_span(self.g, self.mask)
@@ -263,16 +263,30 @@ def _merge(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _analysed_starts(trace: Trace, summary, g: G.Graph) -> np.ndarray | None:
+    """Start times of the analysed steps (the library summary's steady state); None without step markers."""
+    if not (g.ntype == G.MARKER).any():
+        return None
+    if summary is None:
+        from traceadvisor.summary import summarize
+
+        summary = summarize(trace)
+    st = summary.steps
+    if not st.height or "analysed" not in st.columns:
+        return None
+    return st.filter(pl.col("analysed"))["start_ns"].to_numpy().astype(np.int64)
+
+
 _CACHE: dict[int, tuple[Trace, Replayer]] = {}
 
 
-def replayer(trace: Trace) -> Replayer:
-    """The trace's Replayer, built once per Trace object."""
+def replayer(trace: Trace, summary=None) -> Replayer:
+    """The trace's Replayer, built once per Trace object (``summary``: its library summary, when at hand)."""
     hit = _CACHE.get(id(trace))
     if hit is not None and hit[0] is trace:
         return hit[1]
     if len(_CACHE) > 8:
         _CACHE.clear()
-    r = Replayer(trace)
+    r = Replayer(trace, summary)
     _CACHE[id(trace)] = (trace, r)
     return r

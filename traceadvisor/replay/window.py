@@ -1,8 +1,8 @@
-"""The analysed window of a trace, as graph nodes (local definition until the library summary provides it).
+"""The analysed window of a trace, as graph nodes, on the library summary's definition (``traceadvisor.summary``).
 
-Steady-state steps when the trace has step markers (all of a rank's steps but the first when there are two or
-more: the first holds one-time warm-up), else first to last GPU activity whose launch is in the trace (work
-queued before profiling began is outside). The window's nodes are the step markers and the host calls inside
+Steady-state steps when the trace has step markers (the summary's analysed steps: a warm-up first step is left
+out), else first to last GPU activity whose launch is in the trace (work queued before profiling began is
+outside). The window's nodes are the step markers and the host calls inside
 the steps plus the GPU work they launched; without steps, the GPU activities. Its length, recorded or replayed,
 is the latest end minus the earliest start over those nodes.
 """
@@ -14,16 +14,20 @@ import numpy as np
 from traceadvisor.replay.graph import GPU, HOST, MARKER, Graph
 
 
-def window_nodes(g: Graph) -> np.ndarray:
-    """Boolean mask over nodes: the nodes whose times define the analysed window."""
+def window_nodes(g: Graph, analysed_starts: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask over nodes: the nodes whose times define the analysed window. ``analysed_starts``: start
+    times of the summary's analysed steps (None: every step)."""
     mask = np.zeros(g.n, bool)
     markers = np.nonzero(g.ntype == MARKER)[0]
     if len(markers):
         for rk in np.unique(g.rank[markers]):
             m = markers[g.rank[markers] == rk]
             m = m[np.argsort(g.start[m], kind="stable")]
-            if len(m) >= 2:
-                m = m[1:]
+            if analysed_starts is not None:
+                keep = np.isin(g.start[m], analysed_starts)
+                m = m[keep] if keep.any() else m
+            if not len(m):
+                continue
             w0, w1 = g.start[m].min(), g.end[m].max()
             mask[m] = True
             on_rank = g.rank == rk
