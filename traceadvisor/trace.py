@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import msgspec
 import polars as pl
 
 # Facts an input can provide. Importers declare which they have; rules declare which they need.
@@ -114,18 +115,15 @@ class TraceMeta:
         return folded, {r: n for r, n in self.skipped.items() if r not in folded}
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Plain JSON-able dict (msgspec): capabilities sorted, skip kinds by value, unknown objects as text."""
+        d = msgspec.to_builtins(self, enc_hook=str)
         d["capabilities"] = sorted(self.capabilities)
-        d["skip_kinds"] = {r: k.value for r, k in self.skip_kinds.items()}
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceMeta:
-        d = dict(d)
-        d["devices"] = [Device(**x) for x in d.get("devices", [])]
-        d["capabilities"] = set(d.get("capabilities", []))
-        d["skip_kinds"] = {r: SkipKind(k) for r, k in (d.get("skip_kinds") or {}).items()}
-        return cls(**d)
+        """The inverse of ``to_dict`` (msgspec); fields a newer or older version wrote are ignored or defaulted."""
+        return msgspec.convert(d, cls, strict=False)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

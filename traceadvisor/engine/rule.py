@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import msgspec
+
 SECTIONS = ("What it detects", "Why it matters", "How it is measured", "Known false positives", "References")
 CONFIDENCES = ("low", "medium", "high")
 
@@ -135,24 +137,8 @@ class Finding:
     trace_index: int = 0  # position of the trace in the analysis (names can repeat: a/x.json, b/x.json)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "name": self.name,
-            "title": self.title,
-            "summary": self.summary,
-            "trace": self.trace,
-            "trace_index": self.trace_index,
-            "rank": self.rank,
-            "device": self.device,
-            "count": self.count,
-            "impact_ns": self.impact_ns,
-            "share": self.share,
-            "confidence": self.confidence,
-            "evidence": self.evidence,
-            "advice": self.advice,
-            "ranges": [list(r) for r in self.ranges],
-            "window_ns": self.window_ns,
-            "prediction": self.prediction,
-            "minor": self.minor,
-            **({"bound_ns": self.bound_ns} if self.bound_ns is not None else {}),
-        }
+        """The finding as JSON-able builtins (msgspec), in field order; ``bound_ns`` only when set."""
+        d = msgspec.to_builtins(self, enc_hook=str)
+        if d.get("bound_ns") is None:
+            d.pop("bound_ns", None)
+        return d

@@ -1,23 +1,26 @@
 """Big Kineto traces: decode and build ranges of whole events in helper processes as well as in this one.
 
 Decoding JSON into Python objects holds the GIL, so a large trace (hundreds of MB) is cut into ranges of whole
-events (the same cuts as the serial path). This process and ``workers - 1`` helper processes
-(``python -m traceadvisor.importers._kineto_parallel``) take ranges first come, first served: a range is taken
-by creating its claim file with ``O_EXCL``. Helpers read their range straight from the trace file (plain JSON)
-or from a temporary copy of the decompressed text (gzip) and hand back Arrow IPC files. A range whose helper
-died is done here, so a failing helper costs time, never data. The result equals the serial import exactly
-(tests/test_kineto_import.py checks this).
+events (the same cuts as the serial path). A ``concurrent.futures`` process pool of ``workers - 1`` helpers
+(spawned, so no forked polars threads; started before the file is read so that their start-up overlaps the
+reading) gets every range as a task; this process builds ranges too, taking them from the back of the queue
+(a queued task it can still cancel is its own). Helpers read their range straight from the trace file (plain
+JSON) or from a temporary copy of the decompressed text (gzip) and hand back Arrow IPC files, memory-mapped
+here. A range whose helper died or hung is built here, so a failing helper costs time, never data; without a
+usable process pool the import is serial. The result equals the serial import exactly (tests check this).
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
+import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -96,45 +99,33 @@ def build_range(
         raise BadCut(str(e)) from e
 
 
-def _claim(work: Path, i: int) -> bool:
+def _warm() -> None:
+    """A no-op task: makes the pool start its helper processes (and import this module) now."""
+
+
+def _start_workers(pool: cf.ProcessPoolExecutor, count: int) -> None:
+    """Spawn the pool's processes now (each submit spawns one while none is idle), with a bare ``__main__``:
+    a spawned child re-runs the parent's main script otherwise, and a caller's script without a
+    ``__name__ == "__main__"`` guard would run again in every helper."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
     try:
-        os.close(os.open(work / f"claim-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        return True
-    except FileExistsError:
-        return False
+        for _ in range(count):
+            pool.submit(_warm)
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
-def _wait_for_job(work: Path, timeout_s: float = 300.0) -> dict | None:
-    """Helpers start before the parent has read the file: wait for the job (None: cancelled)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (work / "job.json").exists():
-            return json.loads((work / "job.json").read_text())
-        if (work / "cancel").exists() or not work.exists():
-            return None
-        time.sleep(0.005)
-    return None
-
-
-def _helper(work: Path) -> int:
-    """Helper process: take ranges until none is left; write each result as Arrow IPC files."""
-    job = _wait_for_job(work)
-    if job is None:
-        return 0
-    for i, (a, b) in enumerate(job["ranges"]):
-        if not _claim(work, i):
-            continue
-        try:
-            ev, flows, info = build_range(job["src"], job["base"] + a, b - a, job["rank"])
-        except BadCut:
-            (work / f"badcut-{i}").touch()
-            return 3
-        ev.write_ipc(work / f"ev-{i}.tmp")
-        flows.write_ipc(work / f"flows-{i}.tmp")
-        (work / f"info-{i}.tmp").write_text(json.dumps(info))
-        for kind in ("ev", "flows", "info"):  # rename last: a present file is a complete file
-            os.replace(work / f"{kind}-{i}.tmp", work / f"{kind}-{i}.{'json' if kind == 'info' else 'arrow'}")
-    return 0
+def _build_to_files(src: str, start: int, length: int, rank: int | None, work: str, i: int) -> None:
+    """Helper task: build one range and write its result as Arrow IPC files (a present info file is complete)."""
+    ev, flows, info = build_range(src, start, length, rank)
+    w = Path(work)
+    ev.write_ipc(w / f"ev-{i}.tmp")
+    flows.write_ipc(w / f"flows-{i}.tmp")
+    (w / f"info-{i}.tmp").write_text(json.dumps(info))
+    for kind in ("ev", "flows", "info"):  # rename last: a present file is a complete file
+        os.replace(w / f"{kind}-{i}.tmp", w / f"{kind}-{i}.{'json' if kind == 'info' else 'arrow'}")
 
 
 def _source(loaded: Loaded, path: Path, work: Path) -> tuple[str, int]:
@@ -154,49 +145,34 @@ def _scratch_dir() -> str | None:
 
 
 class Helpers:
-    """Helper processes, started before the file is read so that their start-up overlaps the reading.
+    """A pool of helper processes, started before the file is read so that their start-up overlaps the reading.
 
-    ``with Helpers(n) as h: ... h.run(...)``; leaving the block cancels helpers that got no job.
+    ``with Helpers(n) as h: ... h.run(...)``; ``n = 0`` (or a platform without process pools) is serial.
     """
 
     def __init__(self, count: int) -> None:
         self.count = count
         self.work: Path | None = None
-        self.procs: list[subprocess.Popen] = []
+        self.pool: cf.ProcessPoolExecutor | None = None
 
     def __enter__(self) -> Helpers:
         if self.count > 0:
-            self.work = Path(tempfile.mkdtemp(prefix="traceadvisor-", dir=_scratch_dir()))
-            cmd = [sys.executable, "-m", __name__, str(self.work)]
-            # the helpers import this package from where this process found it
-            root = str(Path(__file__).resolve().parents[2])
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-            }
-            self.procs = [
-                subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env=env,
+            try:
+                self.pool = cf.ProcessPoolExecutor(
+                    self.count, mp_context=multiprocessing.get_context("spawn")
                 )
-                for _ in range(self.count)
-            ]
+                _start_workers(self.pool, self.count)
+            except (OSError, NotImplementedError, ImportError):  # no working process pool here: serial
+                self.pool, self.count = None, 0
+                return self
+            self.work = Path(tempfile.mkdtemp(prefix="traceadvisor-", dir=_scratch_dir()))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.work is None:
-            return
-        (self.work / "cancel").touch()
-        for h in self.procs:
-            try:
-                h.wait(timeout=0 if exc[0] is not None else 60)
-            except subprocess.TimeoutExpired:
-                h.kill()
-                h.wait()
-        shutil.rmtree(self.work, ignore_errors=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
 
     def run(
         self, loaded: Loaded, path: Path, meta: TraceMeta, rank: int | None, progress: Progress | None = None
@@ -205,29 +181,40 @@ class Helpers:
 
         Raises ``BadCut`` when a range does not decode on its own; the caller then imports serially.
         """
-        assert self.work is not None
+        assert self.work is not None and self.pool is not None
         work = self.work
         ranges = chunk_ranges(loaded.events)
         src, base = _source(loaded, path, work)
         loaded.events = loaded.text = None  # every process reads the file; this copy of the text can go
-        job = work / "job.tmp"
-        job.write_text(json.dumps({"src": src, "base": base, "rank": rank, "ranges": ranges}))
-        os.replace(job, work / "job.json")
         if progress is not None:
             progress.start(len(ranges), f"decoding {path.name} ({self.count + 1} processes)")
+        try:
+            tasks = {
+                i: self.pool.submit(_build_to_files, src, base + a, b - a, rank, str(work), i)
+                for i, (a, b) in enumerate(ranges)
+            }
+        except (RuntimeError, cf.process.BrokenProcessPool):  # the pool is gone: every range is built here
+            tasks = {}
         mine: dict[int, tuple[pl.DataFrame, pl.DataFrame, dict]] = {}
-        for i, (a, b) in enumerate(ranges):
-            if _claim(work, i):
-                mine[i] = build_range(src, base + a, b - a, rank)
-                if progress is not None:
-                    progress.advance(1)
+        for i in reversed(
+            range(len(ranges))
+        ):  # take queued ranges from the back while helpers work the front
+            if i in tasks and not tasks[i].cancel():
+                break
+            a, b = ranges[i]
+            mine[i] = build_range(src, base + a, b - a, rank)
+            if progress is not None:
+                progress.advance(1)
         deadline = time.monotonic() + HELPER_GRACE_S
-        for h in self.procs:
+        for i, t in tasks.items():
+            if i in mine:
+                continue
             try:
-                h.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:  # a stuck helper: its unfinished ranges are built below
-                h.kill()
-                h.wait()
+                t.result(timeout=max(0.0, deadline - time.monotonic()))
+            except BadCut:
+                raise
+            except (cf.TimeoutError, cf.process.BrokenProcessPool, OSError):
+                pass  # a dead or stuck helper: its range is built in _collect
         return _collect(ranges, mine, work, src, base, rank, meta)
 
 
@@ -248,8 +235,6 @@ def _collect(
     meta: TraceMeta,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """All ranges' results in order; a range a helper took but did not finish is built here."""
-    if list(work.glob("badcut-*")):
-        raise BadCut("a range did not decode on its own")
     events, flows = [], []
     totals = new_totals()
     for i, (a, b) in enumerate(ranges):
@@ -265,7 +250,3 @@ def _collect(
         flows.append(fl)
         merge_info(meta, info, totals)
     return pl.concat(events, rechunk=False), pl.concat(flows), totals
-
-
-if __name__ == "__main__":  # helper process
-    sys.exit(_helper(Path(sys.argv[1])))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from traceadvisor import units
 from traceadvisor.report import figures as F
@@ -63,47 +63,33 @@ def plotly_js() -> Markup:
     return Markup(js)  # safe: the bundle shipped with this package; closing tags neutralised above
 
 
-_INLINE = [
-    (re.compile(r"``(.+?)``"), r"<code>\1</code>"),
-    (re.compile(r"`([^`]+)`"), r"<code>\1</code>"),
-    (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
-    (
-        re.compile(r"(https?://[^\s&<>()\"']+[^\s&<>()\"'.,;:])"),
-        r'<a href="\1" rel="noopener noreferrer" target="_blank">\1</a>',
-    ),
-]
+# a bare URL in a rule doc becomes a CommonMark autolink before rendering
+_BARE_URL = re.compile(r"(?<![<(\[])(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])")
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    """CommonMark (markdown-it-py, installed with rich) with raw HTML off: every ``<`` of the input is text."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False})
+
+    def link_open(self, tokens, idx, options, env):
+        tokens[idx].attrSet("rel", "noopener noreferrer")
+        tokens[idx].attrSet("target", "_blank")
+        return self.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("link_open", link_open)
+    return md
 
 
 def doc_html(text: str | None) -> Markup:
-    """A small Markdown subset (paragraphs, ``-`` lists, `code`, **bold**, URLs) rendered after escaping.
-
-    Used for the rules' own docs and advice, which are written by rule authors; the input is escaped first, so a
-    trace string that ends up here can never become markup.
-    """
+    """Rule docs and advice (written by rule authors, in Markdown) as HTML. Raw HTML is off, so a trace string
+    that ends up here can never become markup; links open in a new tab without referrer."""
     if not text:
         return Markup("")
-    blocks = re.split(r"\n\s*\n", str(text).strip())
-    out: list[str] = []
-    for blk in blocks:
-        lines = [ln.rstrip() for ln in blk.splitlines()]
-        if all(re.match(r"\s*[-*] ", ln) or (i and ln.startswith("  ")) for i, ln in enumerate(lines)):
-            items: list[str] = []
-            for ln in lines:
-                if re.match(r"\s*[-*] ", ln):
-                    items.append(re.sub(r"^\s*[-*] ", "", ln))
-                else:
-                    items[-1] += " " + ln.strip()
-            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
-        else:
-            out.append(f"<p>{_inline(' '.join(ln.strip() for ln in lines))}</p>")
-    return Markup("".join(out))  # safe: built from escaped text
-
-
-def _inline(s: str) -> str:
-    s = str(escape(s))
-    for pat, rep in _INLINE:
-        s = pat.sub(rep, s)
-    return s
+    html = _markdown().render(_BARE_URL.sub(r"<\1>", str(text).strip()))
+    return Markup(re.sub(r">\n<", "><", html).strip())  # safe: markdown-it escapes all text, html is off
 
 
 # ----------------------------------------------------------------------------------------------- value formatting

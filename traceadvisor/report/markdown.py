@@ -8,6 +8,7 @@ Every string that comes from a trace is escaped (HTML and Markdown specials, pip
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -26,7 +27,7 @@ def md_text(s: Any, max_len: int | None = None) -> str:
     t = re.sub(r"\s+", " ", str(s))
     if max_len and len(t) > max_len:
         t = t[: max_len - 1] + "…"
-    t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    t = html.escape(t, quote=False)  # & < > (GitHub renders the HTML it allows in Markdown)
     t = _MD_SPECIAL.sub(r"\\\1", t)
     return t.replace("@", "@\u200b")  # no accidental @mentions in a PR comment
 
