@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-runs", type=int, default=1, help="HTA loads (median reported; each takes ~40 s)")
     ap.add_argument("--no-analyze", action="store_true", help="skip the analyze --html measurements")
     ap.add_argument(
+        "--analyze-runs", type=int, help="runs of each analyze --html measurement (default --runs)"
+    )
+    ap.add_argument(
         "--x4", action="store_true", help="also import the 2 GB trace (--times 60) once, for its peak RSS"
     )
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -279,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_analyze:
         html = a.out_dir / "report.html"
         analyze = [*ta, "analyze", str(big), "--html", str(html), "-q"]
-        run_step("analyze --html (warm cache)", res, "analyze_warm", analyze, env, a.runs)
-        run_step("analyze --html --no-cache", res, "analyze_cold", [*analyze, "--no-cache"], env, a.runs)
+        runs = a.analyze_runs or a.runs
+        run_step("analyze --html (warm cache)", res, "analyze_warm", analyze, env, runs)
+        run_step("analyze --html --no-cache", res, "analyze_cold", [*analyze, "--no-cache"], env, runs)
         res["html_mb"] = html.stat().st_size / 1e6
         print(f"HTML report: {res['html_mb']:.1f} MB", flush=True)
 
