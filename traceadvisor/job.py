@@ -167,6 +167,7 @@ class JobSummary:
             "bandwidth": self.bandwidth,
             "link": self.link,
             "executor": self.executor,
+            "timing": self.timing,
             "warnings": self.warnings,
             "rank_findings": self.rank_findings,
         }
