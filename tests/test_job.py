@@ -240,3 +240,12 @@ def test_cli_job_errors_are_one_line(args, words):
 def test_cli_dask_without_job_is_a_usage_error():
     code, err = _main("analyze", "--dask", "local", str(JOB128), "--no-html")
     assert code == 2 and "--job" in err
+
+
+def test_an_unreadable_rank_is_left_out_with_a_warning(tmp_path):
+    make_job(JOB128, tmp_path, 3, straggler=1, seed=4)
+    (tmp_path / "rank0003.json").write_text("this is not a trace")
+    res = analyze_job([tmp_path], select=["STR001"], workers=1)
+    assert [r["rank"] for r in res.job.ranks] == [0, 1, 2]
+    assert any("rank0003.json was left out" in w for w in res.job.warnings)
+    assert [f.rank for f in res.findings] == [1]

@@ -267,6 +267,14 @@ def analyze_job(
         on_done=(lambda: progress.advance(1)) if progress else None,
     )
     t_ranks = time.perf_counter()
+    failed = [r for r in results if r.failed]
+    results = [r for r in results if not r.failed]
+    if len(results) < 2:
+        why = f" ({Path(failed[0].path).name}: {failed[0].failed})" if failed else ""
+        raise UsageError(
+            f"--job needs at least two readable rank traces, {len(results)} could be analysed{why}",
+            "Pass the per-rank traces of one job",
+        )
     _check_ranks(results)
 
     world = max((r.world_size or 0) for r in results) or len(results)
@@ -318,7 +326,7 @@ def analyze_job(
             }
         )
     offsets = tables.offsets()
-    warnings = []
+    warnings = [f"{Path(r.path).name} was left out: {r.failed}" for r in failed]
     big = offsets.filter(pl.col("offset_ns").abs() > 1_000_000)
     if big.height:
         warnings.append(

@@ -5,7 +5,8 @@ Each worker process holds one rank at a time, so memory per worker is bounded by
 
 * Local: ``concurrent.futures.ProcessPoolExecutor`` (spawned processes; polars is not fork-safe). Workers default
   to the cores, fewer when the estimated memory of a rank (``RSS_PER_INPUT_BYTE`` times the largest file) would
-  not fit in the available memory. Each worker's polars gets ``cores // workers`` threads. Workers are recycled
+  not fit in the available memory. Each worker's polars gets ``cores // workers`` threads, and the importer no
+  helper processes of its own (``worker_env``). Workers are recycled
   after every rank when ranks are large (``RECYCLE_BYTES``), so a big rank's peak is returned to the system.
 * Dask: ``address`` of a running scheduler (``tcp://host:8786``), or ``"local"`` for a ``LocalCluster`` of
   processes on this machine. The workers must see the rank files at the same paths (shared storage).
@@ -60,6 +61,15 @@ def local_workers(paths: list[str], requested: int | None = None) -> int:
     return max(1, n)
 
 
+def worker_env(n: int) -> dict[str, str]:
+    """Environment of ``n`` rank workers on this machine: the cores shared out, no nested import helpers
+    (the ranks are the parallelism; ``TRACEADVISOR_WORKERS`` as set by the user is kept)."""
+    env = {"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))}
+    if n > 1:
+        env["TRACEADVISOR_WORKERS"] = os.environ.get("TRACEADVISOR_WORKERS", "1")
+    return env
+
+
 def run_local(
     paths: list[str],
     settings: RankSettings,
@@ -79,9 +89,9 @@ def run_local(
             yield r
         return
     big = max((_input_bytes(p) for p in paths), default=0) >= RECYCLE_BYTES
-    threads = str(max(1, (os.cpu_count() or 1) // n))
-    old = os.environ.get("POLARS_MAX_THREADS")
-    os.environ["POLARS_MAX_THREADS"] = threads  # inherited by the spawned workers
+    env = worker_env(n)
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # inherited by the spawned workers
     try:
         kw: dict[str, Any] = {"max_workers": n, "mp_context": mp.get_context("spawn")}
         if big:
@@ -94,10 +104,11 @@ def run_local(
                     on_done()
                 yield r
     finally:
-        if old is None:
-            os.environ.pop("POLARS_MAX_THREADS", None)
-        else:
-            os.environ["POLARS_MAX_THREADS"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_dask(
@@ -118,7 +129,7 @@ def run_dask(
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            env={"POLARS_MAX_THREADS": str(max(1, (os.cpu_count() or 1) // n))},
+            env=worker_env(n),
         )
         client = Client(cluster)
     else:

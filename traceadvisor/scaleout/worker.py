@@ -52,6 +52,7 @@ class RankResult:
     seconds: float = 0.0  # wall time in the worker
     peak_rss_bytes: int = 0  # the worker process's peak RSS so far (ru_maxrss)
     worker_pid: int = 0
+    failed: str | None = None  # the one-line error when the rank file could not be analysed
 
 
 def rank_from_name(path: str | Path) -> int | None:
@@ -64,7 +65,33 @@ def _peak_rss() -> int:
 
 
 def analyze_rank(path: str, settings: RankSettings) -> RankResult:
-    """Import ``path``, run the per-rank rules and build the compact tables."""
+    """Import ``path``, run the per-rank rules and build the compact tables.
+
+    A file that cannot be read as a trace gives a result with ``failed`` set (the job goes on without it)."""
+    from traceadvisor.errors import TraceAdvisorError
+
+    try:
+        return _analyze_rank(path, settings)
+    except TraceAdvisorError as e:
+        from traceadvisor.scaleout.tables import COLLECTIVE_SCHEMA, STEP_SCHEMA
+
+        return RankResult(
+            path=str(path),
+            rank=rank_from_name(path),
+            name=Path(path).name,
+            trace={},
+            findings=[],
+            skipped=[],
+            errors=[],
+            collectives=pl.DataFrame(schema=COLLECTIVE_SCHEMA),
+            steps=pl.DataFrame(schema=STEP_SCHEMA),
+            failed=e.one_line(),
+            peak_rss_bytes=_peak_rss(),
+            worker_pid=os.getpid(),
+        )
+
+
+def _analyze_rank(path: str, settings: RankSettings) -> RankResult:
     from traceadvisor.analysis import run_analysis
     from traceadvisor.importers import load_trace
     from traceadvisor.report.json_report import trace_summary
