@@ -52,7 +52,7 @@ def test_baseline_replay_reproduces_the_window(path, errors):
     assert r.g.cyclic == 0
     if r.recorded_window_ns == 0:
         pytest.skip(f"{path.name}: no GPU activity and no steps, so no analysed window")
-    err = 100.0 * (r.window_ns - r.recorded_window_ns) / r.recorded_window_ns
+    err = 100.0 * (r.profiled_window_ns - r.recorded_window_ns) / r.recorded_window_ns
     errors[str(path.relative_to(path.parents[1]))] = err
     assert abs(err) <= 3.0
 
@@ -75,7 +75,7 @@ def _loop(sync: bool):
 
 def test_fix_drop_wait_and_gpu_duration():
     tr = _loop(sync=True)
-    r = Replayer(tr)
+    r = Replayer(tr, overhead_ns=0)
     assert r.window_ns == r.recorded_window_ns
     ev = indexed(tr).collect()
     syncs = ev.filter(ev["name"] == "cudaDeviceSynchronize")["eid"]
@@ -90,7 +90,7 @@ def test_fix_drop_wait_and_gpu_duration():
 
 def test_fix_cut_host_time():
     tr = _loop(sync=False)
-    r = Replayer(tr)
+    r = Replayer(tr, overhead_ns=0)
     ev = indexed(tr).collect()
     host = ev.filter(ev["kind"] == "runtime")
     # the host is ahead of the GPU: removing host time saves nothing

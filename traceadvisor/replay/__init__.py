@@ -57,13 +57,25 @@ class Prediction:
 class Replayer:
     """The graph of one trace and its baseline replay; ``predict`` replays it with a fix."""
 
-    def __init__(self, trace: Trace, summary=None):
+    def __init__(self, trace: Trace, summary=None, overhead_ns: float | None = None):
         self.trace = trace
         self.g = G.build(trace)
         self.mask = window_nodes(self.g, _analysed_starts(trace, summary, self.g))
         self._own = self.g.edge_of(G.E_OWN)
         self._launch = self.g.edge_of(G.E_LAUNCH)
         self.recorded_window_ns = recorded_span(self.g, self.mask)
+        # the trace as recorded (profiler overhead included): what the baseline test compares
+        self._ovh = np.zeros(len(self.g.w), np.int64)
+        self.base_w = self.g.w
+        self.profiled_times, _ = self.run(None)
+        self.profiled_window_ns = span(self.profiled_times, self.mask)
+        # predictions are made on the program without the profiler: host time less its per-event cost
+        self.overhead_ns = profiler_overhead_ns(trace) if overhead_ns is None else float(overhead_ns)
+        if self.overhead_ns > 0:
+            self._ovh = _overhead_per_edge(trace, self.g, self.overhead_ns)
+            ch = self.g.etype == G.E_CHAIN
+            self.base_w = self.g.w.copy()
+            self.base_w[ch] = np.maximum(0, self.g.w[ch] - self._ovh[ch])
         self.times, self.via = self.run(None)
         self.window_ns = span(self.times, self.mask)
 
@@ -94,7 +106,7 @@ class Replayer:
     def arrays(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(release, weights, active) of the graph with ``fix`` applied."""
         g = self.g
-        w = g.w.copy()
+        w = self.base_w.copy()
         active = np.ones(len(w), bool)
         if fix is None or fix.empty:
             return g.release, w, active
@@ -169,7 +181,7 @@ class Replayer:
         a = tc * scale + (rec[g.src[ch]] - t0)
         b = tc * scale + (rec[g.dst[ch]] - t0)
         overlap = covered(b) - covered(a)
-        delta = rec[g.dst[ch]] - rec[g.src[ch]]
+        delta = rec[g.dst[ch]] - rec[g.src[ch]] - self._ovh[ch]
         w = w.copy()
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
         return w
@@ -261,6 +273,50 @@ def _merge(df: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
         .sort("tcode", "start_ns")
     )
+
+
+# What the profiler adds to the host per event it records (an op, a runtime call, a Python function, a range):
+# fitted on the calibration pairs' profiled vs unprofiled step times (docs/impact.md, tests/test_calibration.py)
+PROFILER_OVERHEAD_NS = 2_500
+PROFILED_HOST_KINDS = ("cpu_op", "runtime", "python", "annotation", "memory")
+# producers whose host events carry the per-event cost (Kineto records every op; nsys/rocprof trace API calls)
+_PRODUCER_FACTOR = {"kineto": 1.0}
+
+
+def profiler_overhead_ns(trace: Trace) -> float:
+    """Per-event host cost of the profiler that recorded ``trace`` (0 where it is not known)."""
+    return PROFILER_OVERHEAD_NS * _PRODUCER_FACTOR.get(trace.meta.format, 0.0)
+
+
+def _overhead_per_edge(trace: Trace, g: G.Graph, per_event_ns: float) -> np.ndarray:
+    """Per edge: the profiler's cost inside a host chain edge, ``per_event_ns`` times the recorded host events of
+    its thread that start inside it."""
+    out = np.zeros(len(g.w), np.int64)
+    ev = (
+        trace.lazy()
+        .filter(pl.col("kind").is_in(PROFILED_HOST_KINDS) & pl.col("tid").is_not_null())
+        .select(
+            pl.col("rank").fill_null(-1).cast(pl.Int64),
+            pl.col("pid").fill_null(-1).cast(pl.Int64),
+            pl.col("tid").fill_null(-1).cast(pl.Int64),
+            "start_ns",
+        )
+        .join(g.threads.lazy(), on=["rank", "pid", "tid"], how="inner")
+        .select("tcode", "start_ns")
+        .collect()
+    )
+    if not ev.height:
+        return out
+    rec = g.recorded_points()
+    t0 = int(min(rec.min(), ev["start_ns"].min())) - 1
+    sc = np.int64(1) << np.int64(42)
+    keys = np.sort(ev["tcode"].to_numpy() * sc + (ev["start_ns"].to_numpy() - t0))
+    ch = np.nonzero(g.etype == G.E_CHAIN)[0]
+    tc = g.thread[g.src[ch] // 2]
+    a = np.searchsorted(keys, tc * sc + (rec[g.src[ch]] - t0), side="left")
+    b = np.searchsorted(keys, tc * sc + (rec[g.dst[ch]] - t0), side="left")
+    out[ch] = np.round((b - a) * per_event_ns).astype(np.int64)
+    return out
 
 
 def _analysed_starts(trace: Trace, summary, g: G.Graph) -> np.ndarray | None:
