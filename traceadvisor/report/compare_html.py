@@ -19,7 +19,7 @@ import polars as pl
 from traceadvisor.compare import Comparison, fmt_bytes, fmt_ns
 from traceadvisor.report.compare_markdown import pct_change, value
 from traceadvisor.report.figures import esc
-from traceadvisor.report.html import CSP, figures_json, json_text_for_script, plotly_js
+from traceadvisor.report.html import CSP, TEMPLATES, figures_json, json_text_for_script, plotly_js
 
 COLORS = {
     "gemm": "#3b6fb6",
@@ -509,144 +509,20 @@ def _cov(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-TEMPLATE = r"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{ csp }}">
-<meta name="referrer" content="no-referrer">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="traceadvisor {{ version }}">
-<title>traceadvisor compare · {{ title }}</title>
-<style>
-:root { --ink:#1f2430; --muted:#6b7280; --line:#e3e6eb; --bg:#f4f6f9; --good:#1b7f4b; --bad:#b5121b; --warn:#9a6700;
-        --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--ink); font:14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
-header { position:sticky; top:0; z-index:10; padding:10px 24px; background:#1f2a44; color:#fff; display:flex; gap:18px; align-items:center; }
-header .t { color:#c9d3ea; flex:1; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
-header a { color:#dfe6f5; text-decoration:none; font-size:13px; margin-left:12px; }
-main { max-width:1440px; margin:0 auto; padding:18px 24px 40px; }
-.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin-bottom:16px; }
-.sides { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
-.side h2 { font-size:16px; margin:0 0 6px; } .side .role { font-size:12px; font-weight:700; letter-spacing:.05em; }
-.base .role { color:#5b7db8; } .new .role { color:#e07b39; }
-dl { display:grid; grid-template-columns:max-content 1fr; gap:2px 14px; margin:0; font-size:13px; }
-dt { color:var(--muted); } dd { margin:0; word-break:break-all; }
-h2 { font-size:17px; margin:0 0 10px; }
-table { border-collapse:collapse; width:100%; font-size:13px; }
-th, td { border-bottom:1px solid var(--line); padding:5px 8px; text-align:left; vertical-align:top; }
-th { background:#f7f8fa; font-weight:600; white-space:nowrap; }
-td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
-.tablewrap { overflow-x:auto; }
-.v-better { color:var(--good); font-weight:600; } .v-worse { color:var(--bad); font-weight:600; }
-.v-mixed { color:var(--warn); font-weight:600; } .v-same, .v-n\/a { color:var(--muted); }
-.muted { color:var(--muted); } .small { font-size:12.5px; }
-ul.notes { margin:6px 0 0; padding-left:20px; color:var(--warn); }
-footer { text-align:center; color:var(--muted); font-size:12px; padding:20px; }
-</style>
-</head>
-<body>
-<header><strong>traceadvisor compare</strong><span class="t">{{ title }}</span>
-<nav><a href="#verdict">Verdict</a><a href="#timeline">Timeline</a><a href="#categories">Categories</a>{% for t in tables %}{% if t.id != "categories" %}<a href="#{{ t.id }}">{{ t.id }}</a>{% endif %}{% endfor %}</nav></header>
-<main>
-<section class="sides">
-{% for s in sides %}
-<div class="card side {{ s.role }}">
-  <div class="role">{{ s.role | upper }}</div>
-  <h2>{{ s.label }}</h2>
-  <dl>
-    <dt>trace</dt><dd>{{ s.name }}</dd>
-    <dt>path</dt><dd>{{ s.path }}</dd>
-    <dt>format</dt><dd>{{ s.format }} · {{ s.vendor }}</dd>
-    <dt>devices</dt><dd>{{ s.devices | join(", ") if s.devices else "none recorded" }}</dd>
-    <dt>steps</dt><dd>{{ s.steps_total }} ({{ s.step_source }})</dd>
-    <dt>GPU time</dt><dd>{{ fmt_ns(s.gpu_time_ns) }} in the compared steps; busy {{ fmt_ns(s.busy_ns) }}, idle {{ fmt_ns(s.idle_ns) }} of {{ fmt_ns(s.window_ns) }}</dd>
-    <dt>ops matched</dt><dd>{{ cov[s.role] }} of GPU time</dd>
-    {% for w in s.warnings %}<dt>warning</dt><dd>{{ w }}</dd>{% endfor %}
-  </dl>
-</div>
-{% endfor %}
-</section>
-
-<section id="verdict" class="card">
-  <h2>Verdict</h2>
-  <div class="tablewrap"><table>
-    <thead><tr><th>metric</th><th>BASE</th><th>NEW</th><th>change</th><th>verdict</th><th>reason</th></tr></thead>
-    <tbody>
-    {% for r in headline %}
-      <tr><td><strong>{{ r.metric }}</strong></td><td class="num">{{ r.base }}</td><td class="num">{{ r.new }}</td>
-          <td class="num">{{ r.change }}</td><td class="v-{{ r.verdict }}">{{ r.verdict_text }}</td><td>{{ r.reason }}</td></tr>
-    {% endfor %}
-    </tbody>
-  </table></div>
-  {% if notes %}<ul class="notes">{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
-</section>
-
-<section id="timeline" class="card">
-  <h2>Both timelines, step-aligned</h2>
-  <p class="muted small">Step i of each run starts at the same x. Within a step, x is the time since its effective start. Drag to zoom, double-click to reset.</p>
-  <div class="plot" id="fig-timeline" data-fig="timeline"></div>
-</section>
-
-{% if "steps" in figs %}
-<section class="card"><h2>Time per step</h2><div class="plot" id="fig-steps" data-fig="steps"></div></section>
-{% endif %}
-
-{% for t in tables %}
-<section id="{{ t.id }}" class="card">
-  <h2>{{ t.title }}{% if t.tab.total > t.tab.shown %} <span class="muted small">(top {{ t.tab.shown }} of {{ t.tab.total }})</span>{% endif %}</h2>
-  {% if t.doc %}<p class="muted small">{{ t.doc }}</p>{% endif %}
-  {% if t.id == "categories" %}<div class="plot" id="fig-categories" data-fig="categories"></div>{% endif %}
-  {% if t.id == "gemm" and "gemm" in figs %}<div class="plot" id="fig-gemm" data-fig="gemm"></div>{% endif %}
-  <div class="tablewrap"><table>
-    <thead><tr>{% for h in t.tab.headers %}<th>{{ h }}</th>{% endfor %}</tr></thead>
-    <tbody>
-    {% for r in t.tab.rows %}<tr>{% for c in r %}<td{% if c.num %} class="num"{% endif %}{% if c.full and c.full != c.text %} title="{{ c.full }}"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
-    {% endfor %}
-    </tbody>
-  </table></div>
-</section>
-{% endfor %}
-</main>
-<footer>Generated by traceadvisor {{ version }} on {{ generated }}. This file is self-contained and loads nothing from the network.</footer>
-<div id="ta-status" hidden data-state="pending"></div>
-<script type="application/json" id="ta-figures">{{ figures_json }}</script>
-<script type="application/json" id="ta-meta">{{ meta_json }}</script>
-<script>
-{{ plotly_js }}
-</script>
-<script>
-(function () {
-  "use strict";
-  var status = document.getElementById("ta-status");
-  try {
-    var figs = JSON.parse(document.getElementById("ta-figures").textContent);
-    var cfg = { displaylogo: false, responsive: true, scrollZoom: false };
-    var jobs = [];
-    document.querySelectorAll("div.plot[data-fig]").forEach(function (div) {
-      var f = figs[div.getAttribute("data-fig")];
-      if (f) { jobs.push(Plotly.newPlot(div, f.data, f.layout, cfg)); }
-    });
-    Promise.all(jobs).then(function () { status.setAttribute("data-state", "ok"); },
-                           function (e) { status.setAttribute("data-state", "error: " + e); });
-  } catch (e) { status.setAttribute("data-state", "error: " + e); }
-})();
-</script>
-</body>
-</html>
-"""
-
-
 def render_html(c: Comparison) -> str:
     import jinja2
 
     ctx, figs = build_context(c)
     env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
     env.globals["fmt_ns"] = fmt_ns
-    return env.from_string(TEMPLATE).render(**ctx, figures_json=figures_json(figs), plotly_js=plotly_js())
+    page = env.get_template("compare.html.j2")
+    return page.render(**ctx, figures_json=figures_json(figs), plotly_js=plotly_js())
 
 
 def write_html(c: Comparison, path: str | Path) -> Path:

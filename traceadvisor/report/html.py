@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from traceadvisor import units
 from traceadvisor.report import figures as F
+from traceadvisor.report import timeline as TL
 
 TEMPLATES = Path(__file__).parent / "templates"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -379,9 +380,9 @@ def _trace_ctx(
     ctx["step_bars"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
     ctx.update(timeline=None, cat_fig=None, busy_fig=None, step_fig=None, busy=[])
     if has_timeline:
-        td = F.timeline_data(trace, findings_for_trace, **timeline_opts)
+        td = TL.timeline_data(trace, findings_for_trace, **timeline_opts)
         fid = f"timeline-{i}"
-        figs[fid] = F.timeline_figure(td)
+        figs[fid] = TL.timeline_figure(td)
         stats = td.lanes.filter(pl.col("group") != "finding")
         ctx["timeline"] = {
             "fig": fid,
