@@ -37,6 +37,9 @@ def print_summary(res) -> None:
             f"[bold]{escape(t.name)}[/bold]  {t.meta.format}, {t.meta.vendor}, {escape(dev)}, span {fmt_ns(t.span_ns())}"
         )
         con.print(f"  {escape(summary_view.line(res.summary(i)))}")
+        cp = _cp_line(res, t.name)
+        if cp:
+            con.print(f"  {escape(cp)}")
         for w in t.meta.warnings:
             con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not res.findings:
@@ -65,6 +68,12 @@ def print_summary(res) -> None:
         )
     for e in res.errors:
         con.print(f"[red]rule {e['rule']} failed on {escape(e['trace'])}:[/red] {escape(e['error'])}")
+
+
+def _cp_line(res, name: str) -> str:
+    from traceadvisor.replay.breakdown import line
+
+    return line((getattr(res, "critical_paths", {}) or {}).get(name, {}), (res.predictions or {}).get(name))
 
 
 def _print_job(con, job) -> None:

@@ -26,6 +26,7 @@ class AnalysisResult:
     errors: list[dict[str, Any]] = field(default_factory=list)  # {rule, trace, error}
     rules: list[RuleModule] = field(default_factory=list)
     predictions: dict[str, dict[str, Any]] = field(default_factory=dict)  # trace -> prediction_all
+    critical_paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # trace -> replay.breakdown
     summaries: list[Summary] = field(default_factory=list)  # one per trace, same order as ``traces``
 
     def summary(self, index: int) -> Summary:
@@ -326,8 +327,17 @@ def _prepare_replays(traces: list[Trace], summaries: list[Summary]) -> None:
 def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
     """Per trace: the replayed window with every (non-minor) finding's fix applied together."""
     from traceadvisor.replay import Fix
+    from traceadvisor.replay.breakdown import critical_path
 
     for i, trace in enumerate(res.traces):
+        rp0 = _replayer(trace)
+        if rp0 is not None:
+            try:
+                res.critical_paths[trace.name] = critical_path(rp0)
+            except Exception as e:  # noqa: BLE001 - the breakdown never sinks the run
+                res.errors.append(
+                    {"rule": "-", "name": "critical-path", "trace": trace.name, "error": repr(e)}
+                )
         mine = [fixes[id(f)] for f in res.findings if f.trace_index == i and id(f) in fixes]
         rp = _replayer(trace) if mine else None
         if rp is None:

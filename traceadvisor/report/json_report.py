@@ -50,6 +50,7 @@ def result_to_dict(res) -> dict[str, Any]:
         "traces": traces,
         "findings": [f.to_dict() for f in res.findings],
         "prediction_all": dict(getattr(res, "predictions", {}) or {}),
+        "critical_path": dict(getattr(res, "critical_paths", {}) or {}),
         "skipped": list(res.skipped),
         "errors": list(res.errors),
     }

@@ -90,18 +90,28 @@ def _table(res) -> list[str]:
     multi = len(res.traces) > 1 or getattr(res, "job", None) is not None
     names = [t.name for t in res.traces]
     same = len(set(names)) < len(names)  # a/x.json and b/x.json: say which one by position
-    for i, f in enumerate(res.findings[:TABLE_ROWS], 1):
+    ranked = [f for f in res.findings if not getattr(f, "minor", False)]
+    minor = [f for f in res.findings if getattr(f, "minor", False)]
+    for i, f in enumerate(ranked[:TABLE_ROWS], 1):
         label = f"{f.trace} #{f.trace_index + 1}" if same else f.trace
         where = f" ({md_text(label, 44)})" if multi else ""
         rows.append(
             f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
             f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |"
         )
-    if len(res.findings) > TABLE_ROWS:
+    if len(ranked) > TABLE_ROWS:
         rows.append(
-            f"\n_{len(res.findings) - TABLE_ROWS} more findings with smaller impact are in the HTML and JSON "
+            f"\n_{len(ranked) - TABLE_ROWS} more findings with smaller impact are in the HTML and JSON "
             "reports._"
         )
+    if minor:
+        rows += ["", f"<details><summary>{len(minor)} minor findings (predicted saving under 0.5% of the window "
+                 "or 50 us: not ranked)</summary>", ""]  # fmt: skip
+        rows += [
+            f"- `{f.rule}` {md_text(f.name)}: {_dur(f.impact_ns)} predicted, {f.count:,} items"
+            for f in minor[:20]
+        ]
+        rows += ["", "</details>"]
     return rows
 
 
@@ -198,13 +208,13 @@ def render_markdown(result, limit: int = LIMIT) -> str:
         head += ["**No findings.**", ""]
     foot = [
         "",
-        f"<sub>traceadvisor {traceadvisor.__version__} · impact is the time a fix could save (an upper "
-        "bound), share is of the capture span · the HTML report has the timeline and full evidence.</sub>",
+        f"<sub>traceadvisor {traceadvisor.__version__} · impact is the saving the replay predicts for each "
+        "fix alone (docs/impact.md), share is of the analysed window · the HTML report has the timeline and full evidence.</sub>",
     ]
     blocks: list[list[str]] = []
     if result.findings:
         blocks.append(["### Top findings and what to do", ""])
-        for i, f in enumerate(result.findings[:DETAILS], 1):
+        for i, f in enumerate([f for f in result.findings if not getattr(f, "minor", False)][:DETAILS], 1):
             blocks.append(_detail(i, f, t0s[f.trace_index] if f.trace_index < len(t0s) else None))
     rules = _rules(result)
     if rules:
@@ -227,7 +237,17 @@ def _summary_table(res) -> list[str]:
         rows.append([md_text(t.name, 60), *(md_text(vals.get(k, "-"), 80) for k in labels), str(n)])
     head = ["Trace", *(md_text(k) for k in labels), "Findings"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * (len(head) - 1) + "--:|"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    from traceadvisor.replay.breakdown import line
+
+    cps = getattr(res, "critical_paths", {}) or {}
+    preds = getattr(res, "predictions", {}) or {}
+    cp_lines = [(t.name, line(cps.get(t.name, {}), preds.get(t.name))) for t in res.traces]
+    cp_lines = [(n, x) for n, x in cp_lines if x]
+    if cp_lines:
+        out.append("")
+        out += [f"- {md_text(n, 60)}: {md_text(x, 300)}" for n, x in cp_lines]
+    return out
 
 
 def assemble(head: list[str], blocks: list[list[str]], foot: list[str], limit: int = LIMIT) -> str:

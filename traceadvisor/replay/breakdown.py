@@ -1,0 +1,203 @@
+"""Critical path per step and the idle breakdown, from the replayed graph (docs/impact.md).
+
+The critical path is walked back from the latest end of the analysed window along the edges that set each
+point's time in the (unprofiled) baseline replay. Every stretch of it is one of:
+
+* host: ``python_launch`` (the host's own work and launch calls), ``sync_wait`` (a host call waiting for the
+  GPU), ``copy_wait`` (a copy call waiting for its copy), ``data_loading`` (host time inside a DataLoader
+  batch fetch);
+* GPU: ``gpu_compute``, ``gpu_copy`` (copies, memsets), ``gpu_comm`` (collectives), ``gpu_queue`` (waiting for
+  earlier work on another queue);
+* ``launch_latency``: between a launch call and the start of its GPU work.
+
+Per step (the analysed steps; the whole window without steps) the stretches add up to the replayed step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceadvisor.replay import graph as G
+
+HOST_CATS = ("python_launch", "sync_wait", "copy_wait", "data_loading")
+GPU_CATS = ("gpu_compute", "gpu_copy", "gpu_comm", "gpu_queue")
+CATEGORIES = (*HOST_CATS, *GPU_CATS, "launch_latency")
+FETCH = r"^enumerate\(DataLoader\)#|_dataloader_next$"
+
+
+def _fetch_edges(rp) -> np.ndarray:
+    """Per edge: host chain edges that lie mostly inside a DataLoader batch fetch of their thread."""
+    g = rp.g
+    out = np.zeros(len(g.src), bool)
+    sp = (
+        rp.trace.lazy()
+        .filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")) & pl.col("name").str.contains(FETCH))
+        .select(
+            pl.col("rank").fill_null(-1).cast(pl.Int64),
+            pl.col("pid").fill_null(-1).cast(pl.Int64),
+            pl.col("tid").fill_null(-1).cast(pl.Int64),
+            "start_ns",
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        )
+        .join(g.threads.lazy(), on=["rank", "pid", "tid"], how="inner")
+        .select("tcode", "start_ns", "end_ns")
+        .collect()
+    )
+    if not sp.height:
+        return out
+    ch = np.nonzero(g.etype == G.E_CHAIN)[0]
+    rec = g.recorded_points()
+    a, b = rec[g.src[ch]], rec[g.dst[ch]]
+    cov = G._covered(sp, g.thread[g.src[ch] // 2], a, b)
+    out[ch] = (b > a) & (cov * 2 > (b - a))
+    return out
+
+
+def critical_path(rp) -> dict[str, Any]:
+    """Per analysed step: the critical path's time per category (ns); totals over the window; top stretches."""
+    g = rp.g
+    t, via = rp.times, rp.via
+    j = np.nonzero(rp.mask)[0]
+    if not len(j):
+        return {}
+    fetch = _fetch_edges(rp)
+    is_copy_api = np.zeros(g.n, bool)
+    is_copy_api[: g.nh] = (
+        pl.Series(g.names[: g.nh], dtype=pl.String).str.contains("(?i)memcpy").fill_null(False)
+    )
+    p = int(2 * j[np.argmax(t[2 * j + 1])] + 1)
+    w0 = int(t[2 * j].min())
+    cats: list[str] = []
+    durs: list[int] = []
+    ends: list[int] = []
+    nodes: list[int] = []
+    while p >= 0 and t[p] > w0:
+        e = int(via[p])
+        if e < 0:
+            break
+        u = int(g.src[e])
+        d = int(t[p] - max(t[u], w0))
+        cats.append(_category(g, e, fetch, is_copy_api))
+        durs.append(d)
+        ends.append(int(t[p]))
+        nodes.append(p // 2)
+        p = u
+    cat = np.array(cats)
+    dur = np.array(durs, np.int64)
+    end = np.array(ends, np.int64)
+    steps = _step_bounds(rp)
+    out_steps = []
+    for k, (s, e) in enumerate(steps):
+        m = (end > s) & (end <= e)
+        out_steps.append(
+            {"step": k, "start_ns": s, "end_ns": e, **{c: int(dur[m & (cat == c)].sum()) for c in CATEGORIES}}
+        )
+    total = {c: int(dur[cat == c].sum()) for c in CATEGORIES}
+    length = int(dur.sum())
+    return {
+        "window_ns": rp.window_ns,
+        "path_ns": length,
+        "categories": total,
+        "shares": {c: round(v / length, 4) if length else 0.0 for c, v in total.items()},
+        "host_ns": sum(total[c] for c in HOST_CATS),
+        "gpu_ns": sum(total[c] for c in GPU_CATS),
+        "steps": out_steps,
+        "top": _top(g, np.array(nodes, np.int64), cat, dur),
+    }
+
+
+def _category(g, e: int, fetch: np.ndarray, is_copy_api: np.ndarray) -> str:
+    et = int(g.etype[e])
+    dn = int(g.dst[e]) // 2
+    if et == G.E_OWN:
+        if g.category[dn] == "collective":
+            return "gpu_comm"
+        return "gpu_copy" if g.kind[dn] in ("memcpy", "memset") else "gpu_compute"
+    if et == G.E_STREAM:
+        return "gpu_queue"
+    if et == G.E_LAUNCH:
+        return "launch_latency"
+    if et == G.E_WAIT:
+        return "copy_wait" if is_copy_api[dn] else "sync_wait"
+    if et == G.E_CHAIN and g.dst[e] % 2 == 1 and g.wait_node[dn]:
+        return "copy_wait" if is_copy_api[dn] else "sync_wait"
+    if fetch[e]:
+        return "data_loading"
+    return "python_launch"
+
+
+def _step_bounds(rp) -> list[tuple[int, int]]:
+    from traceadvisor.replay import segments
+
+    g = rp.g
+    segs = segments(rp)
+    if not segs:
+        return []
+    # replayed step bounds: a step ends where the next analysed step starts (the last at the window end)
+    m = np.nonzero(rp.mask & (g.ntype == G.MARKER))[0]
+    j = np.nonzero(rp.mask)[0]
+    end = int(rp.times[2 * j + 1].max())
+    if not len(m):
+        return [(int(rp.times[2 * j].min()), end)]
+    m = m[np.argsort(rp.times[2 * m])]
+    starts = [int(rp.times[2 * x]) for x in m]
+    return [(s, starts[i + 1] if i + 1 < len(starts) else end) for i, s in enumerate(starts)]
+
+
+def _top(g, nodes: np.ndarray, cat: np.ndarray, dur: np.ndarray, n: int = 10) -> list[dict[str, Any]]:
+    """The critical path's largest contributors by (category, event name)."""
+    if not len(nodes):
+        return []
+    df = pl.DataFrame({"category": cat, "name": g.names[nodes].astype(str), "ns": dur})
+    top = df.group_by("category", "name").agg(pl.col("ns").sum(), pl.len().alias("count"))
+    return top.sort("ns", descending=True).head(n).to_dicts()
+
+
+def idle_breakdown(rp) -> dict[str, Any]:
+    """The analysed window split by what is on the critical path: host categories (GPU idle unless overlapped)
+    and GPU categories, as shares of the window."""
+    cp = critical_path(rp)
+    if not cp:
+        return {}
+    w = max(cp["path_ns"], 1)
+    return {
+        "host": {c: round(cp["categories"][c] / w, 4) for c in HOST_CATS},
+        "gpu": {c: round(cp["categories"][c] / w, 4) for c in GPU_CATS},
+        "launch_latency": round(cp["categories"]["launch_latency"] / w, 4),
+    }
+
+
+LABELS = {
+    "python_launch": "Python/launch",
+    "sync_wait": "sync wait",
+    "copy_wait": "copy wait",
+    "data_loading": "data loading",
+    "gpu_compute": "compute",
+    "gpu_copy": "copy",
+    "gpu_comm": "comm",
+    "gpu_queue": "queue wait",
+    "launch_latency": "launch latency",
+}
+
+
+def line(cp: dict[str, Any], pred: dict[str, Any] | None = None) -> str:
+    """The critical path in one line of plain text, plus the every-fix-together prediction."""
+    if not cp or not cp.get("path_ns"):
+        return ""
+    sh = cp["shares"]
+
+    def part(cats) -> str:
+        xs = sorted(((sh[c], c) for c in cats if sh[c] >= 0.01), reverse=True)
+        return ", ".join(f"{LABELS[c]} {100 * v:.0f}%" for v, c in xs)
+
+    host = sum(sh[c] for c in HOST_CATS)
+    gpu = sum(sh[c] for c in GPU_CATS)
+    out = f"critical path: host {100 * host:.0f}% ({part(HOST_CATS) or '-'}), GPU {100 * gpu:.0f}% ({part(GPU_CATS) or '-'})"
+    if pred and pred.get("before_ns"):
+        out += (
+            f"; every fix together: {pred['before_ns'] / 1e6:.1f} ms down to {pred['after_ns'] / 1e6:.1f} ms"
+        )
+    return out
