@@ -149,7 +149,7 @@ def hostile_trace() -> Trace:
         for j, p in enumerate(PAYLOADS):
             b.cpu_op("aten::" + p, t + j * 10, 8, ext=j)
             b.launch("gemm_" + p, t + 100 + j * 20, t + 110 + j * 22, 15)
-        b.copy(t + 500, 150, bytes=32 << 20, name="Memcpy HtoD (Pageable -> Device) " + PAYLOADS[1])
+        b.copy(t + 500, 150, bytes=2 << 20, name="Memcpy HtoD (Pageable -> Device) " + PAYLOADS[1])
         b.sync(PAYLOADS[0], t + 900, 30, stream=7)
     return b.build()
 

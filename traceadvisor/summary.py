@@ -100,7 +100,9 @@ def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool) -> pl.LazyFrame:
     ``key_ns``, the time that places it in a step: the launch, else (no correlation data) its own start; null when
     the launch is missing from a trace that records launches (queued before profiling began)."""
     lf = lf.with_columns(pl.col("rank").fill_null(0))
-    g = views.gpu_work(lf).filter(pl.col("device").is_not_null() & pl.col("start_ns").is_not_null())
+    g = views.gpu_work(lf, before_capture=True).filter(
+        pl.col("device").is_not_null() & pl.col("start_ns").is_not_null()
+    )
     rt = (
         lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
         .select("rank", "correlation_id", launch_ns=pl.col("start_ns"), rt_ext=pl.col("external_id"))

@@ -25,9 +25,20 @@ def test_examples():
 
 
 def _exposed_from_json(path):
-    """Collective (nccl) kernel time and the part of it not covered by other kernels, by plain interval sweeps."""
+    """Collective (nccl) kernel time and the part of it not covered by other kernels, by plain interval sweeps
+    (over the kernels launched inside the capture)."""
     d = json.load(gzip.open(TRACES / path))
-    ks = [e for e in d["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    ev = d["traceEvents"]
+    # kernels launched before the profiler started (correlation older than every runtime call) are not counted
+    first = min(
+        (e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")),
+        default=0,
+    )
+    ks = [
+        e
+        for e in ev
+        if e.get("cat") == "kernel" and e.get("ph") == "X" and e["args"].get("correlation", first) >= first
+    ]
 
     def merge(v):
         out = []

@@ -54,7 +54,7 @@ def all_steps(trace: Trace) -> pl.DataFrame:
 
 
 def _whole_trace_steps(trace: Trace) -> pl.DataFrame:
-    g = views.gpu_work(trace.lazy()).filter(pl.col("device").is_not_null()).collect()
+    g = views.gpu_work(trace.lazy(), before_capture=True).filter(pl.col("device").is_not_null()).collect()
     src = (
         g
         if g.height
