@@ -195,3 +195,86 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
                 category=pl.when(hit).then(pl.lit(new)).otherwise(pl.col("category").cast(pl.String))
             )
     return out
+
+
+# Kernel-name tokens -> math precision of GEMM / convolution / attention kernels, both vendors; first match wins.
+# "tf32" is FP32 data on TF32 tensor cores (AMD: xf32); "fp32" FP32 on SIMT/FFMA (or FP32 MFMA at the vector rate).
+KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
+    (r"(?i)fp8|f8f8|e4m3|e5m2|_F8|int8|i8i8|imma", "low"),
+    (
+        r"(?i)bf16|bfloat16|_BBS_|_BH_|_HHS_|_HB_|_HS_|h884|h1688|h16816|hgemm|fp16|f16f16|_f16_|_half|half_",
+        "low",
+    ),
+    (r"(?i)tf32|xf32|_MX|s1688|s16816", "tf32"),
+    (
+        r"(?i)sgemm|f32f32_f32f32|_ffma_|scudnn|implicit_convolve_sgemm|_fp32|gemv2T_kernel_val<int, int, float"
+        r"|^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)",
+        "fp32",
+    ),
+)
+
+
+def precision_expr(name: str = "name") -> pl.Expr:
+    """Math precision of a matrix kernel from its name: ``low`` (bf16/fp16/fp8/int8), ``tf32``, ``fp32`` or null."""
+    n = pl.col(name)
+    expr = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    for pat, prec in KERNEL_PRECISION:
+        expr = expr.when(n.str.contains(pat)).then(pl.lit(prec))
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+# Kernels that come from a vendor library, a framework or a compiler (anything else is a hand-written kernel).
+LIBRARY_KERNEL_RE = (
+    r"(?i)cublas|cutlass|xmma|nvjet|cudnn|cask|scudnn|sm\d{2,3}_|ampere_|volta_|turing_|hopper_|gemv|gemmSN|gemmk1"
+    r"|splitKreduce|Cijk_|Tensile|hipblaslt|rocblas|ck::|_ZN2ck|ck_tile|miopen|MIOpen|igemm_|gtcx|naive_conv"
+    r"|at::native|at_cuda_detail|c10::|triton_|triton__|nvfuser|flash|fmha|pytorch_flash|aiter|vllm|sglang"
+    r"|nccl|rccl|msccl|cub::|hipcub|rocprim|thrust|cufft|rocfft|vkfft|curand|rocrand|cusparse|rocsparse|cusolver"
+    r"|rocsolver|magma|onednn|dnnl|apex|transformer_engine|xformers|deepspeed|megatron|te_|mscclpp|copyBuffer"
+    r"|fillBuffer|Memcpy|Memset|__amd_rocclr|batched_transpose|transpose_NCHW|SubTensorOp|OpTensor"
+)
+# operation named by a hand-written kernel -> the library routine to call instead (per stack)
+LIBRARY_ROUTINES: tuple[tuple[str, str, str, str, str], ...] = (
+    # (operation, kernel-name regex, torch, NVIDIA library, AMD library)
+    (
+        "matrix multiplication",
+        r"(?i)gemm|matmul|mat_?mul|matrix_?mul|mmult|_mm_|bmm|dot_?product|matvec|gemv",
+        "torch.matmul / torch.bmm / torch.nn.functional.linear",
+        "cuBLAS / cuBLASLt (cublasGemmStridedBatchedEx, cublasLtMatmul) or CUTLASS",
+        "rocBLAS / hipBLASLt (hipblasLtMatmul, rocblas_gemm_strided_batched_ex) or Composable Kernel",
+    ),
+    (
+        "convolution",
+        r"(?i)conv|stencil|im2col",
+        "torch.nn.functional.conv2d / conv3d",
+        "cuDNN (cudnnConvolutionForward, cuDNN frontend graphs)",
+        "MIOpen (miopenConvolutionForward) or Composable Kernel grouped convolution",
+    ),
+    (
+        "attention / softmax",
+        r"(?i)attention|attn|softmax",
+        "torch.nn.functional.scaled_dot_product_attention / torch.softmax",
+        "FlashAttention / cuDNN attention",
+        "Composable Kernel / AOTriton flash attention",
+    ),
+    (
+        "reduction / scan / sort",
+        r"(?i)reduce|reduction|sum|scan|prefix|sort|histogram|argmax|topk",
+        "torch.sum / torch.cumsum / torch.sort / torch.topk",
+        "CUB (cub::DeviceReduce, DeviceScan, DeviceRadixSort) / Thrust",
+        "hipCUB / rocPRIM / rocThrust",
+    ),
+    (
+        "transpose / copy",
+        r"(?i)transpose|permute|copy",
+        "tensor.permute(...).contiguous() / torch.Tensor.copy_",
+        "cuTENSOR permutation / cudaMemcpy2DAsync",
+        "hipTensor permutation / hipMemcpy2DAsync",
+    ),
+    (
+        "FFT",
+        r"(?i)fft|dft",
+        "torch.fft",
+        "cuFFT",
+        "rocFFT / hipFFT",
+    ),
+)

@@ -1,0 +1,415 @@
+"""Attention computed as separate GEMM -> softmax -> GEMM ops instead of one fused attention kernel
+
+## What it detects
+Attention written out by hand: a batched GEMM of queries and keys (``aten::bmm`` / ``aten::matmul`` /
+``aten::baddbmm`` with output ``[..., L, S]``), a softmax over its last dimension (often with a scale, mask or
+dropout in between), and a second batched GEMM of the probabilities with the values (``[..., L, S] x [..., S,
+dv]``), on the same host thread. Every such chain is one offending item: its queries/keys/values shapes, the GPU
+time of every kernel the chain launched (the two GEMMs, the softmax, the scale/mask/dropout elementwise kernels)
+and the time one fused attention kernel would take.
+
+## Why it matters
+The unfused form writes the whole ``L x S`` score matrix to HBM and reads it back several times (scale, mask,
+softmax, dropout, the second GEMM): for the TimeSformer attention of ``tracelens_h100_timesformer_k400_inference``
+(96 x 3137 x 3137 x 64 bf16) that is 1.9 GB per call, against 0.15 GB of queries, keys, values and output. Fused
+kernels (FlashAttention, cuDNN / CK attention behind ``torch.nn.functional.scaled_dot_product_attention``) keep the
+scores on chip, so they are compute-bound where the unfused chain is memory-bound; the GEMMs of the unfused chain
+also run on ``align1`` legacy kernels when ``S`` is odd (3137 here).
+
+## How it is measured
+From the recorded input shapes (``record_shapes=True``): softmax ops (``aten::softmax``, ``aten::_softmax``,
+``aten::_safe_softmax``) on at least 3-d inputs, the nearest GEMM op before them on the thread whose output is the
+softmax input (``A[..., L, d] x B[..., d, S]``), and the nearest GEMM op after them whose first operand has the
+softmax shape (``[..., L, S] x [..., S, dv]``), within ``max_chain_ms`` of host time. The chain's GPU time is every
+kernel whose launch call lies in the chain's host time range on that thread. The fused time is the attention
+roofline at ``fused_efficiency`` of the dense peak of the dtype: ``max(4 * batch * L * S * d / (eff * peak),
+(q + k + v + o) bytes / HBM bandwidth, launch floor)``; the rule's bound is the chain time minus that. The fix
+replayed (docs/impact.md) gives the first kernel of each chain the fused time and the others none.
+``fused_efficiency = 0.5``: FlashAttention-2 forward reaches 50-70 % of the dense bf16 peak on A100/H100 for head
+dims 64-128 (Dao 2023), FlashAttention-3 75 % on H100; the default stays at the low end.
+
+Numbers from the corpus: ``tracelens_h100_timesformer_k400_inference`` runs 12 chains of 96 x 3137 x 3137 x 64
+(matmul 1.9 ms, mul 1.0 ms, softmax 1.9 ms, matmul 1.7 ms per call on ``cutlass_75_..._align1`` kernels), 6.5 ms
+per chain against 0.4 ms fused; ``tracelens_mi300x_timesformer_k400_inference`` has the same model on MI300X.
+Models that already call SDPA (``tracelens_h100_bert_small_inference``, ``h200_infer_bf16_sdpa``) stay silent.
+
+## Known false positives
+Attention variants that fused kernels do not support (custom score functions other than scale/mask/bias, some
+relative-position schemes) must stay unfused or use FlexAttention. Only the forward chain is matched; the backward
+of an unfused attention costs about twice as much again and is not counted, so training savings are understated.
+A GEMM -> softmax -> GEMM chain that is not attention (a mixture-of-experts router followed by a GEMM of the
+gates) is matched when its shapes line up.
+
+## References
+- PyTorch ``torch.nn.functional.scaled_dot_product_attention``:
+  https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html
+- Tri Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning" (2023);
+  Shah et al., "FlashAttention-3" (2024).
+- AMD ROCm: Composable Kernel attention and FlashAttention for ROCm:
+  https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/model-acceleration-libraries.html
+- ``traceadvisor.roofline`` (cost model of attention), ``../shared/docs/devices.md`` (peaks)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceadvisor.devices import peak_tflops, resolve_models
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.roofline import LAUNCH_FLOOR_NS
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="ATT001",
+    name="unfused-attention",
+    title="Attention computed as GEMM -> softmax -> GEMM instead of one fused attention kernel",
+    summary="{count} unfused attention chains ({shapes}) took {chain_ms:.1f} ms on the GPU; a fused attention "
+    "kernel would take about {fused_ms:.1f} ms, saving {impact_ms:.1f} ms ({share_pct:.1f}% of the window)",
+    advice={
+        "common": "Compute attention with one fused kernel that never writes the L x S score matrix to memory: "
+        "scaled dot-product attention / FlashAttention, with the scale, causal mask or additive mask passed "
+        "as arguments instead of separate ops.",
+        "torch": "Replace q @ k.transpose(-2, -1) -> softmax -> @ v by "
+        "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., "
+        "is_causal=...) (nn.MultiheadAttention and Hugging Face models: attn_implementation='sdpa' or "
+        "'flash_attention_2'); check the backend with torch.nn.attention.sdpa_kernel; for custom score "
+        "functions use torch.nn.attention.flex_attention under torch.compile.",
+        "nvidia": "SDPA dispatches to FlashAttention-2, memory-efficient attention or cuDNN attention on "
+        "sm80+ (bf16/fp16); the flash-attn package (FlashAttention-3 on Hopper) or Transformer Engine's "
+        "DotProductAttention are alternatives. Head dims that are multiples of 8 keep the fused path.",
+        "amd": "On ROCm, SDPA uses the AOTriton / Composable Kernel (CK) flash attention kernels on MI200/MI300 "
+        "(bf16/fp16); the ROCm flash-attention package (CK or Triton backend) and aiter's attention kernels "
+        "are alternatives. Check that TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL is not needed for your GPU.",
+    },
+    needs=("kernels", "cpu_ops", "input_shapes"),
+    options={
+        "fused_efficiency": Option(
+            0.5, "fraction of peak", "share of the dense matrix peak a fused attention kernel reaches"
+        ),
+        "max_chain_ms": Option(
+            50.0, "ms", "host time from the first GEMM to the end of the second one in one chain"
+        ),
+        "min_impact_us": Option(50.0, "us", "drop findings whose summed saving is below this"),
+    },
+    confidence="high",
+)
+
+GEMM_OPS = ("aten::bmm", "aten::matmul", "aten::baddbmm")
+SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+DTYPE = {"c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4)}
+
+
+def _shape(dims_json: str | None, i: int) -> list[int] | None:
+    try:
+        d = json.loads(dims_json or "[]")[i]
+    except (ValueError, IndexError, TypeError):
+        return None
+    return d if isinstance(d, list) and all(isinstance(x, int) for x in d) else None
+
+
+def _first_type(types_json: str | None) -> str | None:
+    try:
+        t = json.loads(types_json or "[]")
+    except ValueError:
+        return None
+    return t[0] if t else None
+
+
+def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
+    """One row per GEMM -> softmax -> GEMM chain: thread, host range, shapes and dtype (a small Python pass over
+    the candidate ops of each thread; softmax ops are few)."""
+    ops = (
+        trace.lazy()
+        .filter(
+            (pl.col("kind") == "cpu_op")
+            & pl.col("name").is_in([*GEMM_OPS, *SOFTMAX_OPS])
+            & pl.col("input_dims").is_not_null()
+        )
+        .select("rank", "tid", "name", "start_ns", "dur_ns", "input_dims", "input_types")
+        .sort("rank", "tid", "start_ns")
+        .collect()
+    )
+    max_ns = float(options.get("max_chain_ms", 50.0)) * 1e6
+    out: list[dict[str, Any]] = []
+    for (_rank, _tid), g in ops.group_by(["rank", "tid"], maintain_order=True):
+        rows = g.to_dicts()
+        last_end = -1
+        for i, r in enumerate(rows):
+            if r["name"] not in SOFTMAX_OPS or r["start_ns"] < last_end:  # outermost softmax only
+                continue
+            s = _shape(r["input_dims"], 0)
+            if not s or len(s) < 3:
+                continue
+            lq, sk = s[-2], s[-1]
+            first = next(
+                (
+                    p
+                    for p in reversed(rows[:i])
+                    if p["name"] in GEMM_OPS
+                    and (a := _shape(p["input_dims"], 1 if p["name"] == "aten::baddbmm" else 0))
+                    and (b := _shape(p["input_dims"], 2 if p["name"] == "aten::baddbmm" else 1))
+                    and len(a) >= 3
+                    and a[-2] == lq
+                    and b[-1] == sk
+                ),
+                None,
+            )
+            second = next(
+                (
+                    n
+                    for n in rows[i + 1 :]
+                    if n["name"] in GEMM_OPS
+                    and (a := _shape(n["input_dims"], 0))
+                    and (b := _shape(n["input_dims"], 1))
+                    and a[-2:] == [lq, sk]
+                    and len(b) >= 2
+                    and b[-2] == sk
+                ),
+                None,
+            )
+            if first is None or second is None:
+                continue
+            end = second["start_ns"] + second["dur_ns"]
+            if end - first["start_ns"] > max_ns:
+                continue
+            last_end = end
+            q = _shape(first["input_dims"], 1 if first["name"] == "aten::baddbmm" else 0)
+            v = _shape(second["input_dims"], 1)
+            batch = int(np.prod(s[:-2]))
+            dt = DTYPE.get(_first_type(r["input_types"]) or "", ("bf16", 2))
+            out.append(
+                {
+                    "rank": r["rank"],
+                    "tid": r["tid"],
+                    "chain_start_ns": first["start_ns"],
+                    "chain_end_ns": end,
+                    "batch": batch,
+                    "l": lq,
+                    "s": sk,
+                    "d": q[-1],
+                    "dv": v[-1],
+                    "dtype": dt[0],
+                    "elem_bytes": dt[1],
+                    "ops": f"{first['name']} -> {r['name']} -> {second['name']}",
+                }
+            )
+    schema = {
+        "rank": pl.Int32,
+        "tid": pl.Int64,
+        "chain_start_ns": pl.Int64,
+        "chain_end_ns": pl.Int64,
+        "batch": pl.Int64,
+        "l": pl.Int64,
+        "s": pl.Int64,
+        "d": pl.Int64,
+        "dv": pl.Int64,
+        "dtype": pl.String,
+        "elem_bytes": pl.Int64,
+        "ops": pl.String,
+    }
+    return pl.DataFrame(out, schema=schema)
+
+
+def _chain_kernels(trace: Trace, ch: pl.DataFrame) -> pl.LazyFrame:
+    """Kernels whose launch call lies inside a chain's host range on its thread, with the chain's index."""
+    lf = trace.lazy()
+    rt = (
+        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select("rank", "tid", "correlation_id", pl.col("start_ns").alias("api_ns"))
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    k = (
+        lf.filter((pl.col("kind") == "kernel") & pl.col("correlation_id").is_not_null())
+        .select("rank", "device", "stream", "correlation_id", "start_ns", "dur_ns", "name")
+        .join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
+        .sort("api_ns")
+    )
+    spans = (
+        ch.lazy()
+        .with_row_index("chain")
+        .select(pl.col("rank").alias("c_rank"), "tid", "chain", "chain_start_ns", "chain_end_ns")
+        .sort("chain_start_ns")
+    )
+    return k.join_asof(
+        spans, left_on="api_ns", right_on="chain_start_ns", by="tid", check_sortedness=False
+    ).filter((pl.col("api_ns") <= pl.col("chain_end_ns")) & pl.col("rank").eq_missing(pl.col("c_rank")))
+
+
+def _peaks(trace: Trace) -> dict[str, float] | None:
+    for r in resolve_models(trace):
+        m = r.model
+        if m.tflops and m.hbm_tbs:
+            p = {c: peak_tflops(m, c, r.compute_units) for c in ("bf16", "fp16", "fp32", "tf32")}
+            return {**{k: v for k, v in p.items() if v}, "hbm_tbs": m.hbm_tbs}
+    return None
+
+
+def requires(trace: Trace) -> str | None:
+    if _peaks(trace) is None:
+        return "no device peaks known for the trace's GPU: the fused attention time cannot be estimated"
+    return None
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    ch = chains(trace, options)
+    peaks = _peaks(trace) or {}
+    eff = float(options.get("fused_efficiency", 0.5))
+    floor = LAUNCH_FLOOR_NS.get(trace.meta.vendor, 1_000.0)
+    # fp32 attention inputs: a fused kernel runs them at the TF32 (else FP32) rate
+    peak_of = {
+        "bf16": peaks.get("bf16"),
+        "fp16": peaks.get("fp16"),
+        "fp32": peaks.get("tf32") or peaks.get("fp32"),
+    }
+    ch = ch.with_columns(
+        peak_tflops=pl.col("dtype").replace_strict(peak_of, default=None, return_dtype=pl.Float64),
+        flops=2.0 * pl.col("batch") * pl.col("l") * pl.col("s") * (pl.col("d") + pl.col("dv")),
+        io_bytes=(
+            pl.col("batch") * (pl.col("l") * pl.col("d") + pl.col("s") * (pl.col("d") + pl.col("dv")))
+            + pl.col("batch") * pl.col("l") * pl.col("dv")
+        ).cast(pl.Float64)
+        * pl.col("elem_bytes"),
+        score_bytes=(pl.col("batch") * pl.col("l") * pl.col("s") * pl.col("elem_bytes")).cast(pl.Float64),
+    ).with_columns(
+        fused_ns=pl.max_horizontal(
+            pl.col("flops") / (eff * pl.col("peak_tflops") * 1e3),
+            pl.col("io_bytes") / (peaks.get("hbm_tbs", 1.0) * 1e3),
+            pl.lit(floor),
+        )
+    )
+    k = _chain_kernels(trace, ch)
+    per = k.group_by("chain").agg(
+        pl.col("device").drop_nulls().first(),
+        pl.col("dur_ns").sum().alias("chain_gpu_ns"),
+        pl.len().alias("kernels"),
+        pl.col("start_ns").min().alias("start_ns"),
+        (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+        pl.col("name").sort_by("dur_ns", descending=True).first().alias("top_kernel"),
+    )
+    rows = (
+        ch.lazy()
+        .with_row_index("chain")
+        .join(per, on="chain", how="inner")
+        .with_columns(
+            impact_ns=(pl.col("chain_gpu_ns") - pl.col("fused_ns"))
+            .clip(lower_bound=0)
+            .round(0)
+            .cast(pl.Int64),
+            shape=pl.format("{}x{}x{}x{}", "batch", "l", "s", "d"),
+        )
+    )
+    total = pl.col("impact_ns").sum().over("rank", "device")
+    return rows.filter(
+        (total >= options.get("min_impact_us", 50.0) * 1000) & (pl.col("impact_ns") > 0)
+    ).select(
+        "rank",
+        pl.col("device").cast(pl.Int32),
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        "shape",
+        "batch",
+        "l",
+        "s",
+        "d",
+        "dv",
+        "dtype",
+        "ops",
+        "kernels",
+        "top_kernel",
+        (pl.col("chain_gpu_ns") / 1e3).alias("chain_gpu_us"),
+        (pl.col("fused_ns") / 1e3).alias("fused_us"),
+        (pl.col("score_bytes") / 1e6).alias("score_matrix_mb"),
+        "chain_start_ns",
+        "chain_end_ns",
+        "tid",
+    )
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+    shapes = rows.group_by("shape", "dtype").agg(pl.len().alias("chains")).sort("chains", descending=True)
+    return {
+        "shapes": ", ".join(f"{s} {d}" for s, d, _ in shapes.head(3).iter_rows()),
+        "chain_ms": float(rows["chain_gpu_us"].sum()) / 1e3,
+        "fused_ms": float(rows["fused_us"].sum()) / 1e3,
+        "fused_efficiency": float(options.get("fused_efficiency", 0.5)),
+        "score_matrix_mb_per_chain": float(rows["score_matrix_mb"].max()),
+    }
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
+    """SDPA / FlashAttention: each chain's kernels become one kernel of the fused time."""
+    ch = rows.select("rank", "tid", "chain_start_ns", "chain_end_ns", "fused_us")
+    k = _chain_kernels(trace, ch.drop("fused_us")).collect()
+    if not k.height:
+        return None
+    k = k.join(ch.with_row_index("chain").select("chain", "fused_us"), on="chain")
+    first = pl.col("start_ns") == pl.col("start_ns").min().over("chain")
+    k = k.with_columns(
+        new_ns=pl.when(first).then((pl.col("fused_us") * 1e3).round(0)).otherwise(0.0).cast(pl.Int64)
+    )
+    g = gpu_eids(trace, k.select("rank", "device", "stream", "correlation_id", "start_ns")).join(
+        k.select("rank", "correlation_id", "start_ns", "new_ns"),
+        on=["rank", "correlation_id", "start_ns"],
+        nulls_equal=True,
+    )
+    if not g.height:
+        return None
+    return Fix(
+        f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak"
+    ).gpu_duration(g["eid"], np.minimum(g["new_ns"].to_numpy(), g["dur_ns"].to_numpy()))
+
+
+def _attention_step(b: TraceBuilder, host: float, gpu: float, fused: bool) -> tuple[float, float]:
+    """One attention layer of 96 x 3137 x 3137 x 64 bf16 (TimeSformer on an H200); the host runs ahead."""
+    q, kt = [96, 3137, 64], [96, 64, 3137]
+    bf = ["c10::BFloat16", "c10::BFloat16"]
+    if fused:
+        dims = [[8, 12, 3137, 64]] * 3
+        b.cpu_op("aten::scaled_dot_product_attention", host, 60, dims=dims, types=["c10::BFloat16"] * 3)
+        kernel = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>"
+        b.launch(kernel, host + 10, max(gpu, host + 20), 420)
+        return host + 100, max(gpu, host + 20) + 422
+    steps = [
+        ("aten::bmm", [q, kt], "cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_32x2_tn_align1", 1900),
+        ("aten::mul", [[96, 3137, 3137], []], "vectorized_elementwise_kernel<4, MulFunctor>", 1000),
+        ("aten::softmax", [[96, 3137, 3137], [], []], "cunn_SoftMaxForward<8, bf16>", 1900),
+        (
+            "aten::bmm",
+            [[96, 3137, 3137], [96, 3137, 64]],
+            "cutlass_75_tensorop_bf16_s1688gemm_bf16_128x64_nn_align1",
+            1700,
+        ),
+    ]
+    for name, dims, kernel, us in steps:
+        b.cpu_op(name, host, 40, dims=dims, types=bf)
+        gpu = max(gpu, host + 20)
+        b.launch(kernel, host + 5, gpu, us)
+        host += 50
+        gpu += us + 2
+    return host, gpu
+
+
+def _run(fused: bool) -> Trace:
+    b = TraceBuilder(name="att001_good" if fused else "att001_bad")
+    host = gpu = 0.0
+    for _ in range(3):
+        host, gpu = _attention_step(b, host, gpu, fused)
+    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
+    return b.build()
+
+
+def example_bad() -> Trace:
+    """TimeSformer-style attention written as bmm -> mul -> softmax -> bmm (6.5 ms per layer on an H200)."""
+    return _run(False)
+
+
+def example_good() -> Trace:
+    """The same attention through scaled_dot_product_attention (one flash kernel, 0.4 ms)."""
+    return _run(True)
