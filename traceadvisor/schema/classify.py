@@ -202,7 +202,9 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
 KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (r"(?i)fp8|f8f8|e4m3|e5m2|_F8|int8|i8i8|imma", "low"),
     (
-        r"(?i)bf16|bfloat16|_BBS_|_BH_|_HHS_|_HB_|_HS_|h884|h1688|h16816|hgemm|fp16|f16f16|_f16_|_half|half_",
+        # nvjet (cuBLASLt, Hopper+) names a 16-bit operand type with an "_h_" token: nvjet_tst_..._h_bz_...
+        r"(?i)bf16|bfloat16|_BBS_|_BH_|_HHS_|_HB_|_HS_|h884|h1688|h16816|hgemm|fp16|f16f16|_f16_|_half|half_"
+        r"|nvjet\w*_h_",
         "low",
     ),
     (r"(?i)tf32|xf32|_MX|s1688|s16816", "tf32"),
