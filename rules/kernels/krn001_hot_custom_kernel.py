@@ -17,10 +17,10 @@ kernel dominates the run, calling the library is the largest available saving.
 ## How it is measured
 Kernels are grouped by name per device; a group is reported when it is custom (not a library kernel), matches an
 operation with a library equivalent, and its GPU time is at least ``min_share`` of the device's kernel time and at
-least ``min_ms``. ``impact_ns`` is the group's GPU time: the time at stake, an upper bound of the saving. The
-saving itself cannot be predicted from the trace: the kernel's problem size (M, N, K, batch) and data type are not
-recorded (rocprof and Nsight Systems record the launch grid, not the arguments), so no fix is replayed and the
-prediction says so; the evidence gives the launch grid and block sizes to help size the library call.
+least ``min_ms``. ``impact_ns`` is the group's GPU time: the time at stake, an upper bound of the saving, said so
+in the summary. The saving itself cannot be predicted from the trace: the kernel's problem size (M, N, K, batch)
+and data type are not recorded (rocprof and Nsight Systems record the launch grid, not the arguments), so the rule
+has no fix to replay (``prediction`` is null, ``evidence.saving_note`` says why); the evidence gives the launch grid and block sizes to help size the library call.
 
 ## Known false positives
 A custom kernel that fuses several operations (a fused epilogue, a custom quantized GEMM) may already beat the
@@ -41,7 +41,6 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.replay.fix import Fix
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import LIBRARY_KERNEL_RE, LIBRARY_ROUTINES
 from traceadvisor.testing import TraceBuilder
@@ -52,7 +51,8 @@ RULE = Rule(
     name="hot-custom-kernel",
     title="A hand-written kernel dominates GPU time where a library routine exists",
     summary="The custom kernel {kernel} ({operation}) takes {kernel_share_pct:.0f}% of the GPU time ({impact_ms:.1f} ms "
-    "in {count} launches); use {library} instead",
+    "in {count} launches, the time at stake); use {library} instead. The saving is not predicted: the "
+    "trace does not record the kernel's problem size",
     advice={
         "common": "Replace the hand-written kernel by the vendor library routine for the same operation (see "
         "`library` in the evidence) and compare; keep the custom kernel only if it fuses work the library "
@@ -145,11 +145,6 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "kernel_share_pct": 100.0 * float(top["kernel_share"]),
         "saving_note": "not predicted: the kernel's problem size and dtype are not in the trace",
     }
-
-
-def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """Not expressible: the library kernel's time depends on the problem size, which the trace does not hold."""
-    return None
 
 
 def _run(custom: bool) -> Trace:

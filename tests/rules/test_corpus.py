@@ -28,6 +28,10 @@ CHECKS = {
     "GEM002": lambda f: f.impact_ns <= f.evidence["fp32_gemm_ms"] * 1e6,
     "LNC001": lambda f: f.count >= 100,
     "STR001": lambda f: False,  # every corpus file holds one rank: a straggler finding is always wrong
+    "ATT001": lambda f: f.evidence["fused_ms"] < f.evidence["chain_ms"],
+    "PRC001": lambda f: f.impact_ns <= f.evidence["matrix_ms"] * 1e6,
+    # the only hand-written hot kernel of the corpus is the naive HIP batched matmul; library kernels never fire
+    "KRN001": lambda f: f.evidence["kernel"].startswith("batched_matrix_multiplication"),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from corpus_check import corpus_files, ids, load_or_skip, rule, runner, trace
+from corpus_check import rule, runner, trace
 
 RM = rule("kernels/krn001_hot_custom_kernel.py")
 run = runner(RM)
@@ -13,7 +13,7 @@ NAIVE = ("rocprof_csv/mi300x_hip_bmm_naive/results.json", "rocprof_csv/mi300x_hi
 def test_examples():
     (f,) = run(RM.module.example_bad()).findings
     assert f.evidence["operation"] == "matrix multiplication" and "hipBLASLt" in f.summary
-    assert f.prediction["method"].startswith("not modelled")
+    assert f.prediction is None and "not predicted" in f.summary  # the time at stake, said as such
     assert run(RM.module.example_good()).findings == []
 
 
@@ -25,12 +25,3 @@ def test_naive_bmm_on_mi300x(path):
     assert f.advice["stack"] == "amd" and "rocBLAS" in f.summary
     assert "rocblas" in f.advice["primary"].lower() and "cublas" in f.advice["other"].lower()
     assert "not predicted" in f.evidence["saving_note"]
-
-
-CORPUS = [p for p in corpus_files() if "mi300x_hip_bmm_naive" not in str(p)]
-
-
-@pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
-def test_library_kernels_are_never_flagged(path):
-    """Every other trace of the corpus runs library, ATen, Triton or NCCL kernels only: no finding."""
-    assert run(load_or_skip(path)).findings == []
