@@ -307,6 +307,7 @@ class Summary:
     streams: pl.DataFrame  # rank, device, stream, time_ns, busy_ns, count
     kernels: pl.DataFrame  # name, category, count, total_ns, mean_ns, median_ns, min_ns, max_ns, share
     step_source: str | None = None
+    roofline: dict[str, Any] = field(default_factory=dict)  # traceadvisor.roofline.roofline_summary
     outside_ns: int = 0
     outside_count: int = 0
     totals: dict[str, Any] = field(default_factory=dict)
@@ -326,6 +327,9 @@ class Summary:
             outside_count=int(out["outside_count"][0] or 0) if out.height else 0,
         )
         s.totals = s._totals()
+        from traceadvisor.roofline import roofline_summary
+
+        s.roofline = roofline_summary(p.trace)
         return s
 
     def _totals(self) -> dict[str, Any]:
@@ -361,6 +365,7 @@ class Summary:
             "categories": self.categories.to_dicts(),
             "streams": self.streams.to_dicts(),
             "top_kernels": self.kernels.to_dicts(),
+            "roofline": self.roofline,
         }
 
 

@@ -40,6 +40,9 @@ def print_summary(res) -> None:
         cp = _cp_line(res, t.name)
         if cp:
             con.print(f"  {escape(cp)}")
+        rl = summary_view.roofline_line(res.summary(i))
+        if rl:
+            con.print(f"  {escape(rl)}")
         for w in t.meta.warnings:
             con.print(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not res.findings:

@@ -474,3 +474,84 @@ def __getattr__(name: str) -> Any:
 
         return getattr(timeline, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+ROOFLINE_COLORS = {
+    "gemm": "#3b6fb6",
+    "attention": "#e15759",
+    "conv": "#59a14f",
+    "norm": "#f28e2b",
+    "elementwise": "#7b4fb0",
+    "reduction": "#2a9d8f",
+}
+
+
+def roofline_figure(rf: dict[str, Any]) -> go.Figure:
+    """Per-op roofline (``traceadvisor.roofline.roofline_summary``): every op group's achieved TFLOP/s against its
+    arithmetic intensity, one colour per family, with the memory slope, the compute ceilings and their ridges."""
+    fig = new_figure()
+    ops = rf.get("ops") or []
+    dev = rf.get("device") or {}
+    bw = dev.get("hbm_tbs")
+    peaks = sorted({float(v) for v in (dev.get("peaks_tflops") or {}).values() if v})
+    xs_pts = [o["intensity"] for o in ops if o["intensity"] > 0]
+    if not xs_pts:
+        return fig
+    lo = min(min(xs_pts) / 3, (peaks[0] / bw / 10) if (peaks and bw) else min(xs_pts) / 3)
+    hi = max(max(xs_pts) * 3, (peaks[-1] / bw * 10) if (peaks and bw) else max(xs_pts) * 3)
+    for p in peaks:
+        xs = [lo * (hi / lo) ** (j / 79) for j in range(80)]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[min(p, x * bw) if bw else p for x in xs],
+                mode="lines",
+                name=f"roofline {p:g} TFLOP/s, {bw:g} TB/s" if bw else f"peak {p:g} TFLOP/s",
+                line={"color": "#888", "dash": "dash", "width": 1.2},
+                hoverinfo="skip",
+            )
+        )
+        if bw:
+            fig.add_trace(
+                go.Scatter(
+                    x=[p / bw],
+                    y=[p],
+                    mode="markers+text",
+                    name=f"ridge {p / bw:.0f} FLOP/B",
+                    text=[f"ridge {p / bw:.0f} FLOP/B"],
+                    textposition="bottom right",
+                    textfont={"size": 10, "color": "#555"},
+                    marker={"symbol": "diamond", "size": 9, "color": "#555"},
+                    hovertemplate="ridge point: %{x:.0f} FLOP/byte, %{y:g} TFLOP/s<extra></extra>",
+                )
+            )
+    for fam in dict.fromkeys(o["family"] for o in ops):
+        sub = [o for o in ops if o["family"] == fam and o["intensity"] > 0 and o["tflops"] > 0]
+        if not sub:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[o["intensity"] for o in sub],
+                y=[o["tflops"] for o in sub],
+                mode="markers",
+                name=esc(fam),
+                text=[esc(f"{o['op']} {o['shapes']} {o['dtype']}") for o in sub],
+                marker={
+                    "size": [min(34.0, 7 + 3 * math.sqrt(max(o["gpu_ms"], 0.0) * 10)) for o in sub],
+                    "color": ROOFLINE_COLORS.get(fam, "#999"),
+                    "line": {"width": 1, "color": "#fff"},
+                    "opacity": 0.85,
+                },
+                customdata=[[o["calls"], o["gpu_ms"], o["pct_of_roofline"], o["bound"]] for o in sub],
+                hovertemplate=(
+                    "%{text}<br>%{y:.2f} TFLOP/s at %{x:.2f} FLOP/byte<br>%{customdata[2]:.0f}% of roofline "
+                    "(%{customdata[3]}-bound)<br>%{customdata[0]} calls, %{customdata[1]:.3f} ms<extra></extra>"
+                ),
+            )
+        )
+    fig.update_xaxes(
+        type="log", title={"text": "arithmetic intensity (FLOP per byte moved, minimum traffic)"}
+    )
+    fig.update_yaxes(type="log", title={"text": "achieved TFLOP/s"})
+    fig.update_layout(height=460, legend={"orientation": "v"})
+    return fig

@@ -409,6 +409,13 @@ def _trace_ctx(
         if steps is not None and steps.height:
             figs[f"steps-{i}"] = F.step_figure(steps)
             ctx["step_fig"] = f"steps-{i}"
+        rf = summary.roofline or {}
+        if rf.get("ops"):
+            figs[f"roofline-{i}"] = F.roofline_figure(rf)
+            ctx["roofline_fig"] = f"roofline-{i}"
+            ctx["roofline_rows"] = summary_view.roofline_rows(summary, top=15)
+            ctx["roofline_line"] = summary_view.roofline_line(summary)
+            ctx["roofline_total"] = rf.get("ops_total", 0)
     return ctx
 
 

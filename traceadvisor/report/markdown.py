@@ -57,6 +57,7 @@ def _value(key: str, v: Any, t0: int | None) -> str:
 
 
 def _trace_lines(res) -> list[str]:
+    from traceadvisor.report import summary_view
 
     lines = []
     for i, t in enumerate(res.traces):
@@ -68,6 +69,17 @@ def _trace_lines(res) -> list[str]:
             f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
             f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events"
         )
+        rl = summary_view.roofline_line(s)
+        if rl:
+            lines.append("")
+            lines.append(md_text(rl))
+            rows = summary_view.roofline_rows(s)
+            heads = list(rows[0])
+            lines.append("")
+            lines.append("| " + " | ".join(heads) + " |")
+            lines.append("|" + "---|" * len(heads))
+            lines.extend("| " + " | ".join(md_text(r[h]) for h in heads) + " |" for r in rows)
+            lines.append("")
         health = list(m.warnings)
         if m.truncated:
             health.insert(0, "input truncated: only the readable part was imported")

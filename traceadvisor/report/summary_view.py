@@ -37,3 +37,31 @@ def items(s: Summary) -> list[tuple[str, str]]:
 def line(s: Summary) -> str:
     """The summary in one line of plain text (no markup characters that Markdown or HTML would change)."""
     return " · ".join(f"{k} {v}" for k, v in items(s))
+
+
+def roofline_rows(s: Summary, top: int = 10) -> list[dict[str, str]]:
+    """The per-op roofline's op groups (most GPU time first) as display strings."""
+    ops = (s.roofline or {}).get("ops") or []
+    return [
+        {
+            "op": f"{o['op'].removeprefix('aten::')} {o['shapes']}",
+            "dtype": o["dtype"],
+            "calls": str(o["calls"]),
+            "GPU time": fmt_duration(int(o["gpu_ms"] * 1e6)),
+            "achieved": f"{o['tflops']:.1f} TFLOP/s, {o['tbps']:.2f} TB/s",
+            "roofline": f"{o['pct_of_roofline']:.0f}% ({o['bound']}-bound)",
+        }
+        for o in ops[:top]
+    ]
+
+
+def roofline_line(s: Summary) -> str | None:
+    """Per op family: its share of the roofline (roofline time / GPU time) and GPU time, in one line."""
+    fams = (s.roofline or {}).get("families") or []
+    if not fams:
+        return None
+    parts = [
+        f"{f['family']} {f['pct_of_roofline']:.0f}% of roofline ({fmt_duration(int(f['gpu_ms'] * 1e6))})"
+        for f in fams
+    ]
+    return "per-op roofline: " + ", ".join(parts)
