@@ -329,6 +329,8 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "chain_start_ns",
         "chain_end_ns",
         "tid",
+        pl.col("tid").alias("host_tid"),
+        pl.col("chain_start_ns").alias("host_start_ns"),
     )
 
 

@@ -168,6 +168,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         "host_call",
         "host_blocked_ns",
         "stream",
+        "correlation_id",
         pl.col("memory_inferred").fill_null(False),
         pl.when(pl.col("memory_inferred").fill_null(False))
         .then(pl.lit("medium"))

@@ -59,7 +59,7 @@ def print_summary(res) -> None:
                 f"{100 * f.share:.1f}%",
                 f.confidence,
                 str(f.count),
-                escape(f.summary),
+                escape(f.summary + (f"\n  at {', '.join(f.sources)}" if f.sources else "")),
             )
         con.print(tab)
     if res.skipped:

@@ -135,6 +135,9 @@ class Finding:
     minor: bool = False  # predicted saving below max(0.5% of the window, 50 us): not ranked, not failed on
     bound_ns: int | None = None  # the rule's own bound, for rules whose fix the replay cannot express
     trace_index: int = 0  # position of the trace in the analysis (names can repeat: a/x.json, b/x.json)
+    sources: list[str] = field(
+        default_factory=list
+    )  # user frames "train.py:88 step (12x)" (traceadvisor.source)
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-able builtins (msgspec), in field order; ``bound_ns`` only when set."""

@@ -311,6 +311,9 @@ def analyze(
         except Exception as e:  # noqa: BLE001
             res.errors.append(_err(rm, traces[i], e))
     res.findings.sort(key=_finding_order)
+    from traceadvisor.source import attach
+
+    attach(res.findings, res.traces)
     _predict_all(res, fixes)
     return res
 

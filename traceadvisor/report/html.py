@@ -287,6 +287,7 @@ def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any]) -> dict[str, A
         "name": f.name,
         "title": f.title,
         "summary": f.summary,
+        "sources": list(getattr(f, "sources", []) or []),
         "trace": f.trace,
         "trace_idx": f.trace_index,
         "rank": f.rank,

@@ -109,7 +109,7 @@ def _table(res) -> list[str]:
         where = f" ({md_text(label, 44)})" if multi else ""
         rows.append(
             f"| {i} | `{f.rule}` {md_text(f.name)} | {_dur(f.impact_ns)} | {100 * f.share:.1f}% | "
-            f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where} |"
+            f"{md_text(f.confidence)} | {f.count:,} | {md_text(f.summary, 300)}{where}{_at(f)} |"
         )
     if len(ranked) > TABLE_ROWS:
         rows.append(
@@ -162,6 +162,8 @@ def _detail(i: int, f, t0: int | None) -> list[str]:
         md_text(f.summary, 600),
         "",
     ]
+    if getattr(f, "sources", None):
+        out.extend(["Where in your code: " + ", ".join(md_text(x, 120) for x in f.sources), ""])
     if adv.get("primary"):
         out.append(f"- **Fix on {STACK_LABELS.get(stack, stack)}:** {md_advice(adv['primary'])}")
     if adv.get("torch"):
@@ -198,6 +200,12 @@ def _rules(res) -> list[str]:
         ]
         out += ["", "</details>"]
     return out
+
+
+def _at(f) -> str:
+    """`` at train.py:88 step`` when the finding names the user's frames."""
+    src = getattr(f, "sources", None)
+    return f" — at {md_text(src[0], 80)}" if src else ""
 
 
 def render_markdown(result, limit: int = LIMIT) -> str:
