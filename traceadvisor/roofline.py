@@ -45,6 +45,7 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
+from traceadvisor.knowledge import operators
 from traceadvisor.trace import Trace
 
 # (family, regex on the op name): first match wins. Backward ops are told by "backward" in their name.
@@ -149,25 +150,12 @@ def _numel(shape: list[int]) -> int:
 
 
 def _gemm(name: str, dims: list, ts) -> tuple[float, float] | None:
-    ia, ib = (
-        (1, 2)
-        if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm")
-        else (0, 1)
-    )
-    a, b = (_ints(dims[ia]) if ia < len(dims) else None), (_ints(dims[ib]) if ib < len(dims) else None)
-    if not a or not b:
+    got = operators.gemm_dims(name, dims)
+    if got is None:
         return None
-    if name == "aten::linear":
-        if len(b) != 2:
-            return None
-        (n, k2), k, m, batch = b, a[-1], _numel(a[:-1]), 1
-    else:
-        if len(a) < 2 or len(b) < 2:
-            return None
-        (m, k), (k2, n) = a[-2:], b[-2:]
-        batch = max(_numel(a[:-2]), _numel(b[:-2]))
-    if k != k2 or min(m, n, k) <= 0:
-        return None
+    batch, m, n, k, ia = got
+    ib = operators.GEMM_OPS[name][1]
+    a, b = _ints(dims[ia]) or [], _ints(dims[ib]) or []
     eb = ts[0][1]
     return 2.0 * batch * m * n * k, float((_numel(a) + _numel(b) + batch * m * n) * eb)
 

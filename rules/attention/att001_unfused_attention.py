@@ -60,6 +60,7 @@ import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import operators
 from traceadvisor.replay.fix import Fix, gpu_eids
 from traceadvisor.roofline import LAUNCH_FLOOR_NS
 from traceadvisor.testing import TraceBuilder
@@ -100,7 +101,12 @@ RULE = Rule(
     confidence="high",
 )
 
-GEMM_OPS = ("aten::bmm", "aten::matmul", "aten::baddbmm")
+# batched GEMM ops (operand positions from the knowledge table): Q K^T and P V are bmm / matmul / baddbmm
+GEMM_OPS = {
+    n: spec[:2]
+    for n, spec in operators.GEMM_OPS.items()
+    if spec[2] == "mm" and ("bmm" in n or "matmul" in n) and "addbmm" not in n.replace("baddbmm", "")
+}
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 DTYPE = {"c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4)}
 
@@ -152,8 +158,8 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
                     p
                     for p in reversed(rows[:i])
                     if p["name"] in GEMM_OPS
-                    and (a := _shape(p["input_dims"], 1 if p["name"] == "aten::baddbmm" else 0))
-                    and (b := _shape(p["input_dims"], 2 if p["name"] == "aten::baddbmm" else 1))
+                    and (a := _shape(p["input_dims"], GEMM_OPS[p["name"]][0]))
+                    and (b := _shape(p["input_dims"], GEMM_OPS[p["name"]][1]))
                     and len(a) >= 3
                     and a[-2] == lq
                     and b[-1] == sk
@@ -165,8 +171,8 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
                     n
                     for n in rows[i + 1 :]
                     if n["name"] in GEMM_OPS
-                    and (a := _shape(n["input_dims"], 0))
-                    and (b := _shape(n["input_dims"], 1))
+                    and (a := _shape(n["input_dims"], GEMM_OPS[n["name"]][0]))
+                    and (b := _shape(n["input_dims"], GEMM_OPS[n["name"]][1]))
                     and a[-2:] == [lq, sk]
                     and len(b) >= 2
                     and b[-2] == sk
@@ -179,8 +185,8 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
             if end - first["start_ns"] > max_ns:
                 continue
             last_end = end
-            q = _shape(first["input_dims"], 1 if first["name"] == "aten::baddbmm" else 0)
-            v = _shape(second["input_dims"], 1)
+            q = _shape(first["input_dims"], GEMM_OPS[first["name"]][0])
+            v = _shape(second["input_dims"], GEMM_OPS[second["name"]][1])
             batch = int(np.prod(s[:-2]))
             dt = DTYPE.get(_first_type(r["input_types"]) or "", ("bf16", 2))
             out.append(

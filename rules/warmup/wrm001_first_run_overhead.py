@@ -161,12 +161,8 @@ COMPILE_KINDS = warmup.COMPILE_KINDS
 MODULE_LOAD_OVERHEAD = apis.MODULE_LOAD_OVERHEAD
 FIND_RE = apis.ALGORITHM_FIND_RE
 FIRST_CALL_KINDS = ("cpu_op",)
-# OS-runtime calls that start or reap processes (Inductor compile workers, ptxas, nvcc), nsys osrt names
-# file-system lookups: Python importing generated modules, Inductor/Triton cache probes (thousands per compile)
-FS_META_RE = (
-    r"^(stat|stat64|lstat|lstat64|fstatat|fstatat64|newfstatat|statx|open|open64|openat|openat64|access)$"
-)
-SPAWN_RE = r"^(fork|vfork|clone3?|posix_spawnp?|execve?|execvp|execvpe|waitpid|wait4|waitid|system|popen)$"
+FS_META_RE = apis.OS_FILE_LOOKUP_RE
+SPAWN_RE = apis.OS_SPAWN_RE
 
 
 def _rk() -> pl.Expr:

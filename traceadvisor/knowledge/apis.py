@@ -293,3 +293,11 @@ def bare_name(col: str = "name") -> pl.Expr:
 def api_class_expr(col: str = "name") -> pl.Expr:
     """The class of each API name (null when it is in no class)."""
     return bare_name(col).replace_strict(API_CLASS, default=None, return_dtype=pl.String)
+
+
+# OS-runtime calls (Nsight Systems osrt) that start or reap processes: Inductor compile workers, ptxas, nvcc
+OS_SPAWN_RE = r"^(fork|vfork|clone3?|posix_spawnp?|execve?|execvp|execvpe|waitpid|wait4|waitid|system|popen)$"
+# OS-runtime file-system lookups: Python importing generated modules, Inductor/Triton cache probes
+OS_FILE_LOOKUP_RE = (
+    r"^(stat|stat64|lstat|lstat64|fstatat|fstatat64|newfstatat|statx|open|open64|openat|openat64|access)$"
+)
