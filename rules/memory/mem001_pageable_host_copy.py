@@ -39,6 +39,13 @@ costs what an asynchronous launch costs in this trace: the median kernel-launch 
 the evidence rows is the copy-time bound above. On `torch/h200_h2d_pageable` the replay predicts 94.9 ->
 62.4 ms; the same program with pinned buffers (`h200_h2d_pinned`) records 60.7 ms.
 
+ROCm PyTorch traces record no memory kind (`Memcpy HtoD (Host -> Device)`); the import's host-memory view
+(`importers._host_memory`) infers pageable/pinned from bandwidth and host blocking, as for rpd and rocprof. Copies
+it leaves `unknown` (between its bands: a blocking `hipMemcpyWithStream` blocks whatever the memory) are flagged
+with low confidence when they ran below `unknown_max_fraction` (0.8) of the pinned rate:
+`tracelens_mi300x_timesformer_k400_inference` copies 38.5 MB at 35.4 GB/s (the host call lasting 1.7 ms for a
+1.09 ms copy) where MI300X's PCIe Gen5 link moves 55 GB/s pinned.
+
 ## Known false positives
 A pageable copy outside the hot loop (loading weights once, saving a checkpoint) is real but may not be worth
 pinning; look at the count per step. On AMD the pageable kind is inferred: a pinned copy that ran slowly
@@ -70,7 +77,8 @@ RULE = Rule(
     name="pageable-host-copy",
     title="Host copies from/to pageable memory",
     summary=(
-        "{count} host-device copies used pageable memory at a median {median_gbps:.1f} GB/s; pinned memory "
+        "{count} host-device copies used pageable memory{inferred_note} at a median {median_gbps:.1f} GB/s; "
+        "pinned memory "
         "({pinned_gbps:.0f} GB/s) would save {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)"
     ),
     advice={
@@ -95,10 +103,15 @@ RULE = Rule(
             "hipMemcpyWithStream, so pair pinned buffers with non_blocking=True to get the async path."
         ),
     },
-    needs=("copies", ("copy_memory_kind", "copy_memory_inferred")),
+    needs=("copies", ("copy_memory_kind", "copy_memory_inferred", "copy_bytes")),
     options={
         "default_pinned_gbs": Option(
             25.0, "GB/s", "Pinned host-link rate used when the device model is unknown (PCIe Gen4 x16)."
+        ),
+        "unknown_max_fraction": Option(
+            0.8,
+            "x pinned rate",
+            "A host copy whose memory kind the inference left unknown is flagged (low confidence) below this.",
         ),
         "pinned_latency_us": Option(
             1.5, "us", "Shortest time of a pinned copy of a few bytes: a small copy never gets faster."
@@ -126,6 +139,13 @@ def _pinned_rates(trace: Trace, default_gbs: float) -> pl.LazyFrame:
     return pl.LazyFrame(rows, schema={"device": pl.Int32, "pinned_gbps": pl.Float64, "link": pl.String})
 
 
+def _only_rate(trace: Trace, default_gbs: float) -> float:
+    """The pinned rate for a copy on a device the metadata does not list (a process that saw one GPU through
+    HIP/CUDA_VISIBLE_DEVICES): the rate of the only model the trace lists, else the default."""
+    rates = set(_pinned_rates(trace, default_gbs).collect()["pinned_gbps"].to_list())
+    return rates.pop() if len(rates) == 1 else default_gbs
+
+
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     default = float(options.get("default_pinned_gbs", 25.0))
@@ -140,11 +160,24 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         )
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
+    host_side = (
+        pl.when(pl.col("copy_kind") == "h2d").then(pl.col("src_memory")).otherwise(pl.col("dst_memory"))
+    )
+    # host side left unknown by the memory inference (between its bandwidth bands, e.g. a blocking
+    # hipMemcpyWithStream at 0.6-0.8x of the pinned rate): slow enough to be staged, low confidence
+    slow_unknown = (
+        pl.col("copy_kind").is_in(["h2d", "d2h"])
+        & host_side.is_in(["unknown", "host"])
+        & pl.col("args").fill_null("").str.contains('"memory_inference"', literal=True)
+        & (pl.col("bytes") >= 1 << 20)
+        & (pl.col("gbps") < float(options.get("unknown_max_fraction", 0.8)) * pl.col("pinned_gbps"))
+    )
     cp = (
         views.copies(lf)
-        .filter((pl.col("src_memory") == PAGEABLE) | (pl.col("dst_memory") == PAGEABLE))
         .join(_pinned_rates(trace, default), on="device", how="left")
-        .with_columns(pinned_gbps=pl.col("pinned_gbps").fill_null(default))
+        .with_columns(pinned_gbps=pl.col("pinned_gbps").fill_null(_only_rate(trace, default)))
+        .with_columns(_unknown=slow_unknown)
+        .filter((pl.col("src_memory") == PAGEABLE) | (pl.col("dst_memory") == PAGEABLE) | pl.col("_unknown"))
         .join(host, on=["rank", "correlation_id"], how="left", nulls_equal=True)
     )
     latency_ns = float(options.get("pinned_latency_us", 1.5)) * 1e3
@@ -169,8 +202,14 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         "host_blocked_ns",
         "stream",
         "correlation_id",
-        pl.col("memory_inferred").fill_null(False),
-        pl.when(pl.col("memory_inferred").fill_null(False))
+        (pl.col("memory_inferred").fill_null(False) | pl.col("_unknown")).alias("memory_inferred"),
+        pl.when(pl.col("_unknown"))
+        .then(pl.lit("unknown, below 0.8x of the pinned rate"))
+        .otherwise(host_side)
+        .alias("host_memory"),
+        pl.when(pl.col("_unknown"))
+        .then(pl.lit("low"))
+        .when(pl.col("memory_inferred").fill_null(False))
         .then(pl.lit("medium"))
         .otherwise(pl.lit("high"))
         .alias("confidence"),
@@ -214,6 +253,9 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         "copy_ms": rows["dur_ns"].fill_null(0).sum() / 1e6,
         "directions": {str(k): int(n) for k, n in by_dir.iter_rows()},
         "memory_inferred": bool(rows["memory_inferred"].any()),
+        "inferred_note": " (likely: the profiler does not record the memory kind)"
+        if bool(rows["memory_inferred"].any())
+        else "",
     }
 
 
