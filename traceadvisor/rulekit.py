@@ -13,6 +13,8 @@ and the summary in the engine's one ``pl.collect_all``.
 * ``gpu_busy(lf)``, ``gpu_idle_gaps(lf)``: merged GPU busy intervals and idle gaps per (rank, device).
 * ``api(lf, *classes)``: runtime rows of the given API classes (``knowledge.apis``), with a bare ``api`` name.
 * ``device_model(trace, device)``: the device's model from ``traceadvisor.devices`` (resolved at import).
+* ``without_queue_backpressure(trace, fix)``: a GPU-side fix also frees launch calls that waited on a full
+  launch queue (their recorded time beyond the trace's typical launch cost).
 """
 
 from __future__ import annotations
@@ -85,3 +87,26 @@ def device_model(trace: Trace, device: int | None = None) -> Model | None:
         if (device is None or d.index == device) and d.model in BY_KEY:
             return BY_KEY[d.model]
     return None
+
+
+def without_queue_backpressure(trace: Trace, fix):
+    """``fix`` (a ``replay.Fix`` that shortens GPU work) plus: every launch call longer than the trace's
+    typical launch cost takes that cost. On a GPU-bound run with no syncs the host fills the launch queue and
+    then blocks in each launch until a slot frees (``cudaLaunchKernel`` of 1.25 ms in ``h200_resnet50_fp32``);
+    the recorded host time holds that wait, which shorter GPU work removes."""
+    from traceadvisor.replay import replayer
+    from traceadvisor.replay.fix import indexed
+
+    rp = replayer(trace)
+    if rp is None:
+        return fix
+    cost = rp.launch_cost_ns
+    calls = (
+        indexed(trace)
+        .filter((pl.col("kind") == "runtime") & (pl.col("api_class") == "launch") & (pl.col("dur_ns") > cost))
+        .select("eid", "dur_ns")
+        .collect()
+    )
+    if not calls.height:
+        return fix
+    return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))

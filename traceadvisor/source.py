@@ -26,7 +26,7 @@ LIBRARY_FRAME_RE = (
     r"site-packages/|dist-packages/|/lib/python\d|^<|^/usr/lib|^/opt/conda/lib|^torch/|^torchvision/|^triton/"
     r"|^transformers/|^timm/|^accelerate/|^deepspeed/|^apex/|^numpy/|^threading\.py|^runpy\.py|^contextlib\.py"
     r"|^functools\.py|^abc\.py|^typing\.py|^importlib/|^multiprocessing/|^concurrent/|^selectors\.py|^queue\.py"
-    r"|^copy\.py|^weakref\.py|^enum\.py|^traceadvisor/"
+    r"|^copy\.py|^weakref\.py|^enum\.py|^warnings\.py|^logging/|^inspect\.py|^traceadvisor/"
 )
 MAX_SOURCES = 3
 
@@ -108,6 +108,7 @@ def _host_points(trace: Trace, items: list[dict[str, Any]], rank: Any) -> pl.Dat
             .collect()
         )
         pts.extend(rt.to_dicts())
+    untid: list[int] = []
     for i in items:
         if i.get("correlation_id") is not None:
             continue
@@ -115,6 +116,21 @@ def _host_points(trace: Trace, items: list[dict[str, Any]], rank: Any) -> pl.Dat
         t = i.get("host_start_ns", i.get("api_start_ns", i.get("start_ns")))
         if tid is not None and t is not None:
             pts.append({"rank": rank, "tid": tid, "t": t})
+        elif t is not None:
+            untid.append(int(t))
+    if untid:  # a host call named by its start time only (MEM002, SYN001): its thread from the call itself
+        calls = (
+            trace.lazy()
+            .filter(
+                pl.col("kind").is_in(["runtime", "cpu_op", "sync"])
+                & pl.col("start_ns").is_in(untid)
+                & pl.col("tid").is_not_null()
+            )
+            .select("rank", "tid", pl.col("start_ns").alias("t"))
+            .unique(subset=["t"], keep="first")
+            .collect()
+        )
+        pts.extend(calls.to_dicts())
     return pl.DataFrame(pts, schema={"rank": pl.Int32, "tid": pl.Int64, "t": pl.Int64})
 
 

@@ -63,6 +63,7 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import operators
 from traceadvisor.replay.fix import Fix, gpu_eids
 from traceadvisor.roofline import LAUNCH_FLOOR_NS
+from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -369,9 +370,9 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     )
     if not g.height:
         return None
-    return Fix(
-        f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak"
-    ).gpu_duration(g["eid"], np.minimum(g["new_ns"].to_numpy(), g["dur_ns"].to_numpy()))
+    fx = Fix(f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak")
+    fx = fx.gpu_duration(g["eid"], np.minimum(g["new_ns"].to_numpy(), g["dur_ns"].to_numpy()))
+    return without_queue_backpressure(trace, fx)
 
 
 def _attention_step(b: TraceBuilder, host: float, gpu: float, fused: bool) -> tuple[float, float]:

@@ -67,7 +67,7 @@ RULE = Rule(
     name="tiny-kernel-storm",
     title="Many kernels shorter than their launch cost",
     summary="{count} tiny kernels ({tiny_pct:.0f}% of {kernels_total}; median {kernel_us_median:.1f} us against a "
-    "{launch_us_median:.1f} us launch call): the GPU waited {impact_ms:.1f} ms for their launches "
+    "{launch_us_median:.1f} us launch call): the GPU waited {waited_ms:.1f} ms for their launches "
     "({share_pct:.1f}% of the trace; {waited_pct:.0f}% of them found the GPU idle)",
     advice={
         "common": "Launch fewer, larger kernels: fuse elementwise chains and small reductions, use fused / "
@@ -219,6 +219,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     waited = rows.filter(pl.col("impact_ns") > 0)
     return {
         "waited_pct": 100.0 * waited.height / rows.height if rows.height else 0.0,
+        "waited_ms": float(rows["impact_ns"].sum()) / 1e6,
         "launch_cost_ms": float(rows["launch_cost_ns"].sum()) / 1e6,
         "kernels_total": total,
         "tiny_pct": 100.0 * rows.height / total if total else 0.0,

@@ -52,6 +52,7 @@ import polars as pl
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import precision_expr
 from traceadvisor.testing import TraceBuilder
@@ -198,9 +199,10 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     if not g.height:
         return None
     new = (g["dur_ns"].to_numpy() / g["speedup"].to_numpy()).round()
-    return Fix(f"{rows['target'][0]} autocast for the matrix kernels").gpu_duration(
+    fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels").gpu_duration(
         g["eid"], new.astype(np.int64)
     )
+    return without_queue_backpressure(trace, fx)
 
 
 def _step(b: TraceBuilder, host: float, gpu: float, kernels: list[tuple[str, float]]) -> tuple[float, float]:

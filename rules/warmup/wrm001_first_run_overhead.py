@@ -316,21 +316,21 @@ def _steady_window_gate(lf: pl.LazyFrame, rows: pl.LazyFrame, options: dict) -> 
         st.with_columns(_i=pl.int_range(pl.len()).over("_rk"))
         .group_by("_rk")
         .agg(
-            pl.len().alias("_n"),
-            pl.col("start_ns").filter(pl.col("_i") == 0).first().alias("_s0"),
-            (pl.col("start_ns") + pl.col("dur_ns")).filter(pl.col("_i") == 0).first().alias("_e0"),
-            pl.col("dur_ns").filter(pl.col("_i") == 0).first().alias("_d0"),
-            pl.col("dur_ns").filter(pl.col("_i") > 0).median().alias("_med"),
+            pl.len().alias("_gn"),
+            pl.col("start_ns").filter(pl.col("_i") == 0).first().alias("_gs0"),
+            (pl.col("start_ns") + pl.col("dur_ns")).filter(pl.col("_i") == 0).first().alias("_ge0"),
+            pl.col("dur_ns").filter(pl.col("_i") == 0).first().alias("_gd0"),
+            pl.col("dur_ns").filter(pl.col("_i") > 0).median().alias("_gmed"),
         )
     )
     g = rows.join(per, on="_rk", how="left")
-    slow0 = (pl.col("_d0") >= factor * pl.col("_med")) & (pl.col("_d0") - pl.col("_med") >= min_ns)
+    slow0 = (pl.col("_gd0") >= factor * pl.col("_gmed")) & (pl.col("_gd0") - pl.col("_gmed") >= min_ns)
     keep = (
-        pl.col("_n").is_null()
-        | (pl.col("_n") < 3)
-        | (slow0 & (pl.col("start_ns") >= pl.col("_s0")) & (pl.col("start_ns") < pl.col("_e0")))
+        pl.col("_gn").is_null()
+        | (pl.col("_gn") < 3)
+        | (slow0 & (pl.col("start_ns") >= pl.col("_gs0")) & (pl.col("start_ns") < pl.col("_ge0")))
     )
-    return g.filter(keep).drop("_n", "_s0", "_e0", "_d0", "_med")
+    return g.filter(keep).drop("_gn", "_gs0", "_ge0", "_gd0", "_gmed")
 
 
 def _iterations(lf: pl.LazyFrame) -> pl.LazyFrame:

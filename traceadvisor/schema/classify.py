@@ -204,13 +204,13 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     (
         # nvjet (cuBLASLt, Hopper+) names a 16-bit operand type with an "_h_" token: nvjet_tst_..._h_bz_...
         r"(?i)bf16|bfloat16|_BBS_|_BH_|_HHS_|_HB_|_HS_|h884|h1688|h16816|hgemm|fp16|f16f16|_f16_|_half|half_"
-        r"|nvjet\w*_h_",
+        r"|nvjet\w*_h_|<(?:__half|half|c10::Half|__nv_bfloat16|c10::BFloat16)\b",
         "low",
     ),
     (r"(?i)tf32|xf32|_MX|s1688|s16816", "tf32"),
     (
         r"(?i)sgemm|f32f32_f32f32|_ffma_|scudnn|implicit_convolve_sgemm|_fp32|gemv2T_kernel_val<int, int, float"
-        r"|^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)",
+        r"|^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)|<float[,> ]",  # cuDNN templates <float, ...>
         "fp32",
     ),
 )
