@@ -30,3 +30,8 @@ class UnknownFormatError(InputError):
 
 class UsageError(TraceAdvisorError):
     """Bad options or rule selection."""
+
+
+class ImportFailure(InputError):
+    """An importer failed in an unexpected way on a damaged or unusual input (a defect to report, shown to the
+    user as the one-line error rather than a traceback)."""

@@ -128,7 +128,7 @@ def run_case(
     html_every: int,
     timeout: float,
 ) -> dict:
-    from traceadvisor.errors import TraceAdvisorError
+    from traceadvisor.errors import ImportFailure, TraceAdvisorError
     from traceadvisor.importers import load_trace
 
     rng = random.Random(f"{base_seed}:{family}:{case}")
@@ -157,6 +157,8 @@ def run_case(
                 err = _downstream(tr, rep, html_every > 0 and case % html_every == 0)
                 if err:
                     rec.update(outcome="internal", detail=err)
+        except ImportFailure as e:  # the importer boundary's net caught an unexpected failure: a defect
+            rec.update(outcome="internal", detail=_cause(e.__cause__ or e))
         except TraceAdvisorError as e:
             if e.hint:
                 rec.update(outcome="clean", detail=e.one_line()[:200])

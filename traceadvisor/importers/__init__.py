@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from traceadvisor.errors import InputError, UnknownFormatError
+from traceadvisor.errors import ImportFailure, InputError, TraceAdvisorError, UnknownFormatError
 from traceadvisor.formats import formats_hint
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress, stage
@@ -92,11 +92,47 @@ def load_trace(
     if trace is None:
         from traceadvisor.normalize import normalize
 
-        trace = normalize(mod.read(p, progress=progress), devices=False)
+        trace = normalize(read_guarded(mod, p, progress), devices=False)
         if cache:
             with stage(progress, "writing the import cache"):
                 _cache.put(p, mod.NAME, trace)
     return after_import(trace, device)
+
+
+def read_guarded(mod: ModuleType, path: Path, progress: Progress | None = None) -> Trace:
+    """``mod.read`` with the importer boundary's net: an unexpected failure on a damaged input (Python errors,
+    deep-recursion limits, Rust panics from polars, which derive from BaseException) becomes the one-line error
+    instead of a traceback. Importers handle damage themselves; this only catches what they missed."""
+    try:
+        trace = mod.read(path, progress=progress)
+    except (TraceAdvisorError, KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # noqa: BLE001 - Rust panics are BaseException: nothing may escape as a traceback
+        where = _innermost(e)
+        raise ImportFailure(
+            f"{path} could not be imported: the {mod.NAME} importer failed on its content "
+            f"({type(e).__name__}{' at ' + where if where else ''}: {' '.join(str(e).split())[:200]})",
+            "The file may be damaged: export or copy it again; if it is intact, report this with the file",
+        ) from e
+    _warn_if_empty(trace)
+    return trace
+
+
+def _warn_if_empty(trace: Trace) -> None:
+    """An import that keeps none of the records it read says so (a damaged trace must not look empty)."""
+    m = trace.meta
+    if trace.events.height or not m.input_events or m.warnings:
+        return
+    top = sorted(m.skipped.items(), key=lambda kv: -kv[1])[:2]
+    why = "; ".join(f"{n:,} {r}" for r, n in top)
+    m.warn(f"no event was imported: all {m.input_events:,} records read were skipped ({why})")
+
+
+def _innermost(e: BaseException) -> str:
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "traceadvisor" in f.filename]
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
 
 
 def after_import(trace: Trace, device: str | None = None) -> Trace:

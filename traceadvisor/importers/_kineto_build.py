@@ -282,12 +282,14 @@ def us_to_ns(txt: pl.Series) -> pl.Series:
     """Exact integer ns from the JSON text of microsecond timestamps (formats.md 1.3): parsed as decimals, never
     through float64, which keeps only ~0.25 us of an absolute epoch time written with 3 decimals. More decimals
     round half to even. A quoted number is read as a number and true/false as 1/0; anything else is null."""
-    ns = (txt.cast(_US, strict=False) * 1000).cast(pl.Int64)
+    ns = (txt.cast(_US, strict=False) * 1000).cast(pl.Int64, strict=False)  # beyond int64 ns: null
     if ns.null_count() == txt.null_count():
         return ns
     t = pl.col("t")
     quoted = t.str.starts_with('"') & t.str.ends_with('"') & (t.str.len_bytes() > 1)
-    unquoted = (t.str.slice(1, t.str.len_bytes() - 2).cast(_US, strict=False) * 1000).cast(pl.Int64)
+    unquoted = (t.str.slice(1, t.str.len_bytes() - 2).cast(_US, strict=False) * 1000).cast(
+        pl.Int64, strict=False
+    )
     fix = (
         pl.when(quoted)
         .then(unquoted)
@@ -301,6 +303,8 @@ def us_to_ns(txt: pl.Series) -> pl.Series:
 
 def to_ns(us: pl.Expr) -> pl.Expr:
     """Float (or int) microseconds to integer ns: exact for durations (below 2**33 us a float64 holds every ns)."""
+    fits = us.is_finite() & (us.abs() < 9.2e15)  # NaN, inf or beyond int64 ns: unknown (null)
+    us = pl.when(fits).then(us)
     whole = us.floor()
     return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
 
@@ -310,14 +314,17 @@ def _lane(values: list[Any]) -> tuple[pl.Series, list[int], list[str]]:
     or legacy "stream 7"; any other type is null in both."""
     odd_types = set(map(type, values)) - {int, type(None)}  # C-level pass: no Python code per event
     if not odd_types:
-        return pl.Series(values, dtype=pl.Int64), [], []
+        try:
+            return pl.Series(values, dtype=pl.Int64), [], []
+        except (TypeError, OverflowError, pl.exceptions.PolarsError):  # an int beyond int64: null
+            return _int_series([v if v.__class__ is int else None for v in values]), [], []
     types = list(map(type, values))
     odd = sorted(i for t in odd_types for i in _positions(types, t))
     ints = list(values)
     for i in odd:
         ints[i] = None
     rows = [i for i in odd if types[i] is str]
-    return pl.Series(ints, dtype=pl.Int64), rows, [values[i] for i in rows]
+    return _int_series(ints), rows, [values[i] for i in rows]
 
 
 def _positions(items: list[Any], x: Any) -> Iterator[int]:
@@ -867,7 +874,7 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
     if flows.height == 0:
         return ev
     corr = ev.get_column("correlation_id").drop_nulls().unique().implode()
-    redundant = pl.col("cat").is_in(LAUNCH_FLOW_CATS) & pl.col("flow_id").is_in(corr)
+    redundant = (pl.col("cat").is_in(LAUNCH_FLOW_CATS) & pl.col("flow_id").is_in(corr)).fill_null(False)
     meta.skip(
         "launch flow (ac2g): same id as the correlation_id of both ends", flows.filter(redundant).height
     )
@@ -888,7 +895,7 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
         strategy="backward",
         check_sortedness=False,
     )
-    ok = pl.col("_row").is_not_null() & (pl.col("ts_ns") <= pl.col("end_ns"))
+    ok = (pl.col("_row").is_not_null() & (pl.col("ts_ns") <= pl.col("end_ns"))).fill_null(False)  # null: no
     meta.skip("flow event with no slice at its timestamp", bound.filter(~ok).height)
     bound = bound.filter(ok)
     meta.skip("flow event (stored in args.flows of its slice)", bound.height)

@@ -447,6 +447,27 @@ def _typed(df: pl.DataFrame, spec: TableSpec) -> pl.DataFrame:
     return df.select(exprs)
 
 
+def _valid_text(tab):
+    """SQLite does not check that TEXT is UTF-8 (a damaged page yields any bytes): string columns that are not
+    valid UTF-8 are decoded with replacement characters, so polars never sees invalid strings (it panics)."""
+    import pyarrow as pa
+
+    for i, field in enumerate(tab.schema):
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            continue
+        col = tab.column(i)
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = col.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+            fixed = pa.array(
+                [None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
+                type=field.type,
+            )
+            tab = tab.set_column(i, field, fixed)
+    return tab
+
+
 def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
     import adbc_driver_sqlite.dbapi as adbc
 
@@ -461,7 +482,7 @@ def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
                 tab = cur.fetch_arrow_table()
             finally:
                 cur.close()
-            df = pl.from_arrow(tab)
+            df = pl.from_arrow(_valid_text(tab))
             assert isinstance(df, pl.DataFrame)
             return _typed(df.slice(1), spec) if spec.columns else df.slice(1).select([])
         except READ_ERRORS as e:  # ADBC's own DB-API errors and polars panics: retried typed, then salvaged

@@ -64,11 +64,17 @@ def sniff(probe: Probe) -> bool:
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
     # helpers for a big trace start now, so that their start-up overlaps reading the file
-    with Helpers(worker_count(_text_size_hint(path)) - 1) as helpers:
-        loaded = load(path, progress, quick=True)
-        meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
-        ev, flows, totals, loaded = _import_events(loaded, path, meta, helpers, progress)
-        doc = loaded.doc
+    try:
+        with Helpers(worker_count(_text_size_hint(path)) - 1) as helpers:
+            loaded = load(path, progress, quick=True)
+            meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
+            ev, flows, totals, loaded = _import_events(loaded, path, meta, helpers, progress)
+            doc = loaded.doc
+    except RecursionError as e:  # msgspec's nesting limit: no real trace nests that deep
+        raise InputError(
+            f"{path} holds JSON nested deeper than the decoder's limit (about 1,000 levels) ({e})",
+            "torch.profiler traces nest a few levels: the file is damaged or not a trace; export it again",
+        ) from e
     not_objects = totals["not_objects"]
     if ev.height == 0 and not_objects and not_objects == meta.input_events:
         raise InputError(

@@ -378,7 +378,8 @@ class _Context:
     def enum(self, table: str, fallback: dict[int, str] | None = None) -> dict[int, tuple[str, str]]:
         """ENUM table as {id: (name, label)}; the fallback (id -> name) when the export has none."""
         if self.has(table):
-            df = self.src.read(table, ["id", "name", "label"])
+            df = _ensure(self.src.read(table, ["id", "name", "label"]), ["name", "label"], pl.String())
+            df = _ensure(df, ["id"]).select("id", "name", "label").filter(pl.col("id").is_not_null())
             if df.height:
                 return {int(i): (str(n or ""), str(lb or n or "")) for i, n, lb in df.iter_rows()}
         return {k: (v, v) for k, v in (fallback or {}).items()}

@@ -178,7 +178,7 @@ def _host_rows(
     meta: TraceMeta,
     rec: ac.Records,
 ) -> list[pl.DataFrame]:
-    marker = pl.col("api_name") == "UserMarker"
+    marker = (pl.col("api_name") == "UserMarker").fill_null(False)  # a null name (damaged id) is not a marker
     rt = api.filter(~marker)
     if copyapi is not None and copyapi.height:
         cp = copyapi.rename(
