@@ -285,6 +285,7 @@ def campaign(
     downstream: int = 5,
     html_every: int = 50,
     progress: bool = False,
+    log: Path | None = None,
 ) -> list[dict]:
     """Run ``cases`` cases per family; returns one record per case."""
     work = Path(tempfile.mkdtemp(prefix="traceadvisor-fuzz-"))
@@ -304,6 +305,9 @@ def campaign(
 
     def got(r: dict) -> None:
         out.append(r)
+        if log is not None:
+            with open(log, "a") as fh:
+                fh.write(json.dumps(r) + "\n")
         if progress and len(out) % 200 == 0:
             print(
                 f"  {len(out)}/{len(jobs)} cases, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True
@@ -362,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "--html-every", type=int, default=50, help="also the HTML report every Nth case (0: never)"
     )
     ap.add_argument("--json", type=Path, help="write every case record here")
+    ap.add_argument("--log", type=Path, help="append each case record here as it finishes (JSON lines)")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     res = campaign(
@@ -374,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         downstream=a.downstream,
         html_every=a.html_every,
         progress=True,
+        log=a.log,
     )
     print(table(res))
     print(

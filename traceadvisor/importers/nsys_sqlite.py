@@ -395,7 +395,8 @@ class _Context:
         out: dict[str, list[str]] = {}
         for t in tables:
             if self.has(t):
-                for n, v in self.src.read(t, ["name", "value"]).iter_rows():
+                df = _ensure(self.src.read(t, ["name", "value"]), ["name", "value"], pl.String())
+                for n, v in df.select("name", "value").iter_rows():
                     out.setdefault(str(n), []).append(v if v is None else str(v))
         return out
 

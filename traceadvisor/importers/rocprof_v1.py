@@ -402,12 +402,14 @@ class _Doc(msgspec.Struct):
 
 
 def _int(v) -> int | None:
-    if v is None or v == "":
+    """An int64 from a JSON value (numeric strings and floats too); anything else, or beyond int64, is None."""
+    if v is None or v == "" or isinstance(v, (bool, list, dict)):
         return None
     try:
-        return int(float(v)) if isinstance(v, (float, str)) and not str(v).lstrip("-").isdigit() else int(v)
-    except (TypeError, ValueError):
+        n = int(float(v)) if isinstance(v, (float, str)) and not str(v).lstrip("-").isdigit() else int(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if -(1 << 63) <= n < (1 << 63) else None
 
 
 def _lane(name: str) -> str:
@@ -435,6 +437,11 @@ def _load_doc(path: Path, meta: TraceMeta) -> _Doc:
         raise InputError(
             f"{path} does not have the rocprof results.json layout ({e})",
             'Expected {"traceEvents": [...], "otherData": {...}}',
+        ) from e
+    except RecursionError as e:  # msgspec's nesting limit: no rocprof output nests that deep
+        raise InputError(
+            f"{path} holds JSON nested deeper than the decoder's limit (about 1,000 levels)",
+            "rocprof results.json nests a few levels: the file is damaged; profile again",
         ) from e
     except msgspec.DecodeError as e:
         err = e
