@@ -8,6 +8,7 @@ of a second; the trimmed copy is still the real file's schema and values.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import sqlite3
@@ -15,7 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-TRACES = Path(__file__).resolve().parents[2] / "../shared/traces"
+TRACES = Path(
+    os.environ.get("TRACEADVISOR_TRACES") or Path(__file__).resolve().parents[2] / "../shared/traces"
+)
 
 
 @dataclass(frozen=True)
