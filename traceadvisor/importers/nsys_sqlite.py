@@ -309,6 +309,11 @@ def _dur(start: str = "start", end: str = "end") -> pl.Expr:
     return pl.when(d >= 0).then(d).otherwise(None).alias("dur_ns")
 
 
+def _cols(df: pl.DataFrame, ints: Iterable[str], texts: Iterable[str] = ()) -> pl.DataFrame:
+    """A metadata table with every column its reader uses (a column the export lacks is null)."""
+    return _ensure(_ensure(df, ints), texts, pl.String()).select(*ints, *texts)
+
+
 def _ensure(df: pl.DataFrame, cols: Iterable[str], dtype: pl.DataType | None = None) -> pl.DataFrame:
     missing = [c for c in cols if c not in df.columns]
     if not missing:
@@ -359,7 +364,11 @@ class _Context:
     def strings(self) -> pl.DataFrame:
         """StringIds as (__sid, value)."""
         if self._strings is None:
-            df = self.src.read("StringIds", ["id", "value"]) if self.has("StringIds") else None
+            df = (
+                _cols(self.src.read("StringIds", ["id", "value"]), ["id"], ["value"])
+                if self.has("StringIds")
+                else None
+            )
             if df is None or df.height == 0:
                 df = pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
             self._strings = df.select(
@@ -501,7 +510,7 @@ def _kernels(ctx: _Context) -> pl.DataFrame | None:
     )
     df = ctx.string_of(ctx.string_of(df, "demangledName", "__dname"), "shortName", "__sname")
     if df["__dname"].null_count():  # no demangled name: fall back to the mangled one, read only when needed
-        mangled = ctx.src.read(KERNEL, ["mangledName"])
+        mangled = _cols(ctx.src.read(KERNEL, ["mangledName"]), [], ["mangledName"])
         df = ctx.string_of(
             df.with_columns(mangled.to_series().alias("mangledName")), "mangledName", "__mname"
         )
@@ -940,7 +949,10 @@ def _devices(ctx: _Context, used: set[int]) -> list[Device]:
     gpus = ctx.src.read("TARGET_INFO_GPU", gcols) if ctx.has("TARGET_INFO_GPU") else pl.DataFrame()
     ordinal: dict[int, int] = {}
     if ctx.has("TARGET_INFO_CUDA_DEVICE"):
-        m = ctx.src.read("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId", "pid"]).unique(["gpuId", "cudaId"])
+        m = _cols(
+            ctx.src.read("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId", "pid"]), ["gpuId", "cudaId", "pid"]
+        )
+        m = m.drop_nulls(["gpuId", "cudaId"]).unique(["gpuId", "cudaId"])
         per_gpu = m.group_by("gpuId").agg(pl.col("cudaId").n_unique().alias("n"), pl.col("cudaId").first())
         if per_gpu.height and per_gpu["n"].max() == 1 and m["cudaId"].n_unique() == m["gpuId"].n_unique():
             ordinal = {int(g): int(c) for g, c in per_gpu.select("gpuId", "cudaId").iter_rows()}
@@ -1009,12 +1021,12 @@ def _fill_meta(ctx: _Context) -> None:
     if schema:
         meta.extra["export_schema_version"] = schema
     if ctx.has("TARGET_INFO_SESSION_START_TIME"):
-        st = ctx.src.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
+        st = _cols(ctx.src.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"]), ["utcEpochNs"])
         if st.height and st["utcEpochNs"][0] is not None:
             meta.base_time_ns = int(st["utcEpochNs"][0])
             meta.extra["base_time"] = "TARGET_INFO_SESSION_START_TIME.utcEpochNs (UTC ns at session t=0)"
     if ctx.has("ANALYSIS_DETAILS"):
-        ad = ctx.src.read("ANALYSIS_DETAILS", ["startTime", "stopTime"])
+        ad = _cols(ctx.src.read("ANALYSIS_DETAILS", ["startTime", "stopTime"]), ["startTime", "stopTime"])
         if ad.height and ad["startTime"][0] is not None:
             meta.extra["capture_start_ns"] = int(ad["startTime"].min())  # type: ignore[arg-type]
             meta.extra["capture_end_ns"] = int(ad["stopTime"].max())  # type: ignore[arg-type]
@@ -1050,7 +1062,7 @@ def _diagnostics(ctx: _Context) -> None:
     """Warnings and errors nsys recorded while collecting (dropped events, failed injection)."""
     if not ctx.has("DIAGNOSTIC_EVENT"):
         return
-    d = ctx.src.read("DIAGNOSTIC_EVENT", ["severity", "text"])
+    d = _cols(ctx.src.read("DIAGNOSTIC_EVENT", ["severity", "text"]), ["severity"], ["text"])
     sev = ctx.enum("ENUM_DIAGNOSTIC_SEVERITY_LEVEL", {2: "Warning", 3: "Error"})
     levels = {i: lb for i, (_n, lb) in sev.items()}
     d = d.with_columns(level=pl.col("severity").replace_strict(levels, default="", return_dtype=pl.String))
@@ -1067,10 +1079,12 @@ def _names(ctx: _Context, events: pl.DataFrame) -> None:
     """Process and thread names of the pids / tids that have events (PROCESSES, ThreadNames)."""
     pids = set(events["pid"].drop_nulls().unique().to_list())
     if ctx.has("PROCESSES") and pids:
-        p = ctx.src.read("PROCESSES", ["pid", "name"]).filter(pl.col("pid").is_in(sorted(pids)))
+        p = _cols(ctx.src.read("PROCESSES", ["pid", "name"]), ["pid"], ["name"]).filter(
+            pl.col("pid").is_in(sorted(pids))
+        )
         ctx.meta.extra["processes"] = {str(k): v for k, v in p.unique("pid").iter_rows() if v}
     if ctx.has("ThreadNames"):
-        t = ctx.src.read("ThreadNames", ["nameId", "globalTid"])
+        t = _cols(ctx.src.read("ThreadNames", ["nameId", "globalTid"]), ["nameId", "globalTid"])
         t = ctx.string_of(t, "nameId", "name").with_columns(pid=_pid("globalTid"), tid=_tid("globalTid"))
         t = t.filter(pl.col("pid").is_in(sorted(pids)) & pl.col("name").is_not_null())
         ctx.meta.extra["threads"] = {
