@@ -263,7 +263,9 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     return (
         Fix(f"{copies.height} blocking read-backs made asynchronous (host waits removed)")
         .no_wait(copies["eid"])
-        .host_duration(copies["eid"], copies["dur_ns"].clip(upper_bound=cost))
+        .host_duration(
+            copies["eid"], copies["dur_ns"].fill_null(cost).clip(upper_bound=cost)
+        )  # unknown: a launch
         .no_wait(syncs["eid"])
         .host_duration(syncs["eid"], 0)
     )

@@ -212,3 +212,25 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
     res, _ = run_analysis([tr], use_config=False)
     assert res.errors == []
     assert render_markdown(res)
+
+
+# ------------------------------------------------------------------------------------- seeded cases
+@pytest.mark.parametrize(
+    ("family", "case", "smoke"),
+    [
+        ("rocprofv3", 140, True),  # empty cells -> null durations -> MEM002's replay fix cast NaN to int
+        ("nsys", 144, True),  # META_DATA_CAPTURE without its name column
+        ("rocprof_v1", 88, True),  # results.json nested 3,000 levels
+        ("rocprof_v1", 136, True),  # a flow id of 2**64
+        ("nsys", 17, False),  # DIAGNOSTIC_EVENT without its text column
+        ("kineto", 80, False),  # invalid UTF-8 inside one event's strings
+        ("rpd", 165, False),  # a damaged schema whose SQLite error message is not UTF-8
+        ("rpd", 172, False),  # a smeared b-tree: the salvage scan must always move forward
+        ("rocpd", 186, False),  # no kernel table left: 0 events must say so
+    ],
+)
+def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):
+    import fuzz_runner
+
+    rec = fuzz_runner.run_case(family, case, 17, smoke, tmp_path, downstream=1, html_every=0, timeout=120)
+    assert rec["outcome"] in ("ok", "clean"), rec

@@ -121,7 +121,10 @@ def read_guarded(mod: ModuleType, path: Path, progress: Progress | None = None) 
 def _warn_if_empty(trace: Trace) -> None:
     """An import that keeps none of the records it read says so (a damaged trace must not look empty)."""
     m = trace.meta
-    if trace.events.height or not m.input_events or m.warnings:
+    if trace.events.height or m.warnings:
+        return
+    if not m.input_events:
+        m.warn("the trace holds no events (none of the tables or records the importer reads has any)")
         return
     top = sorted(m.skipped.items(), key=lambda kv: -kv[1])[:2]
     why = "; ".join(f"{n:,} {r}" for r, n in top)

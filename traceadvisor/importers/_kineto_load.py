@@ -471,7 +471,7 @@ class EventText:
             part = raws[i : i + EXACT_PIECE_EVENTS]
             try:
                 yield _EVENTS.decode(b"".join((b"[", b",".join(part), b"]")))
-            except msgspec.ValidationError:
+            except (msgspec.ValidationError, msgspec.DecodeError):  # e.g. invalid UTF-8 inside one event
                 yield [_one(r) for r in part]
 
     def exact_ranges(self, a: int) -> list[tuple[int, int]]:
@@ -525,5 +525,5 @@ def _one(raw: Raw) -> Event:
     """One event, or an empty Event (no ph) when the array element is not an object."""
     try:
         return _EVENT.decode(raw)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, msgspec.DecodeError):
         return Event()

@@ -35,6 +35,7 @@ import polars as pl
 from polars.exceptions import PanicException
 
 from traceadvisor.errors import InputError
+from traceadvisor.importers._sqlite_salvage import DB_ERRORS
 from traceadvisor.importers._sqlite_salvage import frame as _frame
 from traceadvisor.importers._sqlite_salvage import scan_by_rowid as _scan_by_rowid
 from traceadvisor.importers._sqlite_salvage import scan_plain as _scan_plain
@@ -80,13 +81,19 @@ def spec_for(table: str, columns: dict[str, pl.DataType]) -> TableSpec:
     return TableSpec(table, tuple(columns), text, real)
 
 
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")
+
+
 def _uri(path: Path, query: str) -> str:
     return Path(path).resolve().as_uri() + "?" + query
 
 
 def open_ro(path: str | Path, *, immutable: bool = False) -> sqlite3.Connection:
     """A read-only connection (``mode=ro``; with ``immutable`` also no locks, no journal, no WAL)."""
-    return sqlite3.connect(_uri(Path(path), "mode=ro&immutable=1" if immutable else "mode=ro"), uri=True)
+    con = sqlite3.connect(_uri(Path(path), "mode=ro&immutable=1" if immutable else "mode=ro"), uri=True)
+    con.text_factory = _text
+    return con
 
 
 def pending_files(path: Path) -> list[Path]:
@@ -170,7 +177,7 @@ class SqliteDB:
                 con.execute("PRAGMA journal_mode=DELETE").fetchall()
             finally:
                 con.close()
-        except (OSError, sqlite3.Error) as e:
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as e:
             self.immutable = True
             self.file = self.path
             self.warnings.append(
@@ -198,7 +205,7 @@ class SqliteDB:
                 self.warnings.append(
                     f"{self.path.name} was read without its pending writes (read-only folder)"
                 )
-        except sqlite3.DatabaseError:
+        except DB_ERRORS:
             pass  # damage: reported by tables() / salvaged by the reads
 
     def _repair(self, page: int, pages: int) -> None:
@@ -233,7 +240,9 @@ class SqliteDB:
         return _uri(self.file, "mode=ro&immutable=1" if self.immutable or private else "mode=ro")
 
     def connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.uri, uri=True)
+        con = sqlite3.connect(self.uri, uri=True)
+        con.text_factory = _text  # TEXT that is not UTF-8 (a damaged page): replacement characters
+        return con
 
     # ----------------------------------------------------------------------------------------- schema
     def _damaged(self, e: BaseException) -> InputError:
@@ -337,12 +346,12 @@ class SqliteDB:
         try:
             try:
                 return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()[0]), ""
-            except sqlite3.DatabaseError as e:
+            except DB_ERRORS as e:
                 err = str(e) or "damaged page"
             rows: list[tuple] = []
             try:
                 _scan_by_rowid(con, table, "NULL", rows)
-            except sqlite3.DatabaseError:
+            except DB_ERRORS:
                 rows.clear()
                 _scan_plain(con, table, "NULL", rows)
             return len(rows), err
@@ -365,7 +374,7 @@ class SqliteDB:
                     raise
                 rows.clear()
                 err = _scan_plain(con, spec.table, cols, rows)
-        except sqlite3.DatabaseError as e:
+        except DB_ERRORS as e:
             err = str(e) or "damaged page"
         finally:
             con.close()
@@ -392,19 +401,11 @@ def schema_names(path: str | Path) -> set[str]:
                 return set(db.tables())
         except InputError as e:
             raise sqlite3.DatabaseError(str(e)) from e
+    con = open_ro(p, immutable=True)  # nothing pending: the file alone is the database (and no -shm is made)
     try:
-        con = open_ro(p)
-    except sqlite3.OperationalError:
-        con = open_ro(p, immutable=True)
-    try:
-        try:
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "database is damaged" in str(e):
-                raise
-            con.close()
-            con = open_ro(p, immutable=True)
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+    except UnicodeDecodeError as e:  # the error message of a damaged schema
+        raise sqlite3.DatabaseError(f"damaged schema ({e.reason})") from e
     finally:
         con.close()
     return {r[0] for r in rows}

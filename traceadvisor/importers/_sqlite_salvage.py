@@ -11,8 +11,11 @@ import polars as pl
 if TYPE_CHECKING:
     from traceadvisor.importers._sqlite import TableSpec
 
+# SQLite errors; a damaged schema can make even the error message invalid UTF-8 (UnicodeDecodeError)
+DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 MIN_ROWID = -(1 << 63)
 MAX_ROWID = (1 << 63) - 1
+MAX_RESUMES = 20_000  # damaged regions a scan resumes past before it gives up
 
 
 def quote(name: str) -> str:
@@ -41,7 +44,7 @@ def scan_plain(con: sqlite3.Connection, table: str, cols: str, out: list[tuple])
     try:
         for r in con.execute(f"SELECT {cols} FROM {quote(table)}"):
             out.append(r)
-    except sqlite3.DatabaseError as e:
+    except DB_ERRORS as e:
         return str(e) or "damaged page"
     return ""
 
@@ -54,34 +57,40 @@ def scan_by_rowid(con: sqlite3.Connection, table: str, cols: str, out: list[tupl
     the damage."""
     sql = f"SELECT rowid, {cols} FROM {quote(table)} WHERE rowid >= ? ORDER BY rowid"
     start, first_err = MIN_ROWID, ""
-    while True:
+    for _step in range(MAX_RESUMES):
         last = None
         try:
             for r in con.execute(sql, (start,)):
+                if last is not None and r[0] <= last:  # a damaged b-tree that loops back: treat as damage
+                    raise sqlite3.DatabaseError("rowids out of order (damaged b-tree)")
                 last = r[0]
                 out.append(r[1:])
             return first_err
-        except sqlite3.DatabaseError as e:
+        except DB_ERRORS as e:
             if isinstance(e, sqlite3.OperationalError) and ("rowid" in str(e) or "no such column" in str(e)):
                 raise
             first_err = first_err or str(e) or "damaged page"
         pos = start if last is None else last + 1
         try:
             one = con.execute(sql + " LIMIT 1", (pos,)).fetchone()
-        except sqlite3.DatabaseError:
+        except DB_ERRORS:
             one = False
         if one is None:
             return first_err
         if one is not False:
-            out.append(one[1:])
-            if one[0] >= MAX_ROWID:
-                return first_err
-            start = one[0] + 1
-            continue
+            if one[0] < pos:  # the seek went backwards: damaged interior pages
+                one = False
+            else:
+                out.append(one[1:])
+                if one[0] >= MAX_ROWID:
+                    return first_err
+                start = one[0] + 1
+                continue
         nxt = _next_readable(con, table, pos)
-        if nxt is None:
+        if nxt is None or nxt < pos:
             return first_err
         start = nxt
+    return first_err or "damaged beyond the salvage budget"
 
 
 def _probe_rowid(con: sqlite3.Connection, table: str, at: int) -> int | None | bool:
@@ -90,7 +99,7 @@ def _probe_rowid(con: sqlite3.Connection, table: str, at: int) -> int | None | b
         r = con.execute(
             f"SELECT rowid FROM {quote(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (at,)
         ).fetchone()
-    except sqlite3.DatabaseError as e:
+    except DB_ERRORS as e:
         if isinstance(e, sqlite3.OperationalError) and "rowid" in str(e):
             raise
         return False

@@ -37,6 +37,9 @@ from traceadvisor.trace import Trace
 
 def _arr(x, dtype=np.int64) -> np.ndarray:
     if isinstance(x, pl.Series):
+        x = (
+            x.fill_null(0).fill_nan(0) if x.dtype.is_float() else x.fill_null(0)
+        )  # unknown values: 0, no NaN cast
         x = x.to_numpy()
     return np.asarray(x, dtype=dtype).reshape(-1)
 
