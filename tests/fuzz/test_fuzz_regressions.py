@@ -227,6 +227,10 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
         ("rpd", 165, False),  # a damaged schema whose SQLite error message is not UTF-8
         ("rpd", 172, False),  # a smeared b-tree: the salvage scan must always move forward
         ("rocpd", 186, False),  # no kernel table left: 0 events must say so
+        ("rocpd", 384, False),  # a damaged page repeats an id: a lookup join must not duplicate events
+        ("kineto", 366, False),  # an empty traceEvents list: 0 events must say so
+        ("rpd", 296, False),  # corrupt pages that hung the row-wise salvage
+        ("rocprof_v1", 424, False),  # corrupt pages: 13 events from 12 rows
     ],
 )
 def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):

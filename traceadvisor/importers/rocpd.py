@@ -198,7 +198,8 @@ def _small(db: sq.SqliteDB, table: str | None, cols: dict[str, pl.DataType], met
 def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
     if id_col not in df.columns:
         return df.with_columns(pl.lit(None, dtype=pl.String).alias(out))
-    return df.join(strings.rename({"id": id_col, "string": out}), on=id_col, how="left")
+    lookup = strings.unique("id", keep="first", maintain_order=True)  # a damaged table may repeat an id
+    return df.join(lookup.rename({"id": id_col, "string": out}), on=id_col, how="left")
 
 
 def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
@@ -206,6 +207,7 @@ def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl
         _strings(strings, events, "category_id", "category_name")
         .rename({"id": "event_id"})
         .drop("category_id")
+        .unique("event_id", keep="first", maintain_order=True)
     )
     df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
     for c in ("stack_id", "parent_stack_id", "correlation_id"):
