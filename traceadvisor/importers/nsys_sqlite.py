@@ -510,10 +510,10 @@ def _kernels(ctx: _Context) -> pl.DataFrame | None:
     )
     df = ctx.string_of(ctx.string_of(df, "demangledName", "__dname"), "shortName", "__sname")
     if df["__dname"].null_count():  # no demangled name: fall back to the mangled one, read only when needed
-        mangled = _cols(ctx.src.read(KERNEL, ["mangledName"]), [], ["mangledName"])
-        df = ctx.string_of(
-            df.with_columns(mangled.to_series().alias("mangledName")), "mangledName", "__mname"
-        )
+        mangled = _cols(ctx.src.read(KERNEL, ["mangledName"]), [], ["mangledName"]).to_series()
+        if mangled.len() != df.height:  # a damaged table read again gave other rows: no fallback names
+            mangled = pl.Series("mangledName", [None] * df.height, dtype=pl.String)
+        df = ctx.string_of(df.with_columns(mangled.alias("mangledName")), "mangledName", "__mname")
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("__mname"))
     launch = ctx.enum_any("ENUM_CUDA_KERNEL_LAUNCH_TYPE", "ENUM_CUDA_KRENEL_LAUNCH_TYPE")
@@ -1027,9 +1027,10 @@ def _fill_meta(ctx: _Context) -> None:
             meta.extra["base_time"] = "TARGET_INFO_SESSION_START_TIME.utcEpochNs (UTC ns at session t=0)"
     if ctx.has("ANALYSIS_DETAILS"):
         ad = _cols(ctx.src.read("ANALYSIS_DETAILS", ["startTime", "stopTime"]), ["startTime", "stopTime"])
-        if ad.height and ad["startTime"][0] is not None:
-            meta.extra["capture_start_ns"] = int(ad["startTime"].min())  # type: ignore[arg-type]
-            meta.extra["capture_end_ns"] = int(ad["stopTime"].max())  # type: ignore[arg-type]
+        lo, hi = (ad["startTime"].min(), ad["stopTime"].max()) if ad.height else (None, None)
+        if lo is not None and hi is not None:
+            meta.extra["capture_start_ns"] = int(lo)  # type: ignore[arg-type]
+            meta.extra["capture_end_ns"] = int(hi)  # type: ignore[arg-type]
     capture = ctx.key_values("META_DATA_CAPTURE")
     meta.extra["captured"] = sorted(set(v for v in capture.get("CAPTURE_EVENT_TYPE", []) if v))
     _rank_from_env(meta, capture)
