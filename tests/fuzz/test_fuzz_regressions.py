@@ -232,7 +232,6 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
         ("rpd", 296, False),  # corrupt pages that hung the row-wise salvage
         ("rocprof_v1", 424, False),  # corrupt pages: 13 events from 12 rows
         ("nsys", 545, False),  # ANALYSIS_DETAILS.stopTime unreadable
-        ("nsys", 670, False),  # the kernel table read twice gave different row counts
         ("nsys", 624, False),  # a damaged schema whose error message is not UTF-8
     ],
 )
