@@ -280,8 +280,12 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str, str]], limit: int = MAX_
                 for c, _, f in cols
             ]
         )
+    from traceadvisor.report.html import column_widths
+
+    headers = [h for _, h, _ in cols]
     return {
-        "headers": [h for _, h, _ in cols],
+        "headers": headers,
+        "widths": column_widths(headers, [[r[j]["text"] for r in rows] for j in range(len(cols))]),
         "rows": rows,
         "total": df.height,
         "shown": min(df.height, limit),

@@ -194,7 +194,31 @@ def evidence_table(
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and t0_ns is not None:
             zoom = ((a - t0_ns) / 1e6, (b - t0_ns) / 1e6)
         out.append({"cells": cells, "zoom": zoom})
-    return {"columns": [column_title(c) for c in cols], "rows": out}
+    titles = [column_title(c) for c in cols]
+    texts = [[row["cells"][j]["text"] for row in out] for j in range(len(cols))]
+    return {"columns": titles, "rows": out, "widths": column_widths(titles, texts)}
+
+
+PAD_CHARS = 2  # a cell's padding and border, in characters
+SHORT_CHARS = 16  # a column whose cells and header words are all this short keeps its full width
+FIXED_BUDGET_CHARS = 120  # short columns' widths summed beyond this: every column shares by proportion
+
+
+def column_widths(headers: list[str], columns: list[list[str]], hi: int = 36) -> list[str | None]:
+    """CSS widths of a fixed-layout table that fits its card: short columns (numbers, ids, flags) keep
+    their full width in ``ch``; longer ones share what is left (``None``: auto) and their long cells end in an
+    ellipsis with the full text in their title. When even the short columns do not fit, every column gets a
+    share in % proportional to its content."""
+    want = []
+    for h, cells in zip(headers, columns, strict=True):
+        words = max((len(w) for w in str(h).split()), default=0)
+        want.append(max(words, 3, *(len(str(c)) for c in cells)))
+    short = [w <= SHORT_CHARS for w in want]
+    if sum(w + PAD_CHARS for w, sh in zip(want, short, strict=True) if sh) <= FIXED_BUDGET_CHARS:
+        return [f"{w + PAD_CHARS}ch" if sh else None for w, sh in zip(want, short, strict=True)]
+    capped = [min(w, hi) + PAD_CHARS for w in want]
+    total = sum(capped)
+    return [f"{100 * w / total:.2f}%" for w in capped]
 
 
 # ----------------------------------------------------------------------------------------------- context
