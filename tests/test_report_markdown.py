@@ -38,8 +38,9 @@ def test_summary_table_top_findings_and_advice():
     # the trace's own stack in the open, the other one folded inside <details>
     assert "<details><summary>On ROCm (AMD)</summary>\n\nadvice for amd\n\n</details>" in md
     assert md.index("**Fix on CUDA (NVIDIA):**") < md.index("On ROCm (AMD)")
-    # the summary table: one row per trace, the library summary's words
-    assert "| Trace | window | steps | GPU busy | GPU idle |" in md
+    # several traces: their library summaries side by side in one table
+    two = render_markdown(AnalysisResult(traces=[tr, small_trace(name="other")], findings=[]))
+    assert "| Trace | window | steps | GPU busy | GPU idle |" in two and "| other |" in two
     assert "- **PyTorch:** `pin_memory=True`" in md
     assert "| name | start (ms) | end (ms) | impact | bytes | gbps |" in md  # evidence, first rows
     assert "| 1.005 | 1.155 | 120 µs | 32 MiB | 8.1 GB/s |" in md

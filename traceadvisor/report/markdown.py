@@ -67,8 +67,9 @@ def _trace_lines(res) -> list[str]:
         steps = s.totals["steps"]
         lines.append(
             f"**{md_text(t.name)}** · {md_text(m.format)} · {md_text(m.vendor)} · {md_text(devs)} · "
-            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events"
+            f"span {_dur(t.span_ns())} · {steps} steps · {t.events.height:,} events\\"
         )
+        lines.append(md_text(summary_view.line(s)))
         rl = summary_view.roofline_line(s)
         if rl:
             lines.append("")
@@ -220,7 +221,7 @@ def render_markdown(result, limit: int = LIMIT) -> str:
         head = ["## traceadvisor report", ""] + job_markdown(job, md_text)
     else:
         head = ["## traceadvisor report", ""] + _trace_lines(result) + [""]
-    if job is None and result.traces:
+    if job is None and len(result.traces) > 1:  # several traces: their summaries side by side
         head += _summary_table(result) + [""]
     if result.findings:
         head += [f"### {len(result.findings)} finding(s), ranked by impact", ""] + _table(result) + [""]
