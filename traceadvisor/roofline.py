@@ -393,7 +393,9 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
     ).filter(pl.col("family").is_not_null())
     g = (
         ops.join(uniq, on=keys, how="inner")
-        .group_by("rank", "device", "family", "name", "input_dims", "dtype")
+        # one order whatever the join produced: the group's first() is the same op variant on every run
+        .sort("rank", "device", "name", "input_dims", "input_types", "concrete", "gpu_ns", nulls_last=True)
+        .group_by("rank", "device", "family", "name", "input_dims", "dtype", maintain_order=True)
         .agg(
             pl.len().alias("calls"),
             pl.col("kernels").sum(),
