@@ -305,7 +305,16 @@ def analyze_job(
             res.errors.append(
                 {"rule": rm.code, "name": rm.rule.name, "trace": name, "error": f"{type(e).__name__}: {e}"}
             )
-    res.findings.sort(key=lambda f: (-f.impact_ns, f.rule, f.rank if f.rank is not None else -1, f.trace))
+    res.findings.sort(
+        key=lambda f: (
+            f.minor,
+            -f.impact_ns,
+            -(f.bound_ns or 0),
+            f.rule,
+            f.rank if f.rank is not None else -1,
+            f.trace,
+        )
+    )
 
     link = _link(results, max((r.collectives["group_size"].max() or 0) for r in results) or world)
     per = crossrank.per_rank(tables, straggler_rows)

@@ -59,6 +59,11 @@ from traceadvisor.scaleout import crossrank
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
+# The fix (balance the slow rank's work) changes other ranks' traces; one trace's replay cannot express it.
+NO_FIX = (
+    "the fix balances work across ranks, which a single rank's replay cannot express; bound_ns is the excess"
+)
+
 RULE = Rule(
     code="STR001",
     name="straggler",

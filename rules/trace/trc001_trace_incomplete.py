@@ -59,6 +59,8 @@ from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
+NO_FIX = "a trace-health finding: re-profiling changes what is seen, not how long the program runs"
+
 RULE = Rule(
     code="TRC001",
     name="trace-incomplete",

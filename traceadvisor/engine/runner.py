@@ -152,6 +152,7 @@ def _finding_order(f: Finding) -> tuple:
     return (
         f.minor,
         -f.impact_ns,
+        -(f.bound_ns or 0) if not f.impact_ns else 0,  # unmodelled findings: by the rule's own bound
         f.rule,
         f.trace,
         f.trace_index,
@@ -192,7 +193,10 @@ def build_findings(
             continue
         got: list = []
         pred, note = _predict(rm, trace, g, options, got)
-        modelled = callable(getattr(rm.module, "fix", None))
+        no_fix = getattr(rm.module, "NO_FIX", None)  # a rule whose fix the replay cannot express says why
+        modelled = callable(getattr(rm.module, "fix", None)) or isinstance(no_fix, str)
+        if pred is None and isinstance(no_fix, str):
+            note = f"not modelled: {no_fix}"
         window = span
         if pred is not None and pred.scope == "capture":  # measured on the whole capture (warm-up)
             window = max(pred.before_ns, 1)
