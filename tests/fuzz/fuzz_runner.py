@@ -12,7 +12,8 @@ file, import it with ``load_trace`` (cache off), optionally run the rules and re
 * ``modified``: an input file changed (sha256 or mtime);
 * ``hang``: the case ran past the per-case timeout (its worker is killed and replaced).
 
-Workers are forked processes that run cases in-process one after another; a case over the timeout is
+Workers are spawned processes (never forked: a fork of a process whose polars/ADBC thread pools already ran
+can deadlock in the child) that run cases in-process one after another; a case over the timeout is
 interrupted by SIGALRM (a Python-level hang) or its worker killed (a native one).
 
 Long campaign (prints the issue 17 table; about 20-40 minutes on 2 cores)::
@@ -208,10 +209,10 @@ def _worker(conn, work: str, args: dict) -> None:
 
 
 class Pool:
-    """Forked workers, one case at a time each; a worker that overruns is killed and replaced."""
+    """Spawned workers, one case at a time each; a worker that overruns is killed and replaced."""
 
     def __init__(self, n: int, work: Path, args: dict, timeout: float) -> None:
-        self.ctx = mp.get_context("fork")
+        self.ctx = mp.get_context("spawn")
         self.work, self.args, self.timeout = work, args, timeout
         self.slots = [self._spawn() for _ in range(n)]
 
@@ -289,7 +290,7 @@ def campaign(
 ) -> list[dict]:
     """Run ``cases`` cases per family; returns one record per case."""
     work = Path(tempfile.mkdtemp(prefix="traceadvisor-fuzz-"))
-    for f in families:  # trimmed seeds made once, before the workers fork
+    for f in families:  # trimmed seeds made once, before the workers start
         for s in seeds(f, smoke):
             materialize(s)
     args = {
