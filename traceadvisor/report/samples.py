@@ -1,10 +1,10 @@
-"""Build the sample reports in ``samples/`` from the project's own traces.
+"""Build the sample reports in ``reports/samples/`` from the project's own traces.
 
-    python -m traceadvisor.report.samples            # fixtures/ + the packaged example -> samples/
+    python -m traceadvisor.report.samples            # fixtures/*.json.gz + the packaged example -> reports/samples/
     python -m traceadvisor.report.samples --out DIR  # somewhere else
     python -m traceadvisor.report.samples --also ../shared/traces/torch/h200_gemm_mix.pt.trace.json.gz
 
-Every trace file under ``fixtures/`` that an importer recognises and the example shipped in the package
+Every trace file at the top level of ``fixtures/`` that an importer recognises and the example shipped in the package
 (``traceadvisor/data``) is analysed with the built-in rule pack; for each, ``<name>.html`` and ``<name>.md`` are
 written, plus ``index.md`` listing them with their top findings. Only the project's own traces (made on an H200
 for this project) are used, so the reports can be committed.
@@ -22,12 +22,14 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".rpd", ".db", ".
 
 
 def sample_sources(root: Path = ROOT) -> list[Path]:
-    """Trace files the samples are built from: fixtures/ (recursively) and the packaged example."""
+    """Trace files the samples are built from: the top level of fixtures/ and the packaged example.
+
+    The calibration pairs and model traces in fixtures' subfolders are test data, not samples."""
     from traceadvisor.errors import TraceAdvisorError
     from traceadvisor.importers import detect
 
     cands = sorted(
-        p for p in (root / "fixtures").rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+        p for p in (root / "fixtures").glob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
     )
     cands += sorted((root / "traceadvisor" / "data").glob("example*"))
     out = []
@@ -105,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m traceadvisor.report.samples", description=__doc__.splitlines()[0]
     )
-    ap.add_argument("--out", type=Path, default=ROOT / "samples", help="output folder [default: samples/]")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "reports" / "samples",
+        help="output folder [default: reports/samples/]",
+    )
     ap.add_argument("--also", type=Path, nargs="*", default=[], help="more trace files to include")
     a = ap.parse_args(argv)
     paths = sample_sources() + list(a.also)
