@@ -3,7 +3,7 @@
 # types the reports draw (scatter, bar; the bundle also holds pie), from the npm registry, checked against the
 # registry's sha512 integrity. The version matches the plotly.js of the plotly Python package (plotly 7.1.0
 # ships plotly.js 4.1.1), so figures serialised by plotly.py render the same. Run from the repository root:
-#     sh scripts/vendor_plotly.sh
+#     sh tools/vendor_plotly.sh
 # It needs npm and the registry (only when rebuilding: the report itself loads nothing from the network).
 set -eu
 VERSION=4.1.1
