@@ -39,7 +39,8 @@ window.addEventListener("load", function () { setTimeout(function () {
   document.querySelectorAll("table").forEach(function (t, i) {
     var card = t.closest(".card, section, article") || document.body;
     var cs = getComputedStyle(card);
-    var inner = card.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    // a table may reach into the card's padding, never past the card's edge
+    var inner = card.clientWidth - Math.min(parseFloat(cs.paddingLeft), 4) - Math.min(parseFloat(cs.paddingRight), 4);
     var w = Math.max(t.getBoundingClientRect().width, t.scrollWidth);
     if (w > inner + 1) over.push({table: i, cls: t.className, card: card.id || card.className,
                                   width: Math.round(w), card_width: Math.round(inner)});
