@@ -254,6 +254,31 @@ def pair_bf16_gpubound(out: Path) -> None:
         torch.set_float32_matmul_precision("highest")
 
 
+def pair_bf16_gpt2(out: Path) -> None:
+    """A held-out bf16 pair on another model family (issue 12/13): transformers GPT-2 small training, TF32
+    allowed in both variants, GPU-bound at this size (the ``tf32`` pair's fixed variant runs 50 ms)."""
+    s = sizes({"batch": 8, "seq": 512}, {"batch": 2, "seq": 32})
+    torch.set_float32_matmul_precision("high")
+    try:
+        measure_pair(
+            out,
+            "bf16_gpt2",
+            {
+                "base": lambda: gpt2_trainer(s["batch"], s["seq"], bf16=False),
+                "fixed": lambda: gpt2_trainer(s["batch"], s["seq"], bf16=True),
+            },
+            fix="torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss of an fp32 model "
+            "(TF32 matmul allowed in both variants)",
+            rules=["PRC001"],
+            model=f"transformers GPT-2 small LM training, batch {s['batch']} x {s['seq']} tokens on the GPU, "
+            "AdamW, fp32 weights, torch.set_float32_matmul_precision('high')",
+            notes="held-out confirmation of PRC001's model (made after the model was fixed on bf16_gpubound "
+            "and h200_resnet50_fp32_notf32)",
+        )
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
 def pair_tf32(out: Path) -> None:
     s = sizes({"batch": 8, "seq": 512}, {"batch": 2, "seq": 32})
 
@@ -493,6 +518,7 @@ PAIRS = {
     "dataloader": pair_dataloader,
     "bf16": pair_bf16,
     "bf16_gpubound": pair_bf16_gpubound,
+    "bf16_gpt2": pair_bf16_gpt2,
     "tf32": pair_tf32,
     "cudagraph": pair_cudagraph,
     "compile": pair_compile,

@@ -4,8 +4,8 @@
 #   bash tools/gpu/run_device.sh STAGE...      (from anywhere in a traceadvisor checkout or a copy of tools/gpu)
 #
 # Stages: calib (issue 12 pairs but compile), nsys_calib (pinned and item baselines under nsys), compile
-# (the torch.compile pair), bf16_gpubound (the extra bf16 pair), repeat (item and pinned again, to see the
-# noise), models (issue 13 torch traces), nsys_models (issue 13 nsys exports; NSYS_ONLY picks some).
+# (the torch.compile pair), bf16_gpubound and bf16_gpt2 (the extra bf16 pairs), repeat (item and pinned
+# again, to see the noise), models (issue 13 torch traces), nsys_models (issue 13 nsys exports; NSYS_ONLY picks some).
 # Files go to $GPU_WORK (default
 # /tmp/gpuwork)/{calibration,h200_models,repeat}; at the end each folder is packed as $OUT/<folder>.tgz (split into
 # 15 MiB parts when larger), with the log. A stage gets what is left of $GPU_BUDGET seconds (default 540),
@@ -82,6 +82,7 @@ for s in "$@"; do
         compile) stage compile $PY "$HERE/calibrate.py" "$W/calibration" compile ;;
         repeat) stage repeat $PY "$HERE/calibrate.py" "$W/repeat" item pinned ;;  # noise check, not fixtures
         bf16_gpubound) stage bf16_gpubound $PY "$HERE/calibrate.py" "$W/calibration" bf16_gpubound ;;
+        bf16_gpt2) stage bf16_gpt2 $PY "$HERE/calibrate.py" "$W/calibration" bf16_gpt2 ;;
         models) stage models $PY "$HERE/models.py" "$W/h200_models" ;;
         nsys_models)
             if [ -n "$NSYS" ] || nsys_setup; then
