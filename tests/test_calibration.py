@@ -51,9 +51,13 @@ def table() -> dict[str, tuple[float, float, str]]:
         print(f"{k:12s} {100 * m:8.1f}% {100 * p:9.1f}%  {code}")
 
 
-# Known gap, kept visible: PRC001 replays the profiled run, whose host time the profiler inflates, and
-# predicts 15.6% where bf16 autocast measured 47.3% on the GPU-bound ViT-S. strict: the test fails once fixed.
-KNOWN_GAPS = {"bf16_gpubound": "PRC001 under-predicts the GPU-bound bf16 saving (15.6% vs 47.3% measured)"}
+# Known gap, kept visible (strict: the test fails once fixed). bf16_gpt2 is the held-out pair, made after
+# PRC001's model was fixed on bf16_gpubound and the FP32 ResNet-50: GPT-2's TF32 GEMMs ran only 1.5x faster in
+# bf16 (the peak ratio is 2x) and autocast's casts (GPU copy kernels, host cast ops) are not modelled.
+KNOWN_GAPS = {
+    "bf16_gpt2": "PRC001 over-predicts the GPT-2 bf16 saving (30.3% vs 14.6% measured): the casts autocast adds "
+    "and GEMMs faster by less than the peak ratio are not modelled"
+}
 
 
 @pytest.mark.parametrize(

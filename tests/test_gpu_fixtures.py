@@ -48,7 +48,7 @@ def test_measured_header() -> None:
     assert CONTRACT_PAIRS <= set(doc["pairs"])
 
 
-@pytest.mark.parametrize("pair", sorted(CONTRACT_PAIRS | {"bf16_gpubound"}))
+@pytest.mark.parametrize("pair", sorted(CONTRACT_PAIRS | {"bf16_gpubound", "bf16_gpt2"}))
 def test_pair(pair: str) -> None:
     rec = measured()["pairs"][pair]
     assert rec["fix"] and rec["model"] and rec["rules"]

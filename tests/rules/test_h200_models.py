@@ -78,13 +78,14 @@ def test_unfused_attention_prediction_against_sdpa_measured(analysed):
 
 
 def test_fp32_training_prc001(analysed):
-    """FP32 ResNet-50 (TF32 off): PRC001 fires on cuDNN FP32 convolutions; the replayed saving of the profiled
-    run is a lower bound of the unprofiled 62 % (the profiled host is slower than the bf16 GPU step)."""
+    """FP32 ResNet-50 (TF32 off): PRC001 fires on cuDNN FP32 convolutions; the replayed saving is within the
+    calibration tolerance (max(30 % of it, 3 points)) of the measured 62 % bf16 autocast saving."""
     name = "h200_resnet50_fp32_notf32.pt.trace.json.gz"
     _, res = analysed(name)
     (f,) = [f for f in res.findings if f.rule == "PRC001"]
     assert f.evidence["fp32_share_pct"] > 95 and f.evidence["target"] == "bf16"
-    assert 0.1 < f.share <= FACTS[name]["measured"]["saving_share_bf16_autocast"]
+    measured = FACTS[name]["measured"]["saving_share_bf16_autocast"]
+    assert abs(f.share - measured) <= max(0.3 * measured, 0.03), (f.share, measured)
 
 
 def test_item_with_stack_names_the_users_frame(analysed):

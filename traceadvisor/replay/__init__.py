@@ -17,7 +17,7 @@ import polars as pl
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
 from traceadvisor.replay.sim import relax
-from traceadvisor.replay.window import recorded_span, span, window_nodes
+from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
 
 __all__ = [
@@ -61,14 +61,15 @@ class Replayer:
         self.trace = trace
         self.g = G.build(trace)
         self.mask = window_nodes(self.g, _analysed_starts(trace, summary, self.g))
+        self.before = queued_before(self.g, self.mask)
         self._own = self.g.edge_of(G.E_OWN)
         self._launch = self.g.edge_of(G.E_LAUNCH)
-        self.recorded_window_ns = recorded_span(self.g, self.mask)
+        self.recorded_window_ns = recorded_span(self.g, self.mask, self.before)
         # the trace as recorded (profiler overhead included): what the baseline test compares
         self._ovh = np.zeros(len(self.g.w), np.int64)
         self.base_w = self.g.w
         self.profiled_times, _ = self.run(None)
-        self.profiled_window_ns = span(self.profiled_times, self.mask)
+        self.profiled_window_ns = span(self.profiled_times, self.mask, self.before, self.g)
         # predictions are made on the program without the profiler: host time less its per-event cost
         self.overhead_ns = profiler_overhead_ns(trace) if overhead_ns is None else float(overhead_ns)
         if self.overhead_ns > 0:
@@ -77,7 +78,7 @@ class Replayer:
             self.base_w = self.g.w.copy()
             self.base_w[ch] = np.maximum(0, self.g.w[ch] - self._ovh[ch])
         self.times, self.via = self.run(None)
-        self.window_ns = span(self.times, self.mask)
+        self.window_ns = span(self.times, self.mask, self.before, self.g)
 
     @property
     def capture_mask(self) -> np.ndarray:
@@ -195,7 +196,7 @@ class Replayer:
         if fix.scope == "capture":
             every = self.capture_mask
             return Prediction(span(self.times, every), span(t, every), fix.method, scope="capture")
-        return Prediction(self.window_ns, span(t, self.mask), fix.method)
+        return Prediction(self.window_ns, span(t, self.mask, self.before, self.g), fix.method)
 
 
 def segments(rp: Replayer) -> list[tuple[int, int, int]]:

@@ -4,7 +4,11 @@ Steady-state steps when the trace has step markers (the summary's analysed steps
 out), else first to last GPU activity whose launch is in the trace (work queued before profiling began is
 outside). The window's nodes are the step markers and the host calls inside
 the steps plus the GPU work they launched; without steps, the GPU activities. Its length, recorded or replayed,
-is the latest end minus the earliest start over those nodes.
+is the latest end minus the earliest start over those nodes, except that in a pipelined loop (no
+synchronisation at a step's end: the host runs ahead and the GPU still works through the previous steps' queue
+when the first analysed step begins) the window starts when the GPU has finished that earlier work, if that is
+later than the first step's start (never after the window's first GPU activity): the window is then the steps'
+period on the GPU, not the period plus the queue's lag.
 """
 
 from __future__ import annotations
@@ -41,16 +45,45 @@ def window_nodes(g: Graph, analysed_starts: np.ndarray | None = None) -> np.ndar
     return launched if launched.any() else gpu
 
 
-def span(times: np.ndarray, mask: np.ndarray) -> int:
-    """Window length from point times: latest end minus earliest start over the window's nodes."""
+def queued_before(g: Graph, mask: np.ndarray) -> np.ndarray:
+    """Boolean mask over nodes: GPU work launched before the window by host calls of the window's ranks (the
+    queue a pipelined loop's first analysed step finds on the GPU)."""
+    out = np.zeros(g.n, bool)
+    markers = np.nonzero(mask & (g.ntype == MARKER))[0]
+    gpu = np.nonzero((g.ntype == GPU) & (g.launcher >= 0) & ~mask)[0]
+    for rk in np.unique(g.rank[markers]):
+        w0 = g.start[markers[g.rank[markers] == rk]].min()
+        j = gpu[g.rank[gpu] == rk]
+        out[j[g.start[g.launcher[j]] < w0]] = True
+    return out
+
+
+def _start(starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, before: np.ndarray | None, gpu) -> int:
+    j = np.nonzero(mask)[0]
+    t0 = int(starts[j].min())
+    if before is None or not before.any():
+        return t0
+    gj = j[gpu[j]]
+    if not len(gj):
+        return t0
+    return max(t0, min(int(ends[before].max()), int(starts[gj].min())))
+
+
+def span(
+    times: np.ndarray, mask: np.ndarray, before: np.ndarray | None = None, g: Graph | None = None
+) -> int:
+    """Window length from point times: latest end minus the window's start (earliest start over the window's
+    nodes, or the end of the work queued ``before`` it when later; ``g`` tells GPU nodes apart)."""
     j = np.nonzero(mask)[0]
     if not len(j):
         return 0
-    return int(times[2 * j + 1].max() - times[2 * j].min())
+    gpu = g.ntype == GPU if g is not None else None
+    b = before if gpu is not None else None
+    return int(times[2 * j + 1].max() - _start(times[0::2], times[1::2], mask, b, gpu))
 
 
-def recorded_span(g: Graph, mask: np.ndarray) -> int:
+def recorded_span(g: Graph, mask: np.ndarray, before: np.ndarray | None = None) -> int:
     j = np.nonzero(mask)[0]
     if not len(j):
         return 0
-    return int(g.end[j].max() - g.start[j].min())
+    return int(g.end[j].max() - _start(g.start, g.end, mask, before, g.ntype == GPU))

@@ -209,7 +209,8 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     ),
     (r"(?i)tf32|xf32|_MX|s1688|s16816", "tf32"),
     (
-        r"(?i)sgemm|f32f32_f32f32|_ffma_|scudnn|implicit_convolve_sgemm|_fp32|gemv2T_kernel_val<int, int, float"
+        # _f32_: fmha_cutlassB_f32_aligned_... (PyTorch memory-efficient attention, FP32 SIMT math)
+        r"(?i)sgemm|f32f32_f32f32|_ffma_|scudnn|implicit_convolve_sgemm|_fp32|_f32_|gemv2T_kernel_val<int, int, float"
         r"|^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)|<float[,> ]",  # cuDNN templates <float, ...>
         "fp32",
     ),
