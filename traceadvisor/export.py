@@ -36,38 +36,19 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from traceadvisor import export_events as ee
 from traceadvisor.engine.rule import Finding
 from traceadvisor.errors import UsageError
-from traceadvisor.importers._kineto_build import COUNTER_CAT, FINDING_CAT, LAUNCH_FLOW_CATS
-from traceadvisor.importers._kineto_meta import _AMD_ARCH as AMD_ARCH
+from traceadvisor.importers._kineto_build import COUNTER_CAT, FINDING_CAT
 from traceadvisor.trace import Trace
 
 FORMATS = ("chrome", "perfetto")
 # kinds drawn on the GPU's lanes (pid: the device, tid: the stream) when the event has a device
 GPU_LANE_KINDS = ("kernel", "memcpy", "memset", "sync", "annotation")
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")
-# canonical kind -> Kineto category the Kineto importer maps back to that kind
-KIND_CAT = {
-    "kernel": "kernel",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-    "runtime": "cuda_runtime",
-    "cpu_op": "cpu_op",
-    "annotation": "user_annotation",
-    "sync": "cuda_sync",
-    "step": "step",  # Kineto's own steps keep their recorded category (ProfilerStep#N in user_annotation)
-    "python": "python_function",
-    "memory": "memory",  # "[memory]" instants keep Kineto's cpu_instant_event
-    "overhead": "overhead",
-    "other": "other",
-}
-LAUNCH_FLOW = LAUNCH_FLOW_CATS[0]
 FINDINGS_PROCESS = "traceadvisor findings"
-NO_STREAM = -1  # a GPU event without a recorded stream (Kineto writes -1 there)
 # first tid tried for an overflow thread; taken ids are skipped
 _OVERFLOW_TID = 1 << 30
-_ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder()
 _BATCH = 1 << 14
 
 
@@ -161,7 +142,7 @@ class ChromeTrace:
                 "note": "ts = (start_ns - origin_ns) / 1000 on the source clock; findings and counters are "
                 "derived by traceadvisor",
             },
-            "deviceProperties": [_device_props(d) for d in m.devices],
+            "deviceProperties": [ee.device_props(d) for d in m.devices],
             "displayTimeUnit": "ns" if self.fmt == "perfetto" else "ms",
         }
         if m.rank is not None or m.world_size is not None:
@@ -173,7 +154,7 @@ class ChromeTrace:
         return head
 
     def chunks(self) -> Iterator[bytes]:
-        head = _ENCODER.encode(self.header())
+        head = ee.ENCODER.encode(self.header())
         yield head[:-1] + b',"traceEvents":[\n'
         frame = self.lanes()
         body = self.event_chunks(frame)
@@ -194,7 +175,7 @@ class ChromeTrace:
             _gpu=on_gpu,
             _lane=pl.when(on_gpu).then(pl.col("device").cast(pl.Int64)).otherwise(pl.col("pid")),
             _tid=pl.when(on_gpu)
-            .then(pl.coalesce("stream", pl.lit(NO_STREAM, pl.Int64)))
+            .then(pl.coalesce("stream", pl.lit(ee.NO_STREAM, pl.Int64)))
             .otherwise(pl.coalesce("tid", pl.lit(0, pl.Int64))),
             dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0),
         )
@@ -207,7 +188,7 @@ class ChromeTrace:
         )
         ev = ev.join(pid_map, on=["_gpu", "rank", "_lane"], how="left", nulls_equal=True)
         ev = ev.sort(["start_ns", "dur_ns", "_i"], descending=[False, True, False])
-        sub = nest(
+        sub = ee.nest(
             ev.get_column("epid").to_list(),
             ev.get_column("_tid").to_list(),
             ev.get_column("start_ns").to_list(),
@@ -227,7 +208,7 @@ class ChromeTrace:
         taken: set[int] = set()
         m = self.trace.meta
         names = {d.index: d.name or d.model for d in m.devices}
-        host_names = _kineto_process_names(m.extra.get("metadata_events") or [])
+        host_names = ee.kineto_process_names(m.extra.get("metadata_events") or [])
         # GPUs first: Kineto's convention pid = device index is kept where possible (its importer reads a
         # GPU annotation's device from the pid); host processes keep their pid; none recorded: a free one
         multi_rank = len({k[1] for k in keys if k[1] is not None}) > 1
@@ -258,9 +239,9 @@ class ChromeTrace:
             if s == 0:
                 used.setdefault(p, set()).add(t)
         self._etids: dict[tuple[int, int, int], int] = {}
-        thread_labels = _kineto_thread_names(self.trace.meta.extra.get("metadata_events") or [])
+        thread_labels = ee.kineto_thread_names(self.trace.meta.extra.get("metadata_events") or [])
         for p, t, s, gpu in lanes:
-            if s == 0 and t != NO_STREAM:
+            if s == 0 and t != ee.NO_STREAM:
                 etid = t
             else:
                 etid = _OVERFLOW_TID
@@ -270,7 +251,7 @@ class ChromeTrace:
                 self.stats.overflow_threads += s > 0
             self._etids[(p, t, s)] = etid
             if gpu:
-                base = f"stream {t}" if t != NO_STREAM else "no stream recorded"
+                base = f"stream {t}" if t != ee.NO_STREAM else "no stream recorded"
             else:
                 base = thread_labels.get(t) or f"thread {t}"
             self.thread_names[(p, etid)] = base if s == 0 else f"{base} (overlap {s})"
@@ -282,21 +263,23 @@ class ChromeTrace:
         procs = [(self._findings_pid, FINDINGS_PROCESS)] if self.findings else []
         procs += sorted(self.process_names.items(), key=lambda kv: self._process_rank(kv[0]))
         for i, (pid, name) in enumerate(procs):
-            out.append(_meta("process_name", pid, 0, {"name": name}))
-            out.append(_meta("process_sort_index", pid, 0, {"sort_index": i}))
+            out.append(ee.meta_event("process_name", pid, 0, {"name": name}))
+            out.append(ee.meta_event("process_sort_index", pid, 0, {"sort_index": i}))
         by_pid: dict[int, list[tuple[int, int]]] = {}
         for p, t in self.thread_names:
             by_pid.setdefault(p, []).append((p, t))
         for p in sorted(by_pid):
             for j, key in enumerate(sorted(by_pid[p], key=self.thread_order.__getitem__)):
-                out.append(_meta("thread_name", p, key[1], {"name": self.thread_names[key]}))
-                out.append(_meta("thread_sort_index", p, key[1], {"sort_index": j}))
+                out.append(ee.meta_event("thread_name", p, key[1], {"name": self.thread_names[key]}))
+                out.append(ee.meta_event("thread_sort_index", p, key[1], {"sort_index": j}))
         for j, f in enumerate(self.findings):
             tid = j + 1
-            out.append(_meta("thread_name", self._findings_pid, tid, {"name": _finding_label(j, f)}))
-            out.append(_meta("thread_sort_index", self._findings_pid, tid, {"sort_index": j}))
+            out.append(
+                ee.meta_event("thread_name", self._findings_pid, tid, {"name": ee.finding_label(j, f)})
+            )
+            out.append(ee.meta_event("thread_sort_index", self._findings_pid, tid, {"sort_index": j}))
         self.stats.metadata = len(out)
-        return _join(out)
+        return ee.join_events(out)
 
     def _process_rank(self, pid: int) -> tuple:
         key = next(k for k, p in self.pids.items() if p == pid)
@@ -343,19 +326,19 @@ class ChromeTrace:
             counts[kind] = counts.get(kind, 0) + 1
             self._emit(row, flows.get(row[-1]), batch)
             if len(batch) >= _BATCH:
-                yield _join(batch)
+                yield ee.join_events(batch)
                 batch = []
         if batch:
-            yield _join(batch)
+            yield ee.join_events(batch)
         self.stats.by_kind = dict(sorted(counts.items()))
         self.stats.events = sum(counts.values())
 
     def _emit(self, row: tuple, flow: tuple[str, int] | None, out: list[dict[str, Any]]) -> None:
         (kind, name, category, pid, tid, gpu, start, dur, device, stream, corr, ext, nbytes) = row[:13]
-        args = _args(row[26])
-        cat = _category(kind, name, gpu, args)
+        args = ee.parse_args(row[26])
+        cat = ee.category(kind, name, gpu, args)
         ts = us(start - self.origin)
-        _fill_args(args, row, kind, gpu)
+        ee.fill_args(args, row, kind, gpu)
         recorded_flows = args.pop("flows", None)
         e: dict[str, Any] = {"ph": "X", "cat": cat, "name": name or "", "pid": pid, "tid": tid, "ts": ts}
         if kind == "memory" and dur == 0:
@@ -368,16 +351,16 @@ class ChromeTrace:
         e["args"] = args
         out.append(e)
         if flow is not None and self.fmt == "chrome":
-            out.append(_flow(flow[0], flow[1], pid, tid, ts))
+            out.append(ee.flow_event(flow[0], flow[1], pid, tid, ts))
             self.stats.flows += flow[0] == "f"
         elif flow is not None:
             self.stats.flows += flow[0] == "f"
         if isinstance(recorded_flows, list):
             for fl in recorded_flows:
                 if isinstance(fl, dict) and fl.get("ph") in ("s", "f", "t") and fl.get("id") is not None:
-                    out.append(_flow(fl["ph"], fl["id"], pid, tid, ts, str(fl.get("cat") or "flow")))
+                    out.append(ee.flow_event(fl["ph"], fl["id"], pid, tid, ts, str(fl.get("cat") or "flow")))
         if kind == "memory":
-            c = _counter(args, device)
+            c = ee.counter_event(args, device)
             if c:
                 out.append(
                     {"ph": "C", "cat": COUNTER_CAT, "name": c[0], "pid": pid, "tid": tid, "ts": ts} | c[1]
@@ -436,12 +419,12 @@ class ChromeTrace:
             }
             stacks: list[list[int]] = []
             for a, b in ranges:
-                sub = _place(stacks, a, b)
+                sub = ee.place(stacks, a, b)
                 tid = j + 1 if sub == 0 else (j + 1) * 1000 + sub
                 if sub and (self._findings_pid, tid) not in self.thread_names:
-                    self.thread_names[(self._findings_pid, tid)] = f"{_finding_label(j, f)} (overlap {sub})"
+                    self.thread_names[(self._findings_pid, tid)] = f"{ee.finding_label(j, f)} (overlap {sub})"
                     label = self.thread_names[(self._findings_pid, tid)]
-                    out.append(_meta("thread_name", self._findings_pid, tid, {"name": label}))
+                    out.append(ee.meta_event("thread_name", self._findings_pid, tid, {"name": label}))
                     self.stats.metadata += 1
                 out.append(
                     {
@@ -456,182 +439,4 @@ class ChromeTrace:
                     }
                 )
                 self.stats.findings += 1
-        return _join(out)
-
-
-def nest(pids: list, tids: list, starts: list, durs: list, instant: list) -> list[int]:
-    """Sub-lane of each event (in start order, longer first at equal starts) so that duration events on one
-    (pid, tid, sub-lane) nest: 0 for the thread itself, k > 0 for its k-th overflow thread."""
-    lanes: dict[tuple, list[list[int]]] = {}
-    out = [0] * len(pids)
-    for i, (p, t, s, d, inst) in enumerate(zip(pids, tids, starts, durs, instant, strict=True)):
-        if inst:
-            continue
-        out[i] = _place(lanes.setdefault((p, t), []), s, s + d)
-    return out
-
-
-def _place(stacks: list[list[int]], start: int, end: int) -> int:
-    """The first sub-lane whose open slices all enclose [start, end); a new one when none does."""
-    for k, st in enumerate(stacks):
-        while st and st[-1] <= start:
-            st.pop()
-        if not st or st[-1] >= end:
-            st.append(end)
-            return k
-    stacks.append([end])
-    return len(stacks) - 1
-
-
-def _args(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        v = _DECODER.decode(text)
-    except msgspec.DecodeError:
-        return {"args_text": text}
-    return v if isinstance(v, dict) else {"args": v}
-
-
-def _category(kind: str, name: str | None, gpu: bool, args: dict[str, Any]) -> str:
-    recorded = args.get("cat")
-    if kind == "step" and isinstance(recorded, str) and (name or "").startswith("ProfilerStep#"):
-        args.pop("cat")
-        return recorded
-    if kind == "memory" and name == "[memory]":
-        return "cpu_instant_event"
-    if kind == "other" and isinstance(recorded, str):
-        args.pop("cat")
-        return recorded
-    if kind == "annotation" and gpu:
-        return "gpu_user_annotation"
-    return KIND_CAT.get(kind, "other")
-
-
-# canonical column (position in the row) -> Kineto args key, so the Kineto importer fills the same column
-_ARG_KEYS = (
-    (10, "correlation"),
-    (11, "External id"),
-    (13, "copy_kind"),
-    (14, "src_memory"),
-    (15, "dst_memory"),
-    (22, "registers per thread"),
-    (23, "shared memory"),
-)
-
-
-def _fill_args(args: dict[str, Any], row: tuple, kind: str, gpu: bool) -> None:
-    """Add the canonical columns that have a value and whose key the recorded args lack."""
-    if kind == "memory":
-        if row[12] is not None:
-            args.setdefault("Bytes", row[12])
-        if row[8] is not None:
-            args.setdefault("Device Id", row[8])
-            args.setdefault("Device Type", 1)
-    elif row[12] is not None and "size" not in args:
-        args.setdefault("bytes", row[12])
-    if gpu:
-        args.setdefault("device", row[8])
-        args.setdefault("stream", row[9] if row[9] is not None else NO_STREAM)  # Kineto: -1 = none
-    for pos, key in _ARG_KEYS:
-        if row[pos] is not None:
-            args.setdefault(key, row[pos])
-    if row[16] is not None or row[17] is not None:
-        args.setdefault("grid", [row[16], row[17], row[18]])
-    if row[19] is not None:
-        args.setdefault("block", [row[19], row[20], row[21]])
-    for pos, key in ((24, "Input Dims"), (25, "Input type")):
-        if row[pos] is not None and key not in args and "Input dims" not in args:
-            try:
-                args[key] = _DECODER.decode(row[pos])
-            except msgspec.DecodeError:
-                args[key] = row[pos]
-    if row[2] is not None:
-        args.setdefault("category", row[2])
-
-
-def _counter(args: dict[str, Any], device: int | None) -> tuple[str, dict[str, Any]] | None:
-    vals = {
-        k: args[src]
-        for k, src in (("allocated", "Total Allocated"), ("reserved", "Total Reserved"))
-        if isinstance(args.get(src), (int, float)) and not isinstance(args.get(src), bool)
-    }
-    if not vals:
-        return None
-    where = f"GPU {device}" if device is not None else "host"
-    return f"{where} memory (bytes)", {"args": vals}
-
-
-def _flow(ph: str, fid: Any, pid: int, tid: int, ts: msgspec.Raw, cat: str = LAUNCH_FLOW) -> dict[str, Any]:
-    e = {"ph": ph, "cat": cat, "name": cat, "id": fid, "pid": pid, "tid": tid, "ts": ts}
-    if ph == "f":
-        e["bp"] = "e"
-    return e
-
-
-def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
-
-
-def _join(events: list[dict[str, Any]]) -> bytes:
-    if not events:
-        return b""
-    return _ENCODER.encode(events)[1:-1].replace(b'},{"ph"', b'},\n{"ph"')
-
-
-def _finding_label(j: int, f: Finding) -> str:
-    where = f" rank {f.rank}" if f.rank is not None else ""
-    return f"#{j + 1} {f.rule} {f.name}{where}"
-
-
-def _device_props(d) -> dict[str, Any]:
-    """The device as a Kineto ``deviceProperties`` entry (the recorded properties plus Kineto's keys)."""
-    props = dict(d.properties)
-    vendor = {"nvidia": "NVIDIA", "amd": "AMD"}.get(d.vendor or "", "")
-    kineto = {
-        "id": d.index,
-        "name": d.name or (f"{vendor} {d.model}".strip() if d.model else None),
-        "totalGlobalMem": d.memory_bytes,
-        "numSms": d.compute_units,
-    }
-    kineto.update(_compute_capability(d.arch))
-    for k, v in kineto.items():
-        if v is not None:
-            props.setdefault(k, v)
-    return props
-
-
-def _compute_capability(arch: str | None) -> dict[str, int]:
-    """computeMajor/computeMinor as Kineto records them: CUDA's compute capability, ROCm's gfx version."""
-    if not arch:
-        return {}
-    if arch.startswith("sm_") and arch[3:].isdigit() and len(arch) >= 5:
-        return {"computeMajor": int(arch[3:-1]), "computeMinor": int(arch[-1])}
-    if arch == "gfx90a" or arch == "gfx908":
-        return {"computeMajor": 9, "computeMinor": 0}
-    for (major, minor), gfx in AMD_ARCH.items():
-        if gfx == arch:
-            return {"computeMajor": major, "computeMinor": minor}
-    return {}
-
-
-def _kineto_process_names(meta_events: list[dict[str, Any]]) -> dict[int, str]:
-    out = {}
-    for e in meta_events:
-        if e.get("name") == "process_name" and isinstance(e.get("args"), dict):
-            try:
-                out.setdefault(int(e["pid"]), str(e["args"].get("name")))
-            except (TypeError, ValueError):
-                continue
-    return out
-
-
-def _kineto_thread_names(meta_events: list[dict[str, Any]]) -> dict[int, str]:
-    out = {}
-    for e in meta_events:
-        if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
-            try:
-                out.setdefault(int(e["tid"]), str(e["args"].get("name")))
-            except (TypeError, ValueError):
-                continue
-    return out
+        return ee.join_events(out)

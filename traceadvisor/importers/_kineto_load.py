@@ -188,38 +188,29 @@ def load(path: Path, progress: Progress | None = None, quick: bool = False) -> L
         )
     legacy = text[:1] == b"["
     base = None if gz else start
-    quick_split = _quick_split(text, legacy) if quick else None
-    if quick_split is not None:
-        doc, a, b = quick_split
-        return Loaded(
-            doc,
-            memoryview(text)[a:b],
-            legacy,
-            size,
-            truncated=gz_short,
-            recovered_bytes=size,
-            gzip_truncated=gz_short,
-            path=str(path),
-            text=text,
-            text_offset=base,
-            events_offset=a,
-            validated=False,
-        )
-    try:
-        doc, events = _split(text, legacy, path)
+
+    def loaded(doc: Document, events: Any, text: Any, events_offset: int | None, **cut: Any) -> Loaded:
+        kept = {"truncated": gz_short, "recovered_bytes": size, **cut}
         return Loaded(
             doc,
             events,
             legacy,
             size,
-            truncated=gz_short,
-            recovered_bytes=size,
             gzip_truncated=gz_short,
             path=str(path),
             text=text,
             text_offset=base,
-            events_offset=_offset_in(text, events, legacy),
+            events_offset=events_offset,
+            **kept,
         )
+
+    quick_split = _quick_split(text, legacy) if quick else None
+    if quick_split is not None:
+        doc, a, b = quick_split
+        return loaded(doc, memoryview(text)[a:b], text, a, validated=False)
+    try:
+        doc, events = _split(text, legacy, path)
+        return loaded(doc, events, text, _offset_in(text, events, legacy))
     except msgspec.ValidationError as e:
         raise _not_a_trace(path, e) from e
     except msgspec.DecodeError as e:
@@ -236,18 +227,8 @@ def load(path: Path, progress: Progress | None = None, quick: bool = False) -> L
             "Is this a torch.profiler trace? Re-export it with export_chrome_trace()",
         ) from err
     doc, events, cut, closed = rec
-    return Loaded(
-        doc,
-        events,
-        legacy,
-        size,
-        truncated=True,
-        recovered_bytes=cut,
-        gzip_truncated=gz_short,
-        path=str(path),
-        text=closed,
-        text_offset=base,
-        events_offset=_offset_in(closed, events, legacy),
+    return loaded(
+        doc, events, closed, _offset_in(closed, events, legacy), truncated=True, recovered_bytes=cut
     )
 
 
@@ -360,22 +341,25 @@ def _recover(text: Any, legacy: bool, path: Path) -> tuple[Document, Any, int, b
         pos = _last_gap(text, start, end)
         if pos < 0:
             break
-        closed = bytearray(text[: pos + 1]) + closing
-        try:
-            doc, events = _split(closed, legacy, path)
-            return doc, events, pos + 1, closed
-        except msgspec.DecodeError:
-            end = pos
+        found = _closed_after(text, pos, closing, legacy, path)
+        if found is not None:
+            return found
+        end = pos
     # only one complete event: close right after the last "}"
     last = text.rfind(b"}", start)
-    if last > start:
-        closed = bytearray(text[: last + 1]) + closing
-        try:
-            doc, events = _split(closed, legacy, path)
-            return doc, events, last + 1, closed
-        except msgspec.DecodeError:
-            return None
-    return None
+    return _closed_after(text, last, closing, legacy, path) if last > start else None
+
+
+def _closed_after(
+    text: Any, pos: int, closing: bytes, legacy: bool, path: Path
+) -> tuple[Document, Any, int, bytearray] | None:
+    """The text cut after ``pos`` and closed, decoded; None when that does not decode."""
+    closed = bytearray(text[: pos + 1]) + closing
+    try:
+        doc, events = _split(closed, legacy, path)
+    except msgspec.DecodeError:
+        return None
+    return doc, events, pos + 1, closed
 
 
 def _last_gap(text: bytes, start: int, end: int) -> int:
@@ -415,13 +399,7 @@ def chunk_ranges(events: Any) -> list[tuple[int, int]]:
     A cut can fall inside an event only when args hold an array of objects; such a range fails to decode.
     """
     mv = memoryview(events)
-    a, hi = _array_bounds(mv)
-    ranges = []
-    while a < hi:
-        b, nxt = _next_cut(mv, a, hi, CHUNK_TEXT)
-        ranges.append((a, b))
-        a = nxt
-    return ranges
+    return list(_parts(mv, *_array_bounds(mv), CHUNK_TEXT))
 
 
 class EventText:
@@ -458,10 +436,8 @@ class EventText:
 
         Raises ``msgspec.DecodeError`` when a piece does not decode (a cut fell inside an event).
         """
-        while a < b:
-            e, nxt = _next_cut(self.mv, a, b, PIECE_TEXT)
-            yield self._decode(a, e)
-            a = nxt
+        for start, end in _parts(self.mv, a, b, PIECE_TEXT):
+            yield self._decode(start, end)
 
     def exact_pieces(self, a: int, b: int) -> Iterator[list[Event]]:
         """The events of [a, b) split exactly (one raw pass finds every event); raises ``msgspec.DecodeError``
@@ -508,6 +484,14 @@ def _skip_separator(mv: memoryview, pos: int) -> int:
     while mv[pos] in b" \t\r\n,":
         pos += 1
     return pos
+
+
+def _parts(mv: memoryview, a: int, hi: int, size: int) -> Iterator[tuple[int, int]]:
+    """[start, end) of consecutive parts of about ``size`` bytes of [a, hi), cut at ``},{``."""
+    while a < hi:
+        end, nxt = _next_cut(mv, a, hi, size)
+        yield a, end
+        a = nxt
 
 
 def _next_cut(mv: memoryview, a: int, hi: int, size: int) -> tuple[int, int]:

@@ -28,7 +28,7 @@ import msgspec
 import polars as pl
 import pyarrow as pa
 
-from traceadvisor.importers._kineto_build import merge_info, new_totals, range_result, with_order_key
+from traceadvisor.importers._kineto_chunks import merge_info, new_totals, range_result, with_order_key
 from traceadvisor.importers._kineto_load import EventText, Loaded, chunk_ranges
 from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from polars.exceptions import PanicException
@@ -73,6 +74,28 @@ def decl_dtype(decl: str) -> pl.DataType:
     if "REAL" in d or "FLOA" in d or "DOUB" in d:
         return pl.Float64()
     return pl.String()
+
+
+def column_or_null(df: pl.DataFrame, name: str, dtype: pl.DataType = pl.Int64) -> pl.Expr:
+    """Column ``name`` of a table read from a database, as ``dtype``; null where the table lacks it (schemas
+    differ between profiler versions)."""
+    if name not in df.columns:
+        return pl.lit(None, dtype=dtype)
+    return pl.col(name).cast(pl.String) if dtype == pl.String else pl.col(name).cast(dtype, strict=False)
+
+
+def damage_note(table: str, err: str, n: int | None, done: str = "imported") -> str:
+    """The one wording of a damaged table's warning: what it was and what of it was kept (``n`` rows, or None
+    when no row count is known)."""
+    kept = f"the {n} rows that could be read" if n is not None else "the rows that could be counted"
+    return f"table {table} is damaged ({err}); {done} {kept}"
+
+
+def note_damage(meta: Any, table: str, err: str, n: int | None, done: str = "imported") -> None:
+    """When ``err`` is set: the damaged table's warning on ``meta`` (a TraceMeta), which is marked truncated."""
+    if err:
+        meta.warn(damage_note(table, err, n, done))
+        meta.truncated = True
 
 
 def spec_for(table: str, columns: dict[str, pl.DataType]) -> TableSpec:

@@ -15,7 +15,8 @@ import msgspec
 import polars as pl
 
 from traceadvisor.errors import InputError
-from traceadvisor.importers._kineto_build import import_chunks, link_flows
+from traceadvisor.importers._kineto_build import link_flows
+from traceadvisor.importers._kineto_chunks import import_chunks
 from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
@@ -173,7 +174,7 @@ def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
     ev = box.pop()
     cols = {name: ev.get_column(name) for name in ev.columns if name in COLUMN_NAMES}
     keys = [ev.get_column("start_ns").rechunk()]
-    if "order_key" in ev.columns:  # see _kineto_build.with_order_key
+    if "order_key" in ev.columns:  # see _kineto_chunks.with_order_key
         keys.append(ev.get_column("order_key").rechunk())
     del ev
     order = pl.select(

@@ -25,7 +25,6 @@ damaged pages.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from traceadvisor.errors import InputError
-from traceadvisor.importers import _amd_devices as amd_dev
+from traceadvisor.importers import _rocpd_events as events
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
@@ -189,270 +188,8 @@ def _small(db: sq.SqliteDB, table: str | None, cols: dict[str, pl.DataType], met
     if table is None:
         return pl.DataFrame(schema=cols)
     df, err = db.read_typed(table, cols)
-    if err:
-        meta.warn(f"table {table} is damaged ({err}); imported the {df.height} rows that could be read")
-        meta.truncated = True
+    sq.note_damage(meta, table, err, df.height)
     return df
-
-
-def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
-    if id_col not in df.columns:
-        return df.with_columns(pl.lit(None, dtype=pl.String).alias(out))
-    lookup = strings.unique("id", keep="first", maintain_order=True)  # a damaged table may repeat an id
-    return df.join(lookup.rename({"id": id_col, "string": out}), on=id_col, how="left")
-
-
-def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    ev = (
-        _strings(strings, events, "category_id", "category_name")
-        .rename({"id": "event_id"})
-        .drop("category_id")
-        .unique("event_id", keep="first", maintain_order=True)
-    )
-    df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
-    for c in ("stack_id", "parent_stack_id", "correlation_id"):
-        if c not in df.columns:
-            df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias(c))
-    if "category_name" not in df.columns:
-        df = df.with_columns(category_name=pl.lit(None, dtype=pl.String))
-    return df.with_columns(
-        external_id=ac.positive("correlation_id"),
-        correlation_id=pl.col("stack_id"),
-        parent_stack_id=ac.positive("parent_stack_id"),
-    )
-
-
-def _os_ids(df: pl.DataFrame, procs: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    df = df.join(procs.select(pl.col("id").alias("pid"), pl.col("pid").alias("os_pid")), on="pid", how="left")
-    df = df.join(
-        threads.select(pl.col("id").alias("tid"), pl.col("tid").alias("os_tid")), on="tid", how="left"
-    )
-    return df.with_columns(os_pid=pl.coalesce("os_pid", "pid"), os_tid=pl.coalesce("os_tid", "tid"))
-
-
-def _agent_index(agents: pl.DataFrame) -> pl.DataFrame:
-    return agents.select(
-        pl.col("id").alias("agent_id"),
-        pl.col("type").alias("agent_type"),
-        pl.col("type_index").alias("agent_ordinal"),
-        pl.col("absolute_index").alias("agent_abs_index"),
-    )
-
-
-def _kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
-    if kd.height == 0:
-        return kd
-    sym = g["symbols"].select(
-        pl.col("id").alias("kernel_id"),
-        pl.coalesce(pl.col("display_name").replace("", None), pl.col("kernel_name")).alias("name"),
-        pl.col("kernel_name").alias("symbol_name"),
-        pl.col("arch_vgpr_count").alias("registers"),
-        pl.col("accum_vgpr_count"),
-        pl.col("sgpr_count"),
-        pl.col("group_segment_size").alias("static_lds_bytes"),
-        pl.col("private_segment_size").alias("static_scratch_bytes"),
-    )
-    sym = ac.demangle(sym.with_columns(name=ac.clean_kernel_name(pl.col("name"))), "name")
-    kd = kd.join(sym, on="kernel_id", how="left").join(_agent_index(g["agents"]), on="agent_id", how="left")
-    kd = _strings(g["strings"], kd, "region_name_id", "launch_api")
-    kd = _events(_os_ids(kd, g["procs"], g["threads"]), g["events"], g["strings"])
-    kd = kd.join(g["queues"], on="queue_id", how="left").join(g["streams"], on="stream_id", how="left")
-    grid = {}
-    for a in ("x", "y", "z"):
-        grid[f"grid_{a}"] = ac.blocks(f"grid_size_{a}", f"workgroup_size_{a}")
-        grid[f"block_{a}"] = ac.positive(f"workgroup_size_{a}")
-    return kd.select(
-        pl.lit("kernel").alias("kind"),
-        pl.coalesce("name", pl.lit("<unknown kernel>")).alias("name"),
-        pl.col("start").alias("start_ns"),
-        ac.duration("start", "end").alias("dur_ns"),
-        pl.col("agent_ordinal").alias("device"),
-        pl.col("agent_ordinal").alias("pid"),
-        pl.col("queue_id").alias("tid"),
-        pl.col("stream_id").alias("stream"),
-        "correlation_id",
-        "external_id",
-        pl.col("group_segment_size").alias("shared_mem_bytes"),
-        pl.col("registers"),
-        *[v.alias(k) for k, v in grid.items()],
-        pl.concat_list("grid_size_x", "grid_size_y", "grid_size_z").alias("grid_work_items"),
-        pl.lit("work-items / workgroup").alias("grid_rule"),
-        "dispatch_id",
-        "queue_id",
-        "queue_name",
-        "stream_name",
-        "os_pid",
-        "os_tid",
-        "parent_stack_id",
-        pl.col("launch_api").replace("", None),
-        pl.col("private_segment_size").alias("scratch_bytes_per_item"),
-        "accum_vgpr_count",
-        "sgpr_count",
-        "static_lds_bytes",
-        "kernel_id",
-        "mangled_name",
-        "agent_abs_index",
-    )
-
-
-def _copies(mc: pl.DataFrame, g: dict) -> pl.DataFrame:
-    if mc.height == 0:
-        return mc
-    mc = _strings(g["strings"], mc, "name_id", "name")
-    mc = _strings(g["strings"], mc, "region_name_id", "launch_api")
-    ag = _agent_index(g["agents"])
-    mc = mc.join(ag.rename({c: f"dst_{c}" for c in ag.columns}), on="dst_agent_id", how="left")
-    mc = mc.join(ag.rename({c: f"src_{c}" for c in ag.columns}), on="src_agent_id", how="left")
-    mc = _events(_os_ids(mc, g["procs"], g["threads"]), g["events"], g["strings"])
-    ck = pl.col("name").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
-    gpu_side = (
-        pl.when(pl.col("copy_kind") == "h2d")
-        .then(pl.col("dst_agent_ordinal"))
-        .when(pl.col("src_agent_type") == "GPU")
-        .then(pl.col("src_agent_ordinal"))
-        .when(pl.col("dst_agent_type") == "GPU")
-        .then(pl.col("dst_agent_ordinal"))
-    )
-    mc = mc.with_columns(copy_kind=ck)
-    mc = mc.with_columns(
-        copy_kind=pl.when(
-            (pl.col("copy_kind") == "d2d") & (pl.col("src_agent_ordinal") != pl.col("dst_agent_ordinal"))
-        )
-        .then(pl.lit("p2p"))
-        .otherwise(pl.col("copy_kind")),
-        device=gpu_side,
-    )
-    return mc.select(
-        pl.lit("memcpy").alias("kind"),
-        "name",
-        pl.col("start").alias("start_ns"),
-        ac.duration("start", "end").alias("dur_ns"),
-        "device",
-        pl.col("device").alias("pid"),
-        pl.col("queue_id").alias("tid"),
-        pl.col("stream_id").alias("stream"),
-        "correlation_id",
-        "external_id",
-        ac.positive("size").alias("bytes"),
-        "copy_kind",
-        pl.col("launch_api").replace("", None),
-        "os_pid",
-        "os_tid",
-        "parent_stack_id",
-        "src_address",
-        "dst_address",
-        pl.col("src_agent_abs_index").alias("src_agent"),
-        pl.col("dst_agent_abs_index").alias("dst_agent"),
-        "queue_id",
-    )
-
-
-def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
-    """One JSON object of function arguments per event id (first value per name, in argument order)."""
-    if arg is None or arg.height == 0:
-        return None
-    a = arg.sort("event_id", "position").unique(
-        subset=["event_id", "name"], keep="first", maintain_order=True
-    )
-    kv = pl.concat_str([ac.json_str_expr("name"), pl.lit(":"), ac.json_str_expr("value")])
-    a = a.filter(pl.col("name").is_not_null()).with_columns(kv.alias("_kv"))
-    return (
-        a.group_by("event_id")
-        .agg(pl.col("_kv").str.join(","))
-        .select("event_id", pl.concat_str([pl.lit("{"), pl.col("_kv"), pl.lit("}")]).alias("api_args"))
-    )
-
-
-def _regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFrame:
-    if rg.height == 0:
-        return rg
-    rg = _strings(g["strings"], rg, "name_id", "name")
-    rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["events"], g["strings"])
-    ra = _region_args(arg)
-    if ra is not None:
-        rg = rg.join(ra, on="event_id", how="left")
-    else:
-        rg = rg.with_columns(api_args=pl.lit(None, dtype=pl.String))
-    marker = pl.col("category_name").str.starts_with("MARKER")
-    name = pl.coalesce(pl.col("name").replace("", None), pl.lit("<unnamed>"))
-    kind = pl.when(marker).then(ac.annotation_kind(name)).otherwise(ac.runtime_kind(name))
-    return rg.select(
-        kind.alias("kind"),
-        name.alias("name"),
-        pl.col("start").alias("start_ns"),
-        ac.duration("start", "end").alias("dur_ns"),
-        pl.col("os_pid").alias("pid"),
-        pl.col("os_tid").alias("tid"),
-        "correlation_id",
-        "external_id",
-        pl.col("category_name").alias("api_category"),
-        "parent_stack_id",
-        "api_args",
-    )
-
-
-def _allocations(ma: pl.DataFrame, g: dict) -> pl.DataFrame:
-    if ma.height == 0:
-        return ma
-    ma = ma.join(_agent_index(g["agents"]), on="agent_id", how="left")
-    ma = _events(_os_ids(ma, g["procs"], g["threads"]), g["events"], g["strings"])
-    return ma.select(
-        pl.lit("memory").alias("kind"),
-        pl.concat_str([pl.col("type"), pl.col("level")], separator=" ", ignore_nulls=True).alias("name"),
-        pl.col("start").alias("start_ns"),
-        ac.duration("start", "end").alias("dur_ns"),
-        pl.col("os_pid").alias("pid"),
-        pl.col("os_tid").alias("tid"),
-        pl.when(pl.col("agent_type") == "GPU").then(pl.col("agent_ordinal")).alias("device"),
-        ac.positive("size").alias("bytes"),
-        "correlation_id",
-        "external_id",
-        "address",
-        "queue_id",
-        "stream_id",
-        pl.col("type").alias("alloc_type"),
-        pl.col("level").alias("alloc_level"),
-    )
-
-
-def _agent_devices(agents: pl.DataFrame) -> list[Device]:
-    out = []
-    for r in agents.filter(pl.col("type") == "GPU").iter_rows(named=True):
-        try:
-            ext = json.loads(r["extdata"]) if r["extdata"] else {}
-        except ValueError:
-            ext = {}
-        banks = ext.get("mem_banks") or []
-        mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
-        props = {
-            k: ext[k]
-            for k in (
-                "num_xcc",
-                "simd_per_cu",
-                "wave_front_size",
-                "max_engine_clk_fcompute",
-                "gfx_target_version",
-                "family_id",
-                "lds_size_in_kb",
-            )
-            if k in ext
-        }
-        agent = amd_dev.Agent(
-            name=r["product_name"] or r["model_name"] or None,
-            arch=r["name"] or None,
-            compute_units=ext.get("cu_count"),
-            memory_bytes=mem,
-            pci_id=ext.get("device_id"),
-            node=r["absolute_index"],
-            ordinal=r["type_index"],
-            properties=props,
-        )
-        out.append(
-            amd_dev.device_from_agent(
-                int(r["type_index"] if r["type_index"] is not None else len(out)), agent, "rocpd_info_agent"
-            )
-        )
-    return out
 
 
 INFO = {
@@ -506,28 +243,23 @@ def _read_group(
     for logical, reason in SKIPPED.items():
         if logical in phys:
             n, err = db.count(phys[logical])
-            if err:
-                meta.warn(
-                    f"table {phys[logical]} is damaged ({err}); counted the {n} rows that could be read"
-                )
-                meta.truncated = True
+            sq.note_damage(meta, phys[logical], err, n, "counted")
             rec.add(n)
             meta.skip(reason, n)
     frames, errors = db.read_many(specs)
     by_logical = {_logical(t): df for t, df in frames.items()}
     for t, err in errors.items():
-        meta.warn(f"table {t} is damaged ({err}); imported the {frames[t].height} rows that could be read")
-        meta.truncated = True
+        sq.note_damage(meta, t, err, frames[t].height)
     rec.add(sum(by_logical[t].height for t in EVENT_TABLES if t in by_logical))
     g["events"] = by_logical.get(
         "rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]})
     )
     empty = pl.DataFrame()
     parts = [
-        _kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
-        _copies(by_logical.get("rocpd_memory_copy", empty), g),
-        _regions(by_logical.get("rocpd_region", empty), g, by_logical.get("rocpd_arg")),
-        _allocations(by_logical.get("rocpd_memory_allocate", empty), g),
+        events.kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
+        events.copies(by_logical.get("rocpd_memory_copy", empty), g),
+        events.regions(by_logical.get("rocpd_region", empty), g, by_logical.get("rocpd_arg")),
+        events.allocations(by_logical.get("rocpd_memory_allocate", empty), g),
     ]
     return [p for p in parts if p.height], g
 
@@ -557,7 +289,7 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
         for phys in groups.values():
             got, g = _read_group(db, phys, meta, rec)
             parts.extend(got)
-            for d in _agent_devices(g["agents"]):
+            for d in events.agent_devices(g["agents"]):
                 devices.setdefault(d.index, d)
             for r in g["procs"].iter_rows(named=True):
                 if r["start"] and r["end"]:

@@ -1,0 +1,121 @@
+"""The events array imported range by range: one range's canonical rows, flows and bookkeeping at a time
+(``import_chunks``), merged in input order; the parallel importer (``_kineto_parallel``) runs the same ranges in
+workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from traceadvisor.importers._kineto_build import build, flow_frame
+from traceadvisor.importers._kineto_load import Event, EventText
+from traceadvisor.importers._kineto_raw import range_frame
+from traceadvisor.progress import Progress
+from traceadvisor.trace import TraceMeta
+
+
+def chunk_result(
+    pieces: Iterable[list[Event]], rank: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one range of events
+    given piece by piece."""
+    meta = TraceMeta(path="", format="kineto")
+    raw = range_frame(pieces)
+    info: dict[str, Any] = {
+        "not_objects": raw.get_column("ph").null_count(),
+        "metadata": metadata_events(raw),
+    }
+    flows = flow_frame(raw)
+    ev = build(raw, meta, rank)
+    info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
+    return ev, flows, info
+
+
+def new_totals() -> dict[str, Any]:
+    return {"not_objects": 0, "metadata": []}
+
+
+def merge_info(meta: TraceMeta, info: dict[str, Any], totals: dict[str, Any]) -> None:
+    """Add one chunk's bookkeeping to the trace's."""
+    for reason, k in info["skipped"].items():
+        meta.skip(reason, k)
+    meta.input_events = (meta.input_events or 0) + info["input_events"]
+    totals["not_objects"] += info["not_objects"]
+    totals["metadata"].extend(info["metadata"])
+
+
+def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
+    """The "M" events (process/thread names, labels, sort indices) as small dicts for the trace metadata."""
+    rows = (
+        raw.lazy()
+        .filter(pl.col("ph") == "M")
+        .select(
+            "name",
+            pid=pl.coalesce(pl.col("pid_int").cast(pl.String), pl.col("pid_str")),
+            tid=pl.coalesce(pl.col("tid_int").cast(pl.String), pl.col("tid_str")),
+            args=pl.col("args_raw"),
+        )
+        .collect()
+        .iter_rows()
+    )
+    out = []
+    for name, pid, tid, args in rows:
+        try:
+            value = json.loads(args) if args else {}
+        except ValueError:
+            value = args
+        out.append({"name": name, "pid": pid, "tid": tid, "args": value})
+    return out
+
+
+def with_order_key(ev: pl.DataFrame, index: int) -> pl.DataFrame:
+    """``order_key`` = range index and args class of each row (its ``class_code`` is dropped): the final sort
+    by (start, order_key), keeping input order after that, puts rows with the same start time in the order
+    the importer has always had (range, then class of category, then input order)."""
+    return ev.select(pl.exclude("class_code"), order_key=pl.col("class_code").cast(pl.Int32) + 8 * index)
+
+
+def range_result(
+    text: EventText, a: int, b: int, rank: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """``chunk_result`` of the events in text range [a, b); when a piece cut falls inside an event, the range is
+    split exactly instead. Raises ``msgspec.DecodeError`` when [a, b) itself does not hold whole events."""
+    try:
+        return chunk_result(text.pieces(a, b), rank)
+    except msgspec.DecodeError:
+        return chunk_result(text.exact_pieces(a, b), rank)
+
+
+def import_chunks(
+    text: EventText, meta: TraceMeta, rank: int | None, progress: Progress | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """Canonical events and flow events of the whole events array, built range by range so that only one
+    range's intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``).
+
+    When a range does not decode on its own (a cut fell inside an event), the rest of the array is split exactly.
+    """
+    events, flows = [], []
+    totals = new_totals()
+
+    def add(result: tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]) -> None:
+        events.append(with_order_key(result[0], len(events)))
+        flows.append(result[1])
+        merge_info(meta, result[2], totals)
+
+    for a, b in text.ranges():
+        try:
+            add(range_result(text, a, b, rank))
+        except msgspec.DecodeError:
+            for a2, b2 in text.exact_ranges(a):
+                add(range_result(text, a2, b2, rank))
+            break
+        text.release(a, b)
+        if progress is not None:
+            progress.advance(1)
+    if not events:
+        add(chunk_result([], rank))
+    return pl.concat(events, rechunk=False), pl.concat(flows), totals

@@ -1,0 +1,479 @@
+"""Kineto events -> raw columns: each category class's ``args`` decoded into a typed struct (msgspec) and
+the fields the canonical table needs laid out as polars columns, one range of events at a time (``range_frame``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from itertools import compress, count, repeat
+from operator import attrgetter, eq, ne
+from typing import Any
+
+import msgspec
+import polars as pl
+import pyarrow as pa
+from msgspec import Raw, Struct
+
+from traceadvisor.importers._kineto_load import Event
+
+_COPY_KIND = {
+    "HtoD": "h2d",
+    "DtoH": "d2h",
+    "DtoD": "d2d",
+    "PtoP": "p2p",
+    "HtoH": "h2h",
+    "HtoA": "h2d",
+    "AtoH": "d2h",
+    "AtoA": "d2d",
+    "AtoD": "d2d",
+    "DtoA": "d2d",
+}
+_MEMORY = {
+    "pageable": "pageable",
+    "pinned": "pinned",
+    "device": "device",
+    "device static": "device",
+    "array": "device",
+    "managed": "managed",
+    "managed static": "managed",
+    "host": "unknown",
+    "unknown": "unknown",
+}
+_COPY_RE = re.compile(r"^Memcpy\s+(\S+)\s*(?:\((.*?)\s*->\s*(.*?)\))?")
+_SET_RE = re.compile(r"^Memset\s*\((.*?)\)")
+
+NO_RAW = Raw(b"")
+
+
+class HostArgs(Struct, gc=False):
+    """Known args of framework ops and annotations."""
+
+    ext: Any = msgspec.field(default=None, name="External id")
+    ext_legacy: Any = msgspec.field(default=None, name="external id")
+    dims: Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    dims_legacy: Raw = msgspec.field(default=NO_RAW, name="Input dims")
+    types: Raw = msgspec.field(default=NO_RAW, name="Input type")
+
+
+class RuntimeArgs(Struct, gc=False):
+    """Known args of runtime/driver calls (ROCm adds copy sizes, as strings, and launch geometry)."""
+
+    ext: Any = msgspec.field(default=None, name="External id")
+    ext_legacy: Any = msgspec.field(default=None, name="external id")
+    correlation: Any = None
+    bytes: Any = None
+    size: Any = None
+    grid: Raw = NO_RAW
+    block: Raw = NO_RAW
+    shared: Any = msgspec.field(default=None, name="shared memory")
+
+
+class GpuArgs(Struct, gc=False):
+    """Known args of GPU activities (kernel, memcpy, memset, sync)."""
+
+    ext: Any = msgspec.field(default=None, name="External id")
+    ext_legacy: Any = msgspec.field(default=None, name="external id")
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    bytes: Any = None
+    grid: Raw = NO_RAW
+    block: Raw = NO_RAW
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared: Any = msgspec.field(default=None, name="shared memory")
+
+
+class MemoryArgs(Struct, gc=False):
+    """Known args of [memory] allocator instants."""
+
+    alloc_bytes: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+
+
+HOST_CATS = ("cpu_op", "user_annotation", "gpu_user_annotation", "Operator")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime")
+GPU_ARG_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "Kernel", "Memcpy", "Memset")
+MEMORY_CATS = ("cpu_instant_event",)
+# per class of category: the args struct and (struct field -> raw column, how) for the columns it fills
+_CLASS_FIELDS: tuple[tuple[tuple[str, ...], type, tuple[tuple[str, str, str], ...]], ...] = (
+    (
+        HOST_CATS,
+        HostArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("dims", "input_dims", "raw"),
+            ("dims_legacy", "input_dims_legacy", "raw"),
+            ("types", "input_types", "raw"),
+        ),
+    ),
+    (
+        RUNTIME_CATS,
+        RuntimeArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("correlation", "a_corr", "int"),
+            ("bytes", "a_bytes", "int"),
+            ("size", "a_size", "int"),
+            ("grid", "grid_txt", "raw"),
+            ("block", "block_txt", "raw"),
+            ("shared", "shared_mem_bytes", "int"),
+        ),
+    ),
+    (
+        GPU_ARG_CATS,
+        GpuArgs,
+        (
+            ("ext", "a_ext", "int"),
+            ("ext_legacy", "a_ext_legacy", "int"),
+            ("correlation", "a_corr", "int"),
+            ("device", "a_device", "int"),
+            ("stream", "a_stream", "int"),
+            ("bytes", "a_bytes", "int"),
+            ("grid", "grid_txt", "raw"),
+            ("block", "block_txt", "raw"),
+            ("registers", "registers", "int"),
+            ("shared", "shared_mem_bytes", "int"),
+        ),
+    ),
+    (
+        MEMORY_CATS,
+        MemoryArgs,
+        (
+            ("alloc_bytes", "a_alloc", "int"),
+            ("device_id", "a_dev_id", "int"),
+            ("device_type", "a_dev_type", "int"),
+        ),
+    ),
+)
+# ... with decoders for a list of args objects and for one
+_CLASSES = tuple(
+    (cats, msgspec.json.Decoder(list[t]), fields, msgspec.json.Decoder(t))
+    for cats, t, fields in _CLASS_FIELDS
+)
+# category -> 1-based index into _CLASSES (0: no known args)
+_CLASS_OF: dict[str, int] = {c: i + 1 for i, (cats, _, _) in enumerate(_CLASS_FIELDS) for c in cats}
+_GPU_CLASS = _CLASS_OF["kernel"]  # GPU_ARG_CATS, which hold the copy categories
+ARG_COLUMNS: dict[str, pl.DataType] = {
+    col: (pl.String if how == "raw" else pl.Int64) for _, _, fields in _CLASS_FIELDS for _, col, how in fields
+}
+
+
+def _int_series(values: list[Any]) -> pl.Series:
+    """Int64 from ints (and bools, as polars reads them); numeric strings ("8388608" on ROCm) are parsed,
+    anything else (floats, ints beyond int64, other JSON) is null."""
+    try:
+        return pl.Series(values, dtype=pl.Int64)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        ints = [
+            v if v.__class__ is bool or (v.__class__ is int and _I64_MIN <= v <= _I64_MAX) else None
+            for v in values
+        ]
+        strs = [v if v.__class__ is str else None for v in values]
+        parsed = pl.Series(strs, dtype=pl.String).str.strip_chars().cast(pl.Int64, strict=False)
+        return pl.Series(ints, dtype=pl.Int64).fill_null(parsed)
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def text_column(data: list[bytes], lens: list[int]) -> pl.Series:
+    """A String column over the concatenated ``data`` cut into pieces of ``lens`` bytes (one copy of the bytes,
+    no Python string per row); empty pieces become null."""
+    if not lens:
+        return pl.Series([], dtype=pl.String)
+    text = data[0] if len(data) == 1 else b"".join(data)
+    big = len(text) >= 2**31
+    sizes = pl.Series(lens, dtype=pl.Int64)
+    ends = sizes.cum_sum().cast(pl.Int64 if big else pl.Int32).to_arrow()
+    offsets = pa.concat_arrays([pa.array([0], type=ends.type), ends]).buffers()[1]
+    s = pl.Series(
+        pl.from_arrow(
+            pa.Array.from_buffers(
+                pa.large_string() if big else pa.string(), len(lens), [None, offsets, pa.py_buffer(text)]
+            )
+        )
+    )
+    if 0 in lens:
+        s = pl.select(pl.when(sizes > 0).then(s)).to_series()
+    return s
+
+
+_US = pl.Decimal(38, 3)  # a JSON microsecond value: ns resolution, up to 10**35 us
+
+
+def us_to_ns(txt: pl.Series) -> pl.Series:
+    """Exact integer ns from the JSON text of microsecond timestamps (formats.md 1.3): parsed as decimals, never
+    through float64, which keeps only ~0.25 us of an absolute epoch time written with 3 decimals. More decimals
+    round half to even. A quoted number is read as a number and true/false as 1/0; anything else is null."""
+    ns = (txt.cast(_US, strict=False) * 1000).cast(pl.Int64, strict=False)  # beyond int64 ns: null
+    if ns.null_count() == txt.null_count():
+        return ns
+    t = pl.col("t")
+    quoted = t.str.starts_with('"') & t.str.ends_with('"') & (t.str.len_bytes() > 1)
+    unquoted = (t.str.slice(1, t.str.len_bytes() - 2).cast(_US, strict=False) * 1000).cast(
+        pl.Int64, strict=False
+    )
+    fix = (
+        pl.when(quoted)
+        .then(unquoted)
+        .when(t == "true")
+        .then(pl.lit(1000, pl.Int64))
+        .when(t == "false")
+        .then(pl.lit(0, pl.Int64))
+    )
+    return pl.DataFrame({"t": txt, "ns": ns}).select(pl.coalesce("ns", fix)).to_series()
+
+
+def to_ns(us: pl.Expr) -> pl.Expr:
+    """Float (or int) microseconds to integer ns: exact for durations (below 2**33 us a float64 holds every ns)."""
+    fits = us.is_finite() & (us.abs() < 9.2e15)  # NaN, inf or beyond int64 ns: unknown (null)
+    us = pl.when(fits).then(us)
+    whole = us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
+
+
+def _lane(values: list[Any]) -> tuple[pl.Series, list[int], list[str]]:
+    """pid or tid: (int lane, rows and values of string lanes). pid/tid are ints except for lanes like "Spans"
+    or legacy "stream 7"; any other type is null in both."""
+    odd_types = set(map(type, values)) - {int, type(None)}  # C-level pass: no Python code per event
+    if not odd_types:
+        try:
+            return pl.Series(values, dtype=pl.Int64), [], []
+        except (TypeError, OverflowError, pl.exceptions.PolarsError):  # an int beyond int64: null
+            return _int_series([v if v.__class__ is int else None for v in values]), [], []
+    types = list(map(type, values))
+    odd = sorted(i for t in odd_types for i in _positions(types, t))
+    ints = list(values)
+    for i in odd:
+        ints[i] = None
+    rows = [i for i in odd if types[i] is str]
+    return _int_series(ints), rows, [values[i] for i in rows]
+
+
+def _positions(items: list[Any], x: Any) -> Iterator[int]:
+    """Where ``x`` is in ``items`` (``list.index`` scans in C: fast when ``x`` is rare)."""
+    i = -1
+    try:
+        while True:
+            i = items.index(x, i + 1)
+            yield i
+    except ValueError:
+        return
+
+
+def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
+    return pl.repeat(None, n, dtype=dtype, eager=True)
+
+
+def _field(structs: list[Any], name: str) -> list[Any]:
+    """One attribute of every struct, in a C-level loop."""
+    return list(map(attrgetter(name), structs))
+
+
+class RangeColumns:
+    """The raw per-event columns of a range of events, filled piece by piece (``add``), in input order.
+
+    Each piece (~3k events) is read while its Python objects are still in the CPU cache: its fields become
+    small polars columns or joined bytes right away, and its known args are decoded per class of category.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.parts: dict[str, list[pl.Series]] = {c: [] for c in _PIECE_COLUMNS}
+        self.texts: dict[str, tuple[list[bytes], list[int]]] = {"ts": ([], []), "args_raw": ([], [])}
+        self.codes: list[int] = []
+        # columns set on few rows: column -> (rows, values), or (rows, joined bytes, lengths) for raw text
+        self.sparse: dict[str, tuple[list[int], list[Any]]] = {}
+        self.sparse_text: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
+
+    def add(self, evs: list[Event]) -> None:
+        base, n = self.n, len(evs)
+        self.n += n
+        parts = self.parts
+        ph, cat = _field(evs, "ph"), _field(evs, "cat")
+        parts["ph"].append(pl.Series(ph, dtype=pl.String, strict=False))
+        parts["cat"].append(pl.Series(cat, dtype=pl.String, strict=False))
+        names = _field(evs, "name")
+        parts["name"].append(pl.Series(names, dtype=pl.String, strict=False))
+        for lane in ("pid", "tid"):
+            ints, rows, strs = _lane(_field(evs, lane))
+            parts[f"{lane}_int"].append(ints)
+            if rows:
+                self._sparse(f"{lane}_str", base, rows, strs)
+        parts["dur"].append(pl.Series(_field(evs, "dur"), dtype=pl.Float64, strict=False))
+        self._text("ts", _field(evs, "ts"))
+        args = _field(evs, "args")
+        self._text("args_raw", args)
+        if ph.count("X") < n:  # flow id and instant scope exist only on other phases
+            rare = [i for i in compress(count(), map(ne, ph, repeat("X"))) if ph[i] is not None]
+            rare_evs = list(map(evs.__getitem__, rare))
+            for key, col in (("id", "flow_id"), ("s", "scope")):
+                vals = _field(rare_evs, key)
+                if vals.count(None) < len(vals):
+                    self._sparse(col, base, rare, vals)
+        del evs
+        codes = _class_codes(cat)
+        self.codes.extend(codes)
+        for k in sorted(set(codes) - {0}):
+            rows = list(compress(count(), map(eq, codes, repeat(k))))
+            self._decode_class(k, base, rows, list(map(args.__getitem__, rows)))
+            if k == _GPU_CLASS:
+                self._copies(base, [i for i in rows if cat[i] in COPY_CATS], names)
+
+    def _copies(self, base: int, rows: list[int], names: list[Any]) -> None:
+        """copy_kind / src_memory / dst_memory (and memory_inferred) of the memcpy and memset events at ``rows``,
+        parsed once per distinct name."""
+        if not rows:
+            return
+        fields = [copy_fields(names[i]) if names[i].__class__ is str else (None, None, None) for i in rows]
+        for j, col in enumerate(("copy_kind", "src_memory", "dst_memory")):
+            self._sparse(col, base, rows, [f[j] for f in fields])
+        self._sparse(
+            "memory_inferred",
+            base,
+            rows,
+            [False if f[1] is not None or f[2] is not None else None for f in fields],
+        )
+
+    def _text(self, col: str, raws: list[Any]) -> None:
+        data, lens = self.texts[col]
+        data.append(b"".join(raws))
+        lens.extend(map(len, raws))
+
+    def _sparse(self, col: str, base: int, rows: list[int], values: list[Any]) -> None:
+        at, vals = self.sparse.setdefault(col, ([], []))
+        at.extend(map(base.__add__, rows))
+        vals.extend(values)
+
+    def _decode_class(self, k: int, base: int, rows: list[int], args: list[Raw]) -> None:
+        """Decode the known args of the piece's events of class ``k`` (at ``rows``)."""
+        _, decoder, fields, one = _CLASSES[k - 1]
+        try:
+            known = decoder.decode(b"".join((b"[", b",".join(args), b"]")))
+        except msgspec.ValidationError:  # an args value that is not an object: it has no known keys
+            known = [_one_args(one, a) for a in args]
+        for attr, col, how in fields:
+            vals = _field(known, attr)
+            if vals.count(NO_RAW if how == "raw" else None) == len(vals):  # absent (the default, by identity)
+                continue
+            if how == "raw":
+                at, data, lens = self.sparse_text.setdefault(col, ([], [], []))
+                at.extend(map(base.__add__, rows))
+                data.append(b"".join(vals))
+                lens.extend(map(len, vals))
+            else:
+                self._sparse(col, base, rows, vals)
+
+    def frame(self) -> pl.DataFrame:
+        """The raw frame: one row per event; arg columns no event of the range has stay absent."""
+        n = self.n
+        cols = {
+            c: pl.concat(p) if p else pl.Series([], dtype=t)
+            for (c, t), p in zip(_PIECE_COLUMNS.items(), self.parts.values(), strict=True)
+        }
+        cols["ts_ns"] = us_to_ns(text_column(*self.texts["ts"]))
+        cols["args_raw"] = text_column(*self.texts["args_raw"])
+        cols["class_code"] = pl.Series(self.codes, dtype=pl.Int8)
+        for col, dtype in _LANE_COLUMNS.items():
+            cols[col] = self._scatter(col, n, dtype) if col in self.sparse else _nulls(n, dtype)
+        for col in self.sparse:
+            if col not in cols:
+                cols[col] = self._scatter(col, n, COPY_COLUMNS.get(col) or ARG_COLUMNS[col])
+        for col, (at, data, lens) in self.sparse_text.items():
+            text = text_column(data, lens)
+            if col in DIMS:  # launch geometry: parsed on the few rows that have it
+                for c, v in text.to_frame(col).select(**xyz(DIMS[col])).to_dict().items():
+                    cols[c] = _nulls(n, pl.Int32).scatter(at, v)
+            else:
+                cols[col] = _nulls(n, pl.String).scatter(at, text)
+        return pl.DataFrame(cols)
+
+    def _scatter(self, col: str, n: int, dtype: pl.DataType) -> pl.Series:
+        at, vals = self.sparse[col]
+        if dtype == pl.String or dtype == pl.Boolean:
+            values = pl.Series(vals, dtype=dtype, strict=False)
+        else:
+            values = _int_series(vals).cast(dtype)
+        return _nulls(n, dtype).scatter(at, values)
+
+
+# recorded "[x, y, z]" texts -> the prefix of their x/y/z columns
+DIMS = {"grid_txt": "grid", "block_txt": "block"}
+XYZ_COLUMNS = tuple(f"{p}_{a}" for p in DIMS.values() for a in "xyz")
+# columns set on few rows, besides the known args
+_LANE_COLUMNS: dict[str, pl.DataType] = {
+    "pid_str": pl.String,
+    "tid_str": pl.String,
+    "flow_id": pl.Int64,
+    "scope": pl.String,
+}
+COPY_COLUMNS: dict[str, pl.DataType] = {
+    "copy_kind": pl.String,
+    "src_memory": pl.String,
+    "dst_memory": pl.String,
+    "memory_inferred": pl.Boolean,
+}
+COPY_CATS = frozenset(("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
+_PIECE_COLUMNS: dict[str, pl.DataType] = {
+    "ph": pl.String,
+    "cat": pl.String,
+    "name": pl.String,
+    "pid_int": pl.Int64,
+    "tid_int": pl.Int64,
+    "dur": pl.Float64,
+}
+
+
+def _class_codes(cats: list[Any]) -> list[int]:
+    """The args class (index into ``_CLASSES`` + 1, 0: none) of each category."""
+    try:
+        return list(map(_CLASS_OF.get, cats, repeat(0)))
+    except TypeError:  # an unhashable category (a JSON list or object)
+        return [_CLASS_OF.get(c, 0) if c.__class__ is str else 0 for c in cats]
+
+
+def range_frame(pieces: Iterable[list[Event]]) -> pl.DataFrame:
+    """The raw frame of a range of events given piece by piece."""
+    cols = RangeColumns()
+    for evs in pieces:
+        cols.add(evs)
+    return cols.frame()
+
+
+def _one_args(decoder: Any, raw: Raw) -> Any:
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError:
+        return decoder.decode(b"{}")
+
+
+def xyz(prefix: str) -> dict[str, pl.Expr]:
+    """x/y/z columns from a recorded "[x, y, z]" list (other shapes, like Inductor's "grid(100,)", give null)."""
+    parts = pl.col(f"{prefix}_txt").str.strip_chars("[] \t\r\n").str.split(",")
+    return {
+        f"{prefix}_{a}": parts.list.get(i, null_on_oob=True).str.strip_chars().cast(pl.Int32, strict=False)
+        for i, a in enumerate("xyz")
+    }
+
+
+@lru_cache(maxsize=4096)
+def copy_fields(name: str) -> tuple[str | None, str | None, str | None]:
+    """(copy_kind, src_memory, dst_memory) of a memcpy or memset name ("Memcpy HtoD (Pageable -> Device)")."""
+    m = _COPY_RE.match(name)
+    if m:
+        kind = _COPY_KIND.get(m.group(1))
+        if m.group(2) is None:
+            return kind, None, None
+        return (
+            kind,
+            _MEMORY.get(m.group(2).strip().lower(), "unknown"),
+            _MEMORY.get(m.group(3).strip().lower(), "unknown"),
+        )
+    m = _SET_RE.match(name)
+    if m:
+        return None, None, _MEMORY.get(m.group(1).strip().lower(), "unknown")
+    return None, None, None
