@@ -30,12 +30,18 @@ then to the GEMM op whose host time range contains the launch on the same thread
 peak is the dense datasheet number of ``traceadvisor.devices`` for the dtype column (``float`` counts against the
 FP32 peak unless the kernel name says ``tf32``/``xf32``). A shape is flagged when its TFLOP/s is below
 ``min_utilization`` of the *achievable* peak: AMD's measured "max achievable" figure where devices.md lists one
-(MI300X, MI325X), the datasheet peak elsewhere; both shares are in the evidence. ``impact_ns`` is the GPU time above the roofline:
-``sum(gpu) - calls * max(FLOPs/peak, bytes/HBM bandwidth, launch floor)`` with the minimum bytes of A, B and C:
-an upper bound of what any kernel could save at that shape. The launch floor (``launch_floor_us``, 1 us on NVIDIA:
-the shortest kernels of ``h200_launch_bound`` take 0.93 us; ``amd_launch_floor_us``, 4 us: the 1st percentile of
-kernel times in ``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` is 4.2 us) keeps tiny GEMMs from promising savings
-no kernel can deliver. A shape whose arithmetic intensity is below the ridge (peak / HBM bandwidth) is labelled
+(MI300X, MI325X), the datasheet peak elsewhere; both shares are in the evidence. The fix is replayed (docs/impact.md): every call of a flagged shape runs at its
+*achievable time* (``traceadvisor.gemm_shapes.achievable_ns``): ``max(FLOPs / (0.75 * achievable peak), bytes /
+(0.8 * HBM bandwidth), launch floor)`` with the minimum bytes of A, B and C, its kernels scaled to that total
+(launch calls blocked on a full queue freed, as for every GPU fix); ``impact_ns`` is the replayed saving and the
+rule's own bound (``sum(gpu) - calls * achievable time``) is ``bound_ns``. 0.75 is what well-chosen kernels reach
+on large GEMMs (aligned bf16 8192^3: 783 TFLOP/s measured by CUDA events on an H200 in
+``h200_ground_truth.json``, 742 assumed); 0.8 is what the memory-bound 16x8192x8192 bf16 GEMM reaches (33.5 us
+measured, 35 us assumed: no saving promised). On ``h200_gemm_mix`` the misaligned fp16 shape (904 us per call)
+is predicted at 185 us per call, saving 3.6 ms of the 25 ms window. The launch floor (``launch_floor_us``, 1 us
+on NVIDIA: the shortest kernels of ``h200_launch_bound`` take 0.93 us; ``amd_launch_floor_us``, 4 us: the 1st
+percentile of kernel times in ``tracelens_mi300x_qwen1.5_0.5b_chat_inference`` is 4.2 us) keeps tiny GEMMs from
+promising savings no kernel can deliver. A shape whose arithmetic intensity is below the ridge (peak / HBM bandwidth) is labelled
 **memory-bound** with its share of the roofline time (``roofline_efficiency``: 84 % for the planted 16x8192x8192
 bf16 GEMM of ``h200_gemm_mix``, whose fix is batching more rows, not a better kernel), and alignment advice is
 only given to compute-bound shapes; a memory-bound shape seen in fewer than 3 calls is low
@@ -83,13 +89,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from traceadvisor import devices
-from traceadvisor.devices import peak_tflops, resolve_models, unknown_device_reason
+from traceadvisor import devices, gemm_shapes
+from traceadvisor.devices import unknown_device_reason
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.knowledge import operators
-from traceadvisor.schema import views
+from traceadvisor.gemm_shapes import (
+    device_peaks,
+    dtype_expr,
+    gemm_ops,
+    link_failure,
+    linked_kernels,
+    with_peaks,
+)
+from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -98,8 +113,8 @@ RULE = Rule(
     name="low-gemm-utilization",
     title="GEMM shapes far below the device's peak FLOP/s",
     summary="{n_shapes} GEMM shape(s) in {count} calls ran below {threshold_pct:.0f}% of the achievable peak "
-    "(worst {worst_util_pct:.1f}% of the datasheet peak); up to {impact_ms:.1f} ms above the roofline "
-    "({share_pct:.1f}% of the trace)",
+    "(worst {worst_util_pct:.1f}% of the datasheet peak); at their achievable time they would save "
+    "{saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
     advice={
         "common": "Per flagged shape (see `shapes[].cause`): pad misaligned dims to multiples of 8 (16-bit), 16 "
         "(8-bit) or 4 (fp32) elements, e.g. vocabulary, hidden and head sizes; batch skinny GEMMs "
@@ -140,50 +155,9 @@ RULE = Rule(
     confidence="high",
 )
 
-GEMM_OPS = operators.GEMM_OPS  # op -> (operand A index, operand B index, layout)
-DTYPE_COLUMNS = devices.DTYPE_COLUMNS
-TF32_KERNEL = devices.TF32_KERNEL_RE
+GEMM_OPS = gemm_shapes.GEMM_OPS
 ELEMENT_BYTES = devices.ELEMENT_BYTES
-ALIGN_ELEMENTS = {"bf16": 8, "fp16": 8, "fp32": 4, "tf32": 4, "fp8": 16, "int8": 16, "fp64": 2}
 PEAK_COLUMNS = devices.PEAK_COLUMNS
-ACHIEVABLE = devices.ACHIEVABLE_TFLOPS
-TILE = 128  # a typical output tile edge of tensor-core GEMM kernels (for the quantization estimate)
-# kernel names that betray a legacy / unaligned path
-LEGACY_KERNEL = r"align1|align2|cutlass_7\d_|volta_|turing_|maxwell_|gemmSN|gemmk1"
-
-
-def device_peaks(trace: Trace) -> pl.DataFrame:
-    """One row per device index known to the trace: model, compute units, peak per dtype column, HBM TB/s.
-
-    A device without a recorded model takes the architecture its kernels are named after (``inferred``)."""
-    rows = []
-    for r in resolve_models(trace):
-        m = r.model
-        if not m.tflops or not m.hbm_tbs:  # a named model without published peaks
-            continue
-        cu = r.compute_units
-        row: dict[str, Any] = {
-            "device": r.device,
-            "model": m.key if not r.inferred else f"{m.key} ({m.arch} class, {r.source})",
-            "inferred": r.inferred,
-            "sms": cu or m.compute_units,
-            "hbm_tbs": m.hbm_tbs,
-        }
-        row.update({f"peak_{c}": peak_tflops(m, c, cu) for c in PEAK_COLUMNS})
-        scale = (cu / m.compute_units) if cu else 1.0
-        ach = ACHIEVABLE.get(m.key, {})
-        row.update({f"ach_{c}": ach[c] * scale if c in ach else row[f"peak_{c}"] for c in PEAK_COLUMNS})
-        rows.append(row)
-    schema = {
-        "device": pl.Int32,
-        "model": pl.String,
-        "inferred": pl.Boolean,
-        "sms": pl.Int64,
-        "hbm_tbs": pl.Float64,
-        **{f"peak_{c}": pl.Float64 for c in PEAK_COLUMNS},
-        **{f"ach_{c}": pl.Float64 for c in PEAK_COLUMNS},
-    }
-    return pl.DataFrame(rows, schema=schema)
 
 
 def requires(trace: Trace) -> str | None:
@@ -192,196 +166,11 @@ def requires(trace: Trace) -> str | None:
     return link_failure(trace)
 
 
-def _dims_expr(col: str, idx: str) -> pl.Expr:
-    """The shape at position ``idx`` of a JSON ``Input Dims`` string, as a list of ints (null if absent)."""
-    s = pl.col(col).str.extract_all(r"\[[^\[\]]*\]").list.get(pl.col(idx), null_on_oob=True)
-    return (
-        s.str.strip_chars("[] ")
-        .str.split(",")
-        .list.eval(pl.element().str.strip_chars().cast(pl.Int64, strict=False))
-        .list.drop_nulls()
-    )
-
-
-def _prod(lst: pl.Expr) -> pl.Expr:
-    return lst.list.eval(pl.element().product()).list.first()
-
-
-# kernel-name dtype tokens, for traces that record shapes but not dtypes (Kineto before 1.8 had no Input type)
-KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
-    (r"(?i)bf16|bfloat16", "bf16"),
-    (r"(?i)tf32|xf32|s1688|s16816", "tf32"),
-    (r"(?i)hgemm|h884|h1688|h16816|fp16|f16f16|_f16_|half", "fp16"),
-    (r"(?i)sgemm|f32f32|_ffma_", "fp32"),
-    (r"(?i)dgemm|f64", "fp64"),
-)
-
-
-def _dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:
-    t = types.str.to_lowercase()
-    expr = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
-    for pat, col in KERNEL_DTYPES:
-        expr = expr.when(t.is_null() & kernel.str.contains(pat)).then(pl.lit(col))
-    expr = expr.when(t.is_null()).then(pl.lit(None, dtype=pl.String))
-    for pat, col in DTYPE_COLUMNS:
-        cond = t.str.contains(pat)
-        if col == "fp32":
-            expr = expr.when(cond & kernel.str.contains(TF32_KERNEL)).then(pl.lit("tf32"))
-        expr = expr.when(cond).then(pl.lit(col))
-    return expr.otherwise(pl.lit(None, dtype=pl.String))
-
-
-def gemm_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """GEMM cpu_ops with parsed M, N, K, batch, the raw dtype string and FLOPs (rows that do not parse drop)."""
-    table = pl.LazyFrame(
-        {
-            "name": list(GEMM_OPS),
-            "ia": [v[0] for v in GEMM_OPS.values()],
-            "ib": [v[1] for v in GEMM_OPS.values()],
-            "layout": [v[2] for v in GEMM_OPS.values()],
-        },
-        schema={"name": pl.String, "ia": pl.Int64, "ib": pl.Int64, "layout": pl.String},
-    )
-    ops = (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
-        .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims", "input_types")
-        .join(table, on="name", how="inner")
-        .with_columns(
-            a=_dims_expr("input_dims", "ia"),
-            b=_dims_expr("input_dims", "ib"),
-            dtype_raw=pl.col("input_types")
-            .str.extract_all(r'"[^"]*"')
-            .list.get(pl.col("ia"), null_on_oob=True)
-            .str.strip_chars('"'),
-        )
-        .with_columns(na=pl.col("a").list.len(), nb=pl.col("b").list.len())
-    )
-    lin = pl.col("layout") == "linear"
-    ops = ops.with_columns(
-        m=pl.when(lin)
-        .then(_prod(pl.col("a").list.head(pl.col("na") - 1)))
-        .otherwise(pl.col("a").list.get(-2, null_on_oob=True)),
-        k=pl.col("a").list.get(-1, null_on_oob=True),
-        kb=pl.when(lin)
-        .then(pl.col("b").list.get(1, null_on_oob=True))
-        .otherwise(pl.col("b").list.get(-2, null_on_oob=True)),
-        n=pl.when(lin)
-        .then(pl.col("b").list.get(0, null_on_oob=True))
-        .otherwise(pl.col("b").list.get(-1, null_on_oob=True)),
-        batch_a=pl.when(lin)
-        .then(pl.lit(1, dtype=pl.Int64))
-        .otherwise(_prod(pl.col("a").list.head(pl.col("na") - 2))),
-        batch_b=pl.when(lin)
-        .then(pl.lit(1, dtype=pl.Int64))
-        .otherwise(_prod(pl.col("b").list.head(pl.col("nb") - 2))),
-    )
-    valid = (
-        pl.when(lin)
-        .then((pl.col("na") >= 1) & (pl.col("nb") == 2))
-        .otherwise((pl.col("na") >= 2) & (pl.col("nb") >= 2))
-    )
-    ops = ops.filter(
-        valid & (pl.col("k") == pl.col("kb")) & (pl.col("m") > 0) & (pl.col("n") > 0) & (pl.col("k") > 0)
-    )
-    return (
-        ops.with_columns(batch=pl.max_horizontal("batch_a", "batch_b"))
-        .with_columns(
-            flops=2.0 * pl.col("m") * pl.col("n") * pl.col("k") * pl.col("batch"),
-            min_elems=(
-                pl.col("batch_a") * pl.col("m") * pl.col("k")
-                + pl.col("batch_b") * pl.col("k") * pl.col("n")
-                + pl.col("batch") * pl.col("m") * pl.col("n")
-            ).cast(pl.Float64),
-            end_ns=pl.col("start_ns") + pl.col("dur_ns"),
-        )
-        .drop("a", "b", "na", "nb", "kb", "batch_a", "batch_b", "ia", "ib", "input_dims", "input_types")
-    )
-
-
-def _linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
-    """Kernels with the external id of the op that launched them (own id, launch call's id, or time containment)."""
-    k = views.kernels(lf).select(
-        "rank", "device", "name", "start_ns", "dur_ns", "end_ns", "correlation_id", "external_id"
-    )
-    rt = (
-        views.runtime(lf)
-        .filter(pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            pl.col("external_id").alias("rt_ext"),
-            pl.col("start_ns").alias("api_ns"),
-            pl.col("tid").alias("api_tid"),
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
-    # legacy Kineto (2020-2022): a kernel's and its launch's "External id" repeat the correlation id instead of
-    # naming the op; such ids link nothing, so those ranks are linked by time containment only
-    legacy = (pl.col("external_id") == pl.col("correlation_id")).mean().over("rank") >= 0.5
-    k = (
-        k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
-        .with_columns(_legacy=legacy.fill_null(False))
-        .with_columns(
-            ext=pl.when(pl.col("_legacy")).then(None).otherwise(pl.coalesce("external_id", "rt_ext")),
-            linked=pl.lit("external_id"),
-        )
-        .drop("_legacy")
-    )
-    direct = k.filter(pl.col("ext").is_not_null())
-    spans = (
-        ops.select(
-            pl.col("rank").alias("op_rank"),
-            pl.col("tid").alias("api_tid"),
-            pl.col("start_ns").alias("op_start"),
-            pl.col("end_ns").alias("op_end"),
-            pl.col("external_id").alias("op_ext"),
-        )
-        .drop_nulls(["api_tid", "op_start"])
-        .sort("op_start")
-    )
-    fallback = (
-        k.filter(pl.col("ext").is_null() & pl.col("api_ns").is_not_null() & pl.col("api_tid").is_not_null())
-        .sort("api_ns")
-        .join_asof(spans, left_on="api_ns", right_on="op_start", by="api_tid", check_sortedness=False)
-        .filter((pl.col("api_ns") < pl.col("op_end")) & pl.col("rank").eq_missing(pl.col("op_rank")))
-        .with_columns(ext=pl.col("op_ext"), linked=pl.lit("time range"))
-        .select(direct.collect_schema().names())
-    )
-    return pl.concat([direct, fallback], how="vertical_relaxed")
-
-
-def link_failure(trace: Trace) -> str | None:
-    """A skip reason when the trace has GEMM ops with shapes and GEMM kernels but none of them could be linked."""
-    lf = trace.lazy()
-    ops = gemm_ops(lf)
-    n_ops, n_kernels, n_linked = pl.collect_all(
-        [
-            ops.select(pl.len()),
-            views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()),
-            _linked_kernels(lf, ops)
-            .join(
-                ops.select("rank", "external_id"),
-                left_on=["rank", "ext"],
-                right_on=["rank", "external_id"],
-                nulls_equal=True,
-            )
-            .select(pl.len()),
-        ]
-    )
-    if n_ops.item() and n_kernels.item() and not n_linked.item():
-        return (
-            f"could not link any of the {n_ops.item()} GEMM ops to the {n_kernels.item()} GEMM kernels: no "
-            "shared External id and no launch call inside an op's host time range on the same thread; "
-            "re-profile with a recent torch.profiler (record_shapes=True)"
-        )
-    return None
-
-
 def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     """Every GEMM shape with calls, FLOPs, GPU time, TFLOP/s, utilization, roofline time, cause and fix."""
     lf = trace.lazy()
     ops = gemm_ops(lf)
-    kern = _linked_kernels(lf, ops)
+    kern = linked_kernels(lf, ops)
     per_op = (
         kern.sort("dur_ns", descending=True)
         .group_by("rank", "ext")
@@ -397,7 +186,7 @@ def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
     joined = ops.join(
         per_op, left_on=["rank", "external_id"], right_on=["rank", "ext"], how="inner", nulls_equal=True
-    ).with_columns(dtype=_dtype_expr(pl.col("dtype_raw"), pl.col("kernel")))
+    ).with_columns(dtype=dtype_expr(pl.col("dtype_raw"), pl.col("kernel")))
     joined = joined.filter(pl.col("dtype").is_not_null() & (pl.col("gpu_ns") > 0))
     keys = ["rank", "device", "m", "n", "k", "batch", "dtype"]
     shapes = (
@@ -419,158 +208,8 @@ def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         )
     )
     peaks = device_peaks(trace)
-    shapes = _with_peaks(shapes, peaks)
-    return _with_metrics(shapes, options, trace.meta.vendor)
-
-
-def _with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
-    """Join the device peaks; when the trace knows one model only, it applies to every device index."""
-    cols = [c for c in peaks.columns if c != "device"]
-    out = shapes.join(peaks.lazy(), on="device", how="left")
-    if peaks.height and peaks.select(pl.col("model").n_unique()).item() == 1:
-        first = peaks.row(0, named=True)
-        out = out.with_columns(pl.col(c).fill_null(pl.lit(first[c])) for c in cols)
-
-    def pick(prefix: str) -> pl.Expr:
-        none = pl.lit(None, dtype=pl.Float64)
-        expr = pl.when(pl.lit(False)).then(none)
-        for c in PEAK_COLUMNS:
-            expr = expr.when(pl.col("dtype") == c).then(pl.col(f"{prefix}_{c}"))
-        return expr.otherwise(none)
-
-    return out.with_columns(peak_tflops=pick("peak"), achievable_tflops=pick("ach")).drop(
-        *(f"{p}_{c}" for c in PEAK_COLUMNS for p in ("peak", "ach"))
-    )
-
-
-def _with_metrics(shapes: pl.LazyFrame, options: dict[str, Any], vendor: str = "nvidia") -> pl.LazyFrame:
-    floor_us = (
-        options.get("amd_launch_floor_us", 4.0) if vendor == "amd" else options.get("launch_floor_us", 1.0)
-    )
-    floor_ns = float(floor_us) * 1e3
-    eb = pl.col("dtype").replace_strict(ELEMENT_BYTES, default=2, return_dtype=pl.Float64)
-    align = pl.col("dtype").replace_strict(ALIGN_ELEMENTS, default=8, return_dtype=pl.Int64)
-    s = (
-        shapes.filter(pl.col("peak_tflops").is_not_null() & (pl.col("peak_tflops") > 0))
-        .with_columns(
-            tflops=pl.col("flops") / pl.col("gpu_ns") / 1e3,
-            flop_per_call=pl.col("flops") / pl.col("calls"),
-            bytes_per_call=pl.col("min_elems") * eb,
-            misaligned=(pl.col("n") % align != 0) | (pl.col("k") % align != 0),
-            tiles=((pl.col("m") + TILE - 1) // TILE) * ((pl.col("n") + TILE - 1) // TILE) * pl.col("batch"),
-        )
-        .with_columns(
-            utilization=pl.col("tflops") / pl.col("peak_tflops"),
-            utilization_of_achievable=pl.col("tflops") / pl.col("achievable_tflops"),
-            ideal_ns=pl.max_horizontal(
-                pl.col("flop_per_call") / (pl.col("peak_tflops") * 1e3),
-                pl.col("bytes_per_call") / (pl.col("hbm_tbs") * 1e3),
-                pl.lit(floor_ns),
-            ),
-            launch_floor_us=pl.lit(floor_ns / 1e3),
-            intensity=pl.col("flop_per_call") / pl.col("bytes_per_call"),
-            ridge=pl.col("peak_tflops") / pl.col("hbm_tbs"),
-            tile_waste=1.0
-            - (pl.col("m") * pl.col("n") * pl.col("batch")).cast(pl.Float64)
-            / (pl.col("tiles") * TILE * TILE),
-        )
-        .with_columns(
-            impact_ns=(pl.col("gpu_ns") - pl.col("calls") * pl.col("ideal_ns"))
-            .clip(lower_bound=0)
-            .round(0)
-            .cast(pl.Int64),
-            roofline_efficiency=pl.col("calls") * pl.col("ideal_ns") / pl.col("gpu_ns"),
-        )
-    )
-    memory_bound = pl.col("intensity") < pl.col("ridge")
-    skinny = (pl.min_horizontal("m", "n") <= options["skinny_dim"]) | memory_bound
-    small_batched = (pl.col("batch") > 1) & (pl.max_horizontal("m", "n") <= options["small_dim"])
-    legacy = pl.col("kernel").str.contains(LEGACY_KERNEL)
-    underfilled = pl.col("tiles") < pl.col("sms")
-    quant = pl.col("tile_waste") > 0.10
-    pct = (pl.col("roofline_efficiency") * 100).round(0).cast(pl.Int64).cast(pl.String)
-    misaligned = pl.col("misaligned")
-    # (condition, cause, fix): every matching cause is listed, the first one is the primary
-    table = [
-        (
-            small_batched,
-            pl.lit("small batched GEMM"),
-            pl.lit("batch the small matrices into fewer, larger GEMMs (or a grouped GEMM / fused kernel)"),
-        ),
-        (
-            skinny & ~small_batched,
-            pl.concat_str(
-                pl.when(memory_bound).then(pl.lit("memory-bound")).otherwise(pl.lit("skinny")),
-                pl.lit(" GEMM at "),
-                pct,
-                pl.lit("% of its roofline (intensity "),
-                pl.col("intensity").round(1).cast(pl.String),
-                pl.lit(" FLOP/B, ridge "),
-                pl.col("ridge").round(0).cast(pl.Int64).cast(pl.String),
-                pl.lit(")"),
-            ),
-            pl.concat_str(
-                pl.lit("at "),
-                pct,
-                pl.lit(
-                    "% of the roofline (HBM time, at least the launch floor): raise min(M, N) by batching "
-                    "more rows/tokens, fuse GEMMs that share an operand, or (K = 1 outer products, M or N "
-                    "of 1) use a broadcast multiply instead of a GEMM"
-                ),
-            ),
-        ),
-        # alignment only matters for kernels that could run at the matrix rate (compute-bound shapes)
-        (misaligned & legacy & ~skinny, pl.lit("misaligned dims, legacy/align1 kernel"), None),
-        (misaligned & ~legacy & ~skinny, pl.lit("misaligned dims"), None),
-        (
-            underfilled & ~skinny & ~small_batched,
-            pl.lit("too small to fill the GPU"),
-            pl.concat_str(
-                pl.lit("only "),
-                pl.col("tiles").cast(pl.String),
-                pl.lit(" output tiles of 128x128 for "),
-                pl.col("sms").cast(pl.String),
-                pl.lit(" SMs/CUs: batch more rows/tokens per call or fuse GEMMs"),
-            ),
-        ),
-        (
-            quant & ~underfilled & ~skinny & ~small_batched,
-            pl.lit("tile quantization"),
-            pl.lit("choose M and N as multiples of 128 (fill whole tiles)"),
-        ),
-    ]
-    matrix_units = (
-        " elements to get aligned Matrix-core (MFMA) kernels from hipBLASLt"
-        if vendor == "amd"
-        else " elements to get aligned tensor-core kernels from cuBLAS"
-    )
-    align_fix = pl.concat_str(
-        pl.lit("pad N and K to multiples of "),
-        align.cast(pl.String),
-        pl.lit(matrix_units),
-    )
-    causes = [pl.when(c).then(txt) for c, txt, _ in table]
-    fixes = [pl.when(c).then(f if f is not None else align_fix) for c, _, f in table]
-    none_yet = ~pl.any_horizontal(*(c for c, _, _ in table))
-    causes.append(pl.when(none_yet).then(pl.lit("kernel selection")))
-    fixes.append(
-        pl.when(none_yet).then(
-            pl.lit(
-                "tune the kernel choice for this shape (TunableOp / hipBLASLt "
-                "tuning, torch.compile max-autotune)"
-            )
-        )
-    )
-    cause = pl.concat_list(causes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
-    fix = pl.concat_list(fixes).list.drop_nulls().list.unique(maintain_order=True).list.join("; ")
-    return s.with_columns(
-        cause=cause,
-        fix=fix,
-        bound=pl.when(memory_bound).then(pl.lit("memory")).otherwise(pl.lit("compute")),
-        flagged=(pl.col("utilization_of_achievable") < options["min_utilization"])
-        & (pl.col("gpu_ns") >= options["min_gpu_us"] * 1000)
-        & (pl.col("impact_ns") > 0),
-    )
+    shapes = with_peaks(shapes, peaks)
+    return gemm_shapes.with_metrics(shapes, options, trace.meta.vendor)
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
@@ -597,6 +236,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "fix",
         (pl.col("gpu_ns") / pl.col("calls") / 1e3).alias("gpu_us_per_call"),
         (pl.col("ideal_ns") / 1e3).alias("roofline_us_per_call"),
+        (pl.col("target_ns") / 1e3).alias("achievable_us_per_call"),
         (pl.col("host_ns_median") / 1e3).alias("host_us_per_call"),
         "roofline_efficiency",
         "intensity",
@@ -634,6 +274,7 @@ SHAPE_KEYS = (
     "achievable_tflops",
     "gpu_us_per_call",
     "roofline_us_per_call",
+    "achievable_us_per_call",
     "host_us_per_call",
     "bound",
     "cause",
@@ -656,6 +297,7 @@ def _shape_dict(row: dict[str, Any], flagged: bool) -> dict[str, Any]:
         "achievable_tflops",
         "gpu_us_per_call",
         "roofline_us_per_call",
+        "achievable_us_per_call",
         "host_us_per_call",
     ):
         if d.get(k) is not None:
@@ -673,6 +315,7 @@ def evidence_plan(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         .with_columns(
             gpu_us_per_call=pl.col("gpu_ns") / pl.col("calls") / 1e3,
             roofline_us_per_call=pl.col("ideal_ns") / 1e3,
+            achievable_us_per_call=pl.col("target_ns") / 1e3,
             host_us_per_call=pl.col("host_ns_median") / 1e3,
         )
         .filter(~pl.col("flagged"))
@@ -701,6 +344,41 @@ def evidence(
         "device_model": rows["model"][0],
         "peak_source": "dense datasheet peak (traceadvisor.devices)",
     }
+
+
+SHAPE = ["rank", "device", "m", "n", "k", "batch", "dtype"]
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
+    """Every call of a flagged shape at its achievable time: its kernels scaled to ``achievable_us_per_call``."""
+    k = gemm_shapes.op_kernels(trace).collect()
+    if not k.height:
+        return None
+    top = (
+        k.sort("kernel_ns", descending=True)
+        .group_by("rank", "external_id")
+        .agg(pl.col("kernel_name").first().alias("kernel"), pl.col("kernel_ns").sum().alias("op_ns"))
+    )
+    k = k.join(top, on=["rank", "external_id"], nulls_equal=True).with_columns(
+        dtype=dtype_expr(pl.col("dtype_raw"), pl.col("kernel"))
+    )
+    want = rows.select(*SHAPE, (pl.col("achievable_us_per_call") * 1e3).alias("target_ns"))
+    k = k.join(want, on=SHAPE, nulls_equal=True).filter(pl.col("target_ns") < pl.col("op_ns"))
+    if not k.height:
+        return None
+    k = k.with_columns(new_ns=(pl.col("kernel_ns") * pl.col("target_ns") / pl.col("op_ns")).round(0))
+    keys = k.select("rank", "device", "stream", "correlation_id", pl.col("kernel_start_ns").alias("start_ns"))
+    g = gpu_eids(trace, keys).join(
+        k.select("rank", "correlation_id", pl.col("kernel_start_ns").alias("start_ns"), "new_ns"),
+        on=["rank", "correlation_id", "start_ns"],
+        nulls_equal=True,
+    )
+    if not g.height:
+        return None
+    fx = Fix(f"{rows.height} GEMM shape(s) at their achievable time").gpu_duration(
+        g["eid"], g["new_ns"].to_numpy().astype(np.int64)
+    )
+    return without_queue_backpressure(trace, fx)
 
 
 def _gemm(
