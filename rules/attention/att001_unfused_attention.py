@@ -72,7 +72,7 @@ RULE = Rule(
     name="unfused-attention",
     title="Attention computed as GEMM -> softmax -> GEMM instead of one fused attention kernel",
     summary="{count} unfused attention chains ({shapes}) took {chain_ms:.1f} ms on the GPU; a fused attention "
-    "kernel would take about {fused_ms:.1f} ms, saving {impact_ms:.1f} ms ({share_pct:.1f}% of the window)",
+    "kernel would take about {fused_ms:.1f} ms, saving {saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
     advice={
         "common": "Compute attention with one fused kernel that never writes the L x S score matrix to memory: "
         "scaled dot-product attention / FlashAttention, with the scale, causal mask or additive mask passed "

@@ -75,7 +75,7 @@ RULE = Rule(
     name="gemm-without-tensor-cores",
     title="FP32 GEMMs on SIMT/FFMA units where tensor cores would be several times faster",
     summary="{count} FP32 GEMM kernels ran on SIMT/FFMA units for {fp32_gemm_ms:.1f} ms; {target} tensor/matrix "
-    "cores could save up to {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)",
+    "cores would save {saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
     advice={
         "common": "Let FP32 matmuls use tensor cores: TF32 keeps FP32 storage and range with a 10-bit mantissa "
         "(usually fine for training and inference); or run the model in BF16/FP16 with autocast, which "

@@ -61,7 +61,7 @@ RULE = Rule(
     name="dataloader-stall",
     title="GPU idle while the next batch is fetched from the DataLoader",
     summary="{count} batch fetches kept the GPU idle for {impact_ms:.1f} ms ({idle_pct_of_window:.1f}% of the "
-    "analysed window, {share_pct:.1f}% of the trace)",
+    "analysed window); loading in worker processes would save {saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
     advice={
         "common": "Take data preparation off the training thread's critical path: load and augment in parallel "
         "workers, prefetch the next batches while the GPU computes, keep decoded data in a fast format "

@@ -79,7 +79,7 @@ RULE = Rule(
     summary=(
         "{count} host-device copies used pageable memory{inferred_note} at a median {median_gbps:.1f} GB/s; "
         "pinned memory "
-        "({pinned_gbps:.0f} GB/s) would save {impact_ms:.1f} ms ({share_pct:.1f}% of the trace)"
+        "({pinned_gbps:.0f} GB/s) would save {saving_ms:.1f} ms ({saving_pct:.1f}% of the window)"
     ),
     advice={
         "common": (

@@ -62,8 +62,8 @@ RULE = Rule(
     name="synchronous-copy",
     title="Copies that block the host",
     summary=(
-        "{count} copies blocked the host for {impact_ms:.2f} ms ({share_pct:.1f}% of the trace), "
-        "mostly {top_call}"
+        "{count} copies blocked the host for {impact_ms:.2f} ms, mostly {top_call}; asynchronous copies would "
+        "save {saving_ms:.2f} ms ({saving_pct:.1f}% of the window)"
     ),
     advice={
         "common": (

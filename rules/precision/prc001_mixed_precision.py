@@ -72,8 +72,8 @@ RULE = Rule(
     name="mixed-precision",
     title="FP32 / TF32 matrix math where bf16 / fp16 mixed precision applies",
     summary="{fp32_share_pct:.0f}% of matrix-kernel time ({matrix_ms:.1f} ms) runs in {precisions}; {target} "
-    "autocast (up to {speedup_max:.1f}x on this GPU's matrix units) would save {impact_ms:.1f} ms "
-    "({share_pct:.1f}% of the window)",
+    "autocast (up to {speedup_max:.1f}x on this GPU's matrix units) would save {saving_ms:.1f} ms "
+    "({saving_pct:.1f}% of the window)",
     advice={
         "common": "Run the model in mixed precision: bf16 (or fp16 with loss scaling) for GEMMs, convolutions and "
         "attention, FP32 master weights, reductions and the optimizer state; keep FP32 only where accuracy "

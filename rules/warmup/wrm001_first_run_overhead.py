@@ -93,8 +93,8 @@ RULE = Rule(
     name="first-run-overhead",
     title="Compile and warm-up inside the measured window",
     summary=(
-        "{impact_ms:.0f} ms of one-time warm-up inside the measured window ({share_pct:.1f}% of the "
-        "trace): {breakdown}"
+        "{impact_ms:.0f} ms of one-time warm-up inside the measured window: {breakdown}; warming up before "
+        "the window would save {saving_ms:.0f} ms ({saving_pct:.1f}% of the capture)"
     ),
     advice={
         "common": (
