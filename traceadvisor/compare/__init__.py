@@ -183,7 +183,7 @@ def compare(
         "copies": _copies_table(sides),
         "memory": _memory_table(sides),
         "cold_start": _cold_table(sides, steps),
-        "findings": _findings_table(analysis),
+        "findings": _findings_table(analysis, steps),
     }
     headline = _headline(parts, base_i, new_i, n)
     timeline, marks = _timeline(sides, steps)

@@ -398,7 +398,50 @@ def _cold_table(sides: tuple[_Side, _Side], steps: pl.DataFrame) -> pl.DataFrame
     )
 
 
-def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
+def _per_step_unprofiled(res: Any) -> float | None:
+    """The unprofiled replayed window per analysed step of one side (docs/impact.md), None without a timeline."""
+    if not res.traces or "timeline" not in res.traces[0].meta.capabilities:
+        return None
+    from traceadvisor.replay import graph as G
+    from traceadvisor.replay import replayer
+
+    rp = replayer(res.traces[0])
+    if rp is None or rp.window_ns <= 0:
+        return None
+    n = int((rp.mask & (rp.g.ntype == G.MARKER)).sum())
+    return rp.window_ns / max(n, 1)
+
+
+def _observed(results: tuple[Any, Any], steps: pl.DataFrame | None) -> dict[str, float | None]:
+    """The saving the NEW run shows against BASE: per aligned step (recorded medians) and per analysed step of
+    the unprofiled replays (profiler overhead removed, as the predictions are)."""
+    out: dict[str, float | None] = {
+        "observed_ns": None,
+        "observed_share": None,
+        "observed_unprofiled_share": None,
+    }
+    if steps is not None and steps.height:
+        b, n = steps["base_ns"].median(), steps["new_ns"].median()
+        if b and n is not None:
+            out["observed_ns"] = float(b) - float(n)
+            out["observed_share"] = (float(b) - float(n)) / float(b)
+    ub, un = _per_step_unprofiled(results[0]), _per_step_unprofiled(results[1])
+    if ub and un is not None:
+        out["observed_unprofiled_share"] = (ub - un) / ub
+    return out
+
+
+def _improved(status: str, b: dict[str, Any] | None, n: dict[str, Any] | None) -> bool:
+    """A BASE finding the change resolved, or one that persists with a smaller predicted saving."""
+    return bool(b) and (
+        status == "resolved" or (status == "persists" and n is not None and n["impact"] < b["impact"])
+    )
+
+
+def _findings_table(results: tuple[Any, Any] | None, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Rules found on either side; per rule the BASE finding's predicted saving (``predicted_share`` of BASE's
+    window) and, for a resolved finding, the saving observed in NEW beside it (``observed_*``: the whole change
+    between the runs, shared by every finding it resolved)."""
     schema = {
         "rule": pl.String,
         "name": pl.String,
@@ -409,6 +452,11 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
         "new_impact_ns": pl.Int64,
         "summary": pl.String,
         "note": pl.String,
+        "predicted_ns": pl.Int64,
+        "predicted_share": pl.Float64,
+        "observed_ns": pl.Float64,
+        "observed_share": pl.Float64,
+        "observed_unprofiled_share": pl.Float64,
     }
     if results is None:
         return pl.DataFrame(schema=schema)
@@ -417,9 +465,12 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
     for res in results:
         d: dict[str, dict[str, Any]] = {}
         for f in res.findings:
-            e = d.setdefault(f.rule, {"name": f.name, "count": 0, "impact": 0, "summary": f.summary})
+            e = d.setdefault(
+                f.rule, {"name": f.name, "count": 0, "impact": 0, "share": 0.0, "summary": f.summary}
+            )
             e["count"] += f.count
             e["impact"] += f.impact_ns
+            e["share"] += f.share
         per.append(d)
         skipped.append(
             {
@@ -427,6 +478,7 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
                 **{e["rule"]: f"the rule failed: {e['error']}" for e in res.errors},
             }
         )
+    seen = _observed(results, steps)
     rows = []
     for code in sorted(set(per[0]) | set(per[1])):
         b, n = per[0].get(code), per[1].get(code)
@@ -451,6 +503,9 @@ def _findings_table(results: tuple[Any, Any] | None) -> pl.DataFrame:
                 "new_impact_ns": n["impact"] if n else 0,
                 "summary": (n or b)["summary"],
                 "note": note,
+                "predicted_ns": b["impact"] if b else None,
+                "predicted_share": round(b["share"], 6) if b else None,
+                **(seen if _improved(status, b, n) else dict.fromkeys(seen)),
             }
         )
     order = {"new": 0, "persists": 1, "resolved": 2, "not comparable": 3}

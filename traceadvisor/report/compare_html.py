@@ -476,7 +476,10 @@ def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, go.Figure]]:
         (
             "findings",
             "Findings present in one run and not the other",
-            "The rule engine run on each side.",
+            "The rule engine run on each side. For a finding NEW resolved (or reduced): the saving the replay "
+            "predicted on BASE beside the saving NEW shows, per step as recorded and with the profiler's "
+            "host overhead removed (the basis of the prediction); the observed saving is the whole change "
+            "between the runs, shared by every finding it resolved.",
             _table(
                 c.findings,
                 [
@@ -487,6 +490,9 @@ def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, go.Figure]]:
                     ("base_impact_ns", "BASE impact", "ns"),
                     ("new_count", "NEW count", "int"),
                     ("new_impact_ns", "NEW impact", "ns"),
+                    ("predicted_share", "predicted saving (BASE)", "share"),
+                    ("observed_share", "observed saving", "share"),
+                    ("observed_unprofiled_share", "observed, unprofiled", "share"),
                     ("summary", "summary", "text"),
                     ("note", "note", "text"),
                 ],

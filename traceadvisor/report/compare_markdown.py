@@ -327,11 +327,26 @@ def _findings(c: Comparison, limit: int) -> str:
             f"**{text(r['status'])}**",
             f"{r['base_count']} / {ns(r['base_impact_ns'])}",
             f"{r['new_count']} / {ns(r['new_impact_ns'])}",
+            _share(r.get("predicted_share")),
+            _observed(r),
             text(r["note"] or r["summary"]),
         ]
         for r in c.findings.head(limit).iter_rows(named=True)
     ]
-    return table(["rule", "name", "status", "BASE count / impact", "NEW count / impact", "summary"], rows)
+    head = ["rule", "name", "status", "BASE count / impact", "NEW count / impact", "predicted (BASE)"]
+    return table([*head, "observed (unprofiled)", "summary"], rows)
+
+
+def _share(v: Any) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _observed(r: dict[str, Any]) -> str:
+    """The saving NEW shows per step, recorded (and with the profiler's host overhead removed)."""
+    if r.get("observed_share") is None:
+        return "-"
+    u = r.get("observed_unprofiled_share")
+    return _share(r["observed_share"]) + (f" ({_share(u)})" if u is not None else "")
 
 
 def _sections(c: Comparison, limit: int) -> list[str]:
