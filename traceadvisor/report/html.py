@@ -444,6 +444,18 @@ def _trace_ctx(
     return ctx
 
 
+def _critical_path_ctx(i: int, trace, result, figs: dict[str, Any]) -> dict[str, Any]:
+    """The replay's critical path of one trace as a figure (report/breakdown_view.py)."""
+    from traceadvisor.report import breakdown_view
+
+    cp = (getattr(result, "critical_paths", {}) or {}).get(trace.name) or {}
+    fig = breakdown_view.critical_path_figure(cp)
+    if fig is None:
+        return {"cp_fig": None}
+    figs[f"cp-{i}"] = fig
+    return {"cp_fig": f"cp-{i}", "cp_line": breakdown_view.shares_line(cp)}
+
+
 def build_context(
     result, *, timeline_opts: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -465,6 +477,7 @@ def build_context(
             if f.trace_index == i
         ]
         traces.append(_trace_ctx(i, t, mine, figs, timeline_opts, result.summary(i)))
+        traces[-1].update(_critical_path_ctx(i, t, result, figs))
     gemm = []
     for fc, f in zip(findings, result.findings, strict=True):
         t = result.traces[f.trace_index] if f.trace_index < len(result.traces) else None
