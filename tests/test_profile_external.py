@@ -1,7 +1,8 @@
 """``traceadvisor profile --profiler nsys|rocprofv3|rocprof``, with stand-in profilers: small scripts on PATH
 that record their command line, run the profiled command as the real tool would (so the script really runs
 under traceadvisor.markers) and leave a real trace of that tool's format from the corpus as their output.
-A real nsys run is not part of this suite (no GPU here)."""
+A real nsys run cannot be part of this suite (no GPU here): its output is, ``fixtures/nsys/h200_gpt2_profile_nsys.sqlite``
+(written by ``traceadvisor profile --profiler nsys`` on the H200, fixtures/nsys/README.md), analyzed below."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import ROOT, TRACES
@@ -21,6 +23,7 @@ from traceadvisor import markers
 NSYS_OUT = TRACES / "nsys" / "h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite"
 ROCPD_OUT = TRACES / "rocprofv3" / "mi300x_ck_bmm_rocm7.1_rocpd_results.db"
 ROCPROF_OUT = TRACES / "rocprof_csv" / "mi300x_hip_bmm_naive"
+H200_PROFILE = ROOT / "fixtures" / "nsys" / "h200_gpt2_profile_nsys.sqlite"
 
 # each stand-in: where the profiled command starts in its argv, and what it leaves behind
 STAND_IN = """\
@@ -88,7 +91,11 @@ def profile(tmp_path: Path, tool: str, path_env: str, *extra: str) -> subprocess
 @pytest.mark.parametrize(
     "tool, settings, trace",
     [
-        ("nsys", ["profile", "-t", "cuda,nvtx,osrt", "--export=sqlite"], "out/train.sqlite"),
+        (
+            "nsys",
+            ["profile", "-t", "cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--export=sqlite"],
+            "out/train.sqlite",
+        ),
         (
             "rocprofv3",
             ["--kernel-trace", "--memory-copy-trace", "--hip-runtime-trace", "--marker-trace", "rocpd"],
@@ -168,3 +175,27 @@ def test_markers_name_each_step_range(tmp_path, monkeypatch):
         ("end", "ProfilerStep#2"),
     ]  # the last range ends with the script
     assert "3 step ranges marked with test" in r.stderr
+
+
+def test_real_nsys_profile_output_analyzes_with_the_marker_steps():
+    """The export `profile --profiler nsys` wrote on the H200: the NVTX ranges of traceadvisor.markers are the
+    steps; every kernel of the export is imported; the `.item()` per step is found (6 stream syncs)."""
+    import sqlite3
+
+    import traceadvisor as ta
+
+    src = sqlite3.connect(f"file:{H200_PROFILE}?mode=ro", uri=True)
+    kernels = src.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    ranges = [r[0] for r in src.execute("SELECT text FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%'")]
+    src.close()
+    assert ranges == [f"ProfilerStep#{i}" for i in range(6)]
+    result = ta.analyze(H200_PROFILE, cache=False)
+    s = result.analysis.summary(0).to_dict()
+    steps = s["step_list"]
+    assert [st["name"] for st in steps] == ranges
+    assert s["step_source"] == "ProfilerStep"
+    assert all(st["gpu_time_ns"] > 5_000_000 for st in steps[:5])  # 5 full iterations, 18 ms of GPU work each
+    ev = result.trace(0).events
+    assert ev.filter(pl.col("kind") == "kernel").select(pl.len()).collect().item() == kernels
+    syn = result.findings.filter(pl.col("rule") == "SYN001")
+    assert syn.height == 1 and syn["count"][0] == 6

@@ -6,8 +6,10 @@ from the same step trigger as ``--profiler torch``). Commands run without a shel
 becomes the command's.
 
 ========== ==========================================================================================
-nsys       ``nsys profile -t cuda,nvtx,osrt --force-overwrite=true --export=sqlite -o OUT/NAME``: CUDA API + kernels + copies (with pageable/pinned), NVTX step
-           ranges, OS runtime calls (the host side of syncs and the DataLoader); analyzed: OUT/NAME.sqlite
+nsys       ``nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none --osrt-threshold=10000
+           --force-overwrite=true --export=sqlite -o OUT/NAME``: CUDA API +
+           kernels + copies (with pageable/pinned), NVTX step ranges, OS runtime calls of 10 us or more
+           (the host side of syncs and the DataLoader), no CPU sampling; analyzed: OUT/NAME.sqlite
 rocprofv3  ``rocprofv3 --kernel-trace --memory-copy-trace --hip-runtime-trace --marker-trace
            --output-format rocpd -d OUT/NAME -o NAME``: kernels, copies, HIP API, roctx steps into a rocpd
            database; analyzed: the newest ``*.db`` under OUT/NAME
@@ -79,6 +81,12 @@ def build(profiler: str, tool: str, out_dir: Path, name: str, step_on: str, cmd:
             "profile",
             "-t",
             "cuda,nvtx,osrt",
+            # no CPU sampling or context switches, and OS-runtime calls of 10 us or more only: no rule reads the
+            # others, and Python's imports alone make tens of thousands of short stat/open/mmap calls (a 2-layer
+            # GPT-2 run on the H200: 73k calls, 97% under 10 us; fixtures/nsys/README.md)
+            "--sample=none",
+            "--cpuctxsw=none",
+            "--osrt-threshold=10000",
             "--force-overwrite=true",
             "--export=sqlite",
             "-o",
