@@ -3,13 +3,14 @@ package or the rule pack holds a copy (three or more of their names as string li
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from traceadvisor.knowledge import apis, operators, profiler, steps
+from traceadvisor.knowledge import apis, dtypes, operators, profiler, steps
 from traceadvisor.normalize import normalize
 from traceadvisor.testing import TraceBuilder
 
@@ -83,3 +84,84 @@ def test_normalization_gives_api_class_steps_and_profiler_events():
 def test_profiler_step_is_one_regex():
     assert re.fullmatch(steps.PROFILER_STEP_RE, "ProfilerStep#12")
     assert re.match(steps.FAMILY_RE, "iteration_3").group(1) == "iteration"
+
+
+# tokens of the regex tables (dtype names, kernel-name precision tokens, the roofline's op families): three or
+# more of one set in the string literals of a module (docstrings aside) is a copy of that table
+TOKENS = {
+    "dtype names": {
+        "bfloat16",
+        "float16",
+        "float8",
+        "float64",
+        "float32",
+        "c10::half",
+    },
+    "kernel precision tokens": {
+        "s16816",
+        "h16816",
+        "s1688",
+        "h1688",
+        "xf32",
+        "hgemm",
+        "_ffma_",
+        "f16f16",
+        "i8i8",
+    },
+    "roofline op families": {
+        "native_layer_norm",
+        "_softmax_backward_data",
+        "linalg_vector_norm",
+        "threshold_backward",
+    },
+}
+# tables whose move is under way in another change (remove the entry with the move)
+PENDING = {"rules/gemm/gem001_low_gemm_utilization.py"}  # issue 12 (GEM001's rework): its kernel-dtype table
+
+
+def _literals(p: Path) -> str:
+    """The string literals of a module outside docstrings, lower case, joined."""
+    tree = ast.parse(p.read_text(encoding="utf-8"))
+    docs = set()
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+    consts = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return " ".join(n.value for n in consts if id(n) not in docs).lower()
+
+
+@pytest.mark.parametrize("table", list(TOKENS))
+def test_no_copy_of_a_regex_table(table):
+    copies = {}
+    for p in SOURCES:
+        if str(p.relative_to(ROOT)) in PENDING:
+            continue
+        text = _literals(p)
+        hits = {
+            tok
+            for tok in TOKENS[table]
+            if re.search(r"(?<![a-z0-9])" + re.escape(tok) + r"(?![a-z0-9])", text)
+        }
+        if len(hits) >= 3:
+            copies[str(p.relative_to(ROOT))] = sorted(hits)
+    assert copies == {}, f"{table} copied outside traceadvisor.knowledge: {copies}"
+
+
+def test_recorded_dtypes_have_one_reading():
+    cases = {
+        "c10::BFloat16": ("bf16", 2),
+        "c10::Half": ("fp16", 2),
+        "float": ("fp32", 4),
+        "double": ("fp64", 8),
+        "c10::Float8_e4m3fn": ("fp8", 1),
+        "long": ("int64", 8),
+        "unsigned char": ("int8", 1),
+        "BFloat16": ("bf16", 2),  # a collective's dtype arg
+        "ComplexFloat": ("complex64", 8),
+    }
+    assert {t: dtypes.dtype_of(t) for t in cases} == cases
+    frame = pl.DataFrame({"t": list(cases)}).select(dtypes.element_bytes(pl.col("t")))
+    assert frame.to_series().to_list() == [b for _c, b in cases.values()]
+    assert dtypes.dtype_of("Quantum") is None and dtypes.dtype_of(None) is None

@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from traceadvisor.knowledge import dtypes
+from traceadvisor.knowledge.dtypes import ELEMENT_BYTES as ELEMENT_BYTES  # re-exported (GEM001, figures)
+from traceadvisor.knowledge.dtypes import PEAK_COLUMNS, TF32_KERNEL_RE
 from traceadvisor.knowledge.gpus import BY_KEY, GFX_MODELS, MODELS, Model
 
 
@@ -72,19 +75,8 @@ def peak_tflops(model: Model, dtype: str, compute_units: int | None = None) -> f
     return v
 
 
-# recorded dtype (lower case, regex) -> peak column; first match wins
-DTYPE_COLUMNS: tuple[tuple[str, str], ...] = (
-    (r"bfloat16", "bf16"),
-    (r"half|float16", "fp16"),
-    (r"float8", "fp8"),
-    (r"double|float64", "fp64"),
-    (r"\bfloat\b|float32", "fp32"),
-    (r"int8|^signed char$", "int8"),
-)
-# kernel-name tokens that mean FP32 data ran on TF32 tensor cores / xf32 matrix cores
-TF32_KERNEL_RE = r"(?i)tf32|xf32|s1688|s16816|_MX"
-PEAK_COLUMNS: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp64")
-ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "int8": 1, "fp64": 8}
+# recorded dtype -> peak column, element sizes, TF32 kernel tokens: the tables of ``knowledge.dtypes``
+DTYPE_COLUMNS: tuple[tuple[str, str], ...] = tuple((p, c) for p, c, _b in dtypes.DTYPES if c in PEAK_COLUMNS)
 # Measured "max achievable" TFLOP/s (devices.md section 3, AMD / TraceLens tables): MI300-class matrix peaks are
 # not reachable at sustained clocks, so utilization is judged against these where known.
 ACHIEVABLE_TFLOPS: dict[str, dict[str, float]] = {
@@ -99,17 +91,13 @@ def model_of(device) -> Model | None:
 
 
 def dtype_column(torch_dtype: str | None, kernel_name: str | None = None) -> str | None:
-    """Map a recorded dtype (``c10::BFloat16``, ``float``, ``torch.float16``) to a peak column (``DTYPE_COLUMNS``;
-    FP32 on a TF32/xf32 kernel is ``tf32``)."""
-    if not torch_dtype:
-        return None
-    t = torch_dtype.lower()
-    for pat, col in DTYPE_COLUMNS:
-        if re.search(pat, t):
-            if col == "fp32" and kernel_name and re.search(TF32_KERNEL_RE, kernel_name):
-                return "tf32"
-            return col
-    return None
+    """Map a recorded dtype (``c10::BFloat16``, ``float``, ``torch.float16``) to a peak column (``knowledge.dtypes``;
+    FP32 on a TF32/xf32 kernel is ``tf32``; None for a type without peaks)."""
+    got = dtypes.dtype_of(torch_dtype)
+    col = got[0] if got is not None and got[0] in PEAK_COLUMNS else None
+    if col == "fp32" and kernel_name and re.search(TF32_KERNEL_RE, kernel_name):
+        return "tf32"
+    return col
 
 
 # --- Architecture from kernel names, for traces that do not record the device ------------------------------

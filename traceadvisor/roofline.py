@@ -45,53 +45,12 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
-from traceadvisor.knowledge import operators
+from traceadvisor.knowledge import dtypes, operators
+from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
+from traceadvisor.knowledge.operators import MATRIX_FAMILIES, ROOFLINE_OPS
 from traceadvisor.trace import Trace
 
-# (family, regex on the op name): first match wins. Backward ops are told by "backward" in their name.
-ROOFLINE_OPS: tuple[tuple[str, str], ...] = (
-    ("gemm", r"^aten::(?:mm|bmm|addmm|_addmm_activation|baddbmm|addbmm|_scaled_mm|matmul|linear)$"),
-    (
-        "attention",
-        r"^aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
-        r"(?:_for_cpu)?(?:_backward)?|_flash_attention_(?:forward|backward)|_efficient_attention_(?:forward"
-        r"|backward))$",
-    ),
-    ("conv", r"^aten::(?:conv[123]d|conv_transpose[123]d|convolution|_convolution|convolution_backward)$"),
-    (
-        "norm",
-        r"^aten::(?:layer_norm|native_layer_norm(?:_backward)?|batch_norm|native_batch_norm(?:_backward)?"
-        r"|_batch_norm_impl_index(?:_backward)?|cudnn_batch_norm(?:_backward)?|miopen_batch_norm(?:_backward)?"
-        r"|group_norm|native_group_norm(?:_backward)?|rms_norm|_fused_rms_norm(?:_backward)?|instance_norm)$",
-    ),
-    (
-        "reduction",
-        r"^aten::(?:sum|mean|amax|amin|max|min|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax"
-        r"|_softmax_backward_data|_log_softmax_backward_data|var|std|var_mean|std_mean|norm|linalg_vector_norm"
-        r"|cumsum|logsumexp|nll_loss_forward|nll_loss_backward|prod|all|any)$",
-    ),
-    (
-        "elementwise",
-        r"^aten::(?:add|sub|mul|div|rsub|relu|gelu|silu|sigmoid|tanh|exp|log|neg|pow|sqrt|rsqrt|where|clamp"
-        r"|clamp_min|clamp_max|threshold|threshold_backward|gelu_backward|silu_backward|sigmoid_backward"
-        r"|tanh_backward|hardtanh|hardswish|leaky_relu|elu|abs|reciprocal|masked_fill|addcmul|addcdiv|lerp"
-        r"|maximum|minimum|erf|sin|cos|native_dropout|native_dropout_backward|fill|zero|copy|_to_copy)_?$",
-    ),
-)
-MATRIX_FAMILIES = ("gemm", "attention", "conv")
 FAMILIES = tuple(dict.fromkeys(f for f, _ in ROOFLINE_OPS))
-LAUNCH_FLOOR_NS = {"nvidia": 1_000.0, "amd": 4_000.0}  # shortest kernel times (GEM001's launch_floor_us)
-
-_DTYPE_BYTES: tuple[tuple[str, int, str], ...] = (
-    (r"bfloat16", 2, "bf16"),
-    (r"half|float16", 2, "fp16"),
-    (r"float8", 1, "fp8"),
-    (r"double|float64", 8, "fp64"),
-    (r"^float$|float32", 4, "fp32"),
-    (r"^long$|int64", 8, "int64"),
-    (r"^int$|int32", 4, "int32"),
-    (r"bool|unsigned char|signed char|int8|uint8", 1, "int8"),
-)
 
 
 def _family(name: str) -> str | None:
@@ -102,13 +61,8 @@ def _family(name: str) -> str | None:
 
 
 def _dtype(t: str | None) -> tuple[int, str] | None:
-    if not t:
-        return None
-    s = t.lower()
-    for pat, eb, col in _DTYPE_BYTES:
-        if re.search(pat, s):
-            return eb, col
-    return None
+    got = dtypes.dtype_of(t)
+    return None if got is None else (got[1], got[0])
 
 
 def _ints(v: Any) -> list[int] | None:

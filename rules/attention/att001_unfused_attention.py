@@ -61,8 +61,9 @@ import polars as pl
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import operators
+from traceadvisor.knowledge.dtypes import dtype_of
+from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_eids
-from traceadvisor.roofline import LAUNCH_FLOOR_NS
 from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -109,7 +110,6 @@ GEMM_OPS = {
     if spec[2] == "mm" and ("bmm" in n or "matmul" in n) and "addbmm" not in n.replace("baddbmm", "")
 }
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
-DTYPE = {"c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4)}
 
 
 def _shape(dims_json: str | None, i: int) -> list[int] | None:
@@ -189,7 +189,7 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
             q = _shape(first["input_dims"], GEMM_OPS[first["name"]][0])
             v = _shape(second["input_dims"], GEMM_OPS[second["name"]][1])
             batch = int(np.prod(s[:-2]))
-            dt = DTYPE.get(_first_type(r["input_types"]) or "", ("bf16", 2))
+            dt = dtype_of(_first_type(r["input_types"])) or ("bf16", 2)
             out.append(
                 {
                     "rank": r["rank"],

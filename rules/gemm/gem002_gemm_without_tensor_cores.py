@@ -65,6 +65,7 @@ import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge.dtypes import FP32_SIMT_KERNELS, NOT_SIMT
 from traceadvisor.replay import Fix, gpu_eids
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
@@ -108,15 +109,6 @@ RULE = Rule(
     confidence="high",
 )
 
-# FP32 GEMM kernels that compute on SIMT / FFMA units (NVIDIA) or FP32 data type Tensile kernels (AMD)
-FP32_SIMT_KERNELS: tuple[tuple[str, str], ...] = (
-    (r"sgemm", "cuBLAS / CUTLASS SIMT sgemm (NVIDIA), rocBLAS sgemm"),
-    (r"_ffma_|xmma_gemm_f32f32_f32f32_f32", "cuBLAS xmma FP32 kernel on FFMA units"),
-    (r"gemmSN_\w+_kernel<float|gemmk1_kernel<float", "cuBLAS small-N / K=1 FP32 kernels"),
-    (r"^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)", "Tensile / hipBLASLt FP32 (data type S)"),
-)
-# tokens that mean tensor cores / xf32 / not a plain GEMM after all
-NOT_SIMT = r"(?i)tf32|xf32|_MX|s1688|s16816|tensorop|wmma|hmma|gemv|convolve|conv|dgemm|cgemm|zgemm|gcgemm"
 # architectures without tensor cores / matrix cores: never flagged
 NO_TENSOR_CORES = r"(?i)maxwell_|pascal_|kepler_|\bsm_?[35-6]\d_|ISA90[0-6]\b|ISA80\d|ISA10[13]\d"
 

@@ -7,6 +7,8 @@
 | ``apis`` | runtime/driver API classes for CUDA and HIP (launch, graph launch, capture, sync, copies, alloc, JIT) |
 | ``collectives`` | collective names (NCCL, RCCL, MSCCL, symmetric memory / multimem) |
 | ``profiler`` | profiler self-events that are not the program's work (buffer requests, window ends, flushes) |
+| ``dtypes`` | recorded dtypes (peak column, bytes), kernel-name math precision, FP32 SIMT GEMM kernels |
+| ``gpus`` | GPU models (peaks, bandwidths, names, PCI ids), the launch floor per vendor |
 
 Kernel-name categories (gemm, attention, ...) are the table in ``traceadvisor.schema.classify``. Importers and
 the post-import normalization (``traceadvisor.normalize``) turn these tables into columns (``kind``,

@@ -450,6 +450,8 @@ MODELS: tuple[Model, ...] = (
 )
 
 BY_KEY = {m.key: m for m in MODELS}
+# shortest time a kernel takes, per vendor (launch and completion overhead): no fix makes one shorter
+LAUNCH_FLOOR_NS = {"nvidia": 1_000.0, "amd": 4_000.0}
 
 # gfx target -> candidate models, told apart by name, PCI id, compute units or memory size; first is the default
 GFX_MODELS: dict[str, tuple[str, ...]] = {

@@ -48,6 +48,41 @@ OP_FAMILIES: tuple[tuple[str, str], ...] = (
     ),
 )
 
+# Ops with a cost model in ``traceadvisor.roofline`` (family, regex on the op name; first match wins): narrower
+# than OP_FAMILIES, as only these ops' FLOPs and bytes follow from their recorded inputs. Backward ops are told
+# by "backward" in their name.
+ROOFLINE_OPS: tuple[tuple[str, str], ...] = (
+    ("gemm", r"^aten::(?:mm|bmm|addmm|_addmm_activation|baddbmm|addbmm|_scaled_mm|matmul|linear)$"),
+    (
+        "attention",
+        r"^aten::(?:scaled_dot_product_attention|_scaled_dot_product_(?:flash|efficient|cudnn)_attention"
+        r"(?:_for_cpu)?(?:_backward)?|_flash_attention_(?:forward|backward)|_efficient_attention_(?:forward"
+        r"|backward))$",
+    ),
+    ("conv", r"^aten::(?:conv[123]d|conv_transpose[123]d|convolution|_convolution|convolution_backward)$"),
+    (
+        "norm",
+        r"^aten::(?:layer_norm|native_layer_norm(?:_backward)?|batch_norm|native_batch_norm(?:_backward)?"
+        r"|_batch_norm_impl_index(?:_backward)?|cudnn_batch_norm(?:_backward)?|miopen_batch_norm(?:_backward)?"
+        r"|group_norm|native_group_norm(?:_backward)?|rms_norm|_fused_rms_norm(?:_backward)?|instance_norm)$",
+    ),
+    (
+        "reduction",
+        r"^aten::(?:sum|mean|amax|amin|max|min|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax"
+        r"|_softmax_backward_data|_log_softmax_backward_data|var|std|var_mean|std_mean|norm|linalg_vector_norm"
+        r"|cumsum|logsumexp|nll_loss_forward|nll_loss_backward|prod|all|any)$",
+    ),
+    (
+        "elementwise",
+        r"^aten::(?:add|sub|mul|div|rsub|relu|gelu|silu|sigmoid|tanh|exp|log|neg|pow|sqrt|rsqrt|where|clamp"
+        r"|clamp_min|clamp_max|threshold|threshold_backward|gelu_backward|silu_backward|sigmoid_backward"
+        r"|tanh_backward|hardtanh|hardswish|leaky_relu|elu|abs|reciprocal|masked_fill|addcmul|addcdiv|lerp"
+        r"|maximum|minimum|erf|sin|cos|native_dropout|native_dropout_backward|fill|zero|copy|_to_copy)_?$",
+    ),
+)
+# families that run on the matrix units (their peak is the dense tensor/matrix peak of their dtype)
+MATRIX_FAMILIES = ("gemm", "attention", "conv")
+
 # aten operator names that differ only by vendor library -> one key (regex, replacement)
 OP_ALIASES: tuple[tuple[str, str], ...] = (
     (

@@ -40,6 +40,7 @@ import re
 
 import polars as pl
 
+from traceadvisor.knowledge import dtypes
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -56,28 +57,6 @@ OPS: tuple[tuple[str, str], ...] = (
     ("gather", "all_gather"),
     ("scatter", "reduce_scatter"),
 )
-# bytes per element of the ``dtype`` the profiler records for a collective (c10 scalar type names)
-DTYPE_BYTES: dict[str, int] = {
-    "double": 8,
-    "long": 8,
-    "int64": 8,
-    "complexfloat": 8,
-    "float": 4,
-    "int": 4,
-    "int32": 4,
-    "float32": 4,
-    "bfloat16": 2,
-    "half": 2,
-    "float16": 2,
-    "short": 2,
-    "byte": 1,
-    "char": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1,
-}
 # host spans that fetch the next batch (PyTorch DataLoader, Lightning); the same names DLD001 uses
 BATCH_FETCH = (
     r"^enumerate\(DataLoader\)#"
@@ -176,7 +155,7 @@ def collective_table(trace: Trace) -> pl.DataFrame:
         _arg("In msg nelems").cast(pl.Int64, strict=False),
         _arg("Out msg nelems").cast(pl.Int64, strict=False),
     )
-    dsize = _arg("dtype").str.to_lowercase().replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    dsize = dtypes.element_bytes(_arg("dtype"))
     c = k.with_columns(
         op=pl.coalesce(recorded, pl.col("name")).map_elements(op_of, return_dtype=pl.String),
         pg=_arg("Process Group Name").fill_null(""),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.knowledge import collectives
+from traceadvisor.knowledge.dtypes import KERNEL_PRECISION
 
 # (category, regex, vendor stack / library it comes from) -- first match wins. Checked against every kernel
 # name in ../shared/traces (torch, nsys, rpd, rocpd); tests/test_classify.py holds real names per row.
@@ -195,26 +196,6 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
                 category=pl.when(hit).then(pl.lit(new)).otherwise(pl.col("category").cast(pl.String))
             )
     return out
-
-
-# Kernel-name tokens -> math precision of GEMM / convolution / attention kernels, both vendors; first match wins.
-# "tf32" is FP32 data on TF32 tensor cores (AMD: xf32); "fp32" FP32 on SIMT/FFMA (or FP32 MFMA at the vector rate).
-KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
-    (r"(?i)fp8|f8f8|e4m3|e5m2|_F8|int8|i8i8|imma", "low"),
-    (
-        # nvjet (cuBLASLt, Hopper+) names a 16-bit operand type with an "_h_" token: nvjet_tst_..._h_bz_...
-        r"(?i)bf16|bfloat16|_BBS_|_BH_|_HHS_|_HB_|_HS_|h884|h1688|h16816|hgemm|fp16|f16f16|_f16_|_half|half_"
-        r"|nvjet\w*_h_|<(?:__half|half|c10::Half|__nv_bfloat16|c10::BFloat16)\b",
-        "low",
-    ),
-    (r"(?i)tf32|xf32|_MX|s1688|s16816", "tf32"),
-    (
-        # _f32_: fmha_cutlassB_f32_aligned_... (PyTorch memory-efficient attention, FP32 SIMT math)
-        r"(?i)sgemm|f32f32_f32f32|_ffma_|scudnn|implicit_convolve_sgemm|_fp32|_f32_|gemv2T_kernel_val<int, int, float"
-        r"|^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)|<float[,> ]",  # cuDNN templates <float, ...>
-        "fp32",
-    ),
-)
 
 
 def precision_expr(name: str = "name") -> pl.Expr:
