@@ -115,8 +115,6 @@ TOKENS = {
         "threshold_backward",
     },
 }
-# tables whose move is under way in another change (remove the entry with the move)
-PENDING = {"rules/gemm/gem001_low_gemm_utilization.py"}  # issue 12 (GEM001's rework): its kernel-dtype table
 
 
 def _literals(p: Path) -> str:
@@ -136,8 +134,6 @@ def _literals(p: Path) -> str:
 def test_no_copy_of_a_regex_table(table):
     copies = {}
     for p in SOURCES:
-        if str(p.relative_to(ROOT)) in PENDING:
-            continue
         text = _literals(p)
         hits = {
             tok

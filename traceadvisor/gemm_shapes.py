@@ -23,6 +23,7 @@ import polars as pl
 from traceadvisor import devices
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.knowledge import operators
+from traceadvisor.knowledge.dtypes import KERNEL_DTYPES
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -87,16 +88,6 @@ def _dims_expr(col: str, idx: str) -> pl.Expr:
 
 def _prod(lst: pl.Expr) -> pl.Expr:
     return lst.list.eval(pl.element().product()).list.first()
-
-
-# kernel-name dtype tokens, for traces that record shapes but not dtypes (Kineto before 1.8 had no Input type)
-KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
-    (r"(?i)bf16|bfloat16", "bf16"),
-    (r"(?i)tf32|xf32|s1688|s16816", "tf32"),
-    (r"(?i)hgemm|h884|h1688|h16816|fp16|f16f16|_f16_|half", "fp16"),
-    (r"(?i)sgemm|f32f32|_ffma_", "fp32"),
-    (r"(?i)dgemm|f64", "fp64"),
-)
 
 
 def dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:

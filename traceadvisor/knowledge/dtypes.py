@@ -55,6 +55,16 @@ KERNEL_PRECISION: tuple[tuple[str, str], ...] = (
     ),
 )
 
+# Kernel-name tokens -> the peak column of a GEMM's data, for traces that record shapes but not dtypes (Kineto
+# before 1.8 had no Input type); first match wins
+KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
+    (r"(?i)bf16|bfloat16", "bf16"),
+    (r"(?i)tf32|xf32|s1688|s16816", "tf32"),
+    (r"(?i)hgemm|h884|h1688|h16816|fp16|f16f16|_f16_|half", "fp16"),
+    (r"(?i)sgemm|f32f32|_ffma_", "fp32"),
+    (r"(?i)dgemm|f64", "fp64"),
+)
+
 # FP32 GEMM kernels (name regex, what they are) that compute on SIMT / FFMA units (NVIDIA) or FP32 data type Tensile kernels (AMD)
 FP32_SIMT_KERNELS: tuple[tuple[str, str], ...] = (
     (r"sgemm", "cuBLAS / CUTLASS SIMT sgemm (NVIDIA), rocBLAS sgemm"),
