@@ -90,7 +90,7 @@ RULE = Rule(
         "(bf16/fp16); the ROCm flash-attention package (CK or Triton backend) and aiter's attention kernels "
         "are alternatives. Check that TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL is not needed for your GPU.",
     },
-    needs=("kernels", "cpu_ops", "input_shapes"),
+    needs=("kernels",),
     options={
         "fused_efficiency": Option(
             0.5, "fraction of peak", "share of the dense matrix peak a fused attention kernel reaches"
@@ -263,7 +263,87 @@ def requires(trace: Trace) -> str | None:
     return None
 
 
+SOFTMAX_KERNEL = r"(?i)softmax"
+BETWEEN = ("elementwise", "copy", "memset", "reduction", "other")  # scale, mask, dropout, casts, the softmax
+MAX_BETWEEN = 4  # kernels between a GEMM and the softmax, or the softmax and the next GEMM
+
+
+def kernel_chains(trace: Trace) -> pl.LazyFrame:
+    """Without recorded shapes: GEMM -> softmax -> GEMM read from each stream's kernel sequence (a softmax kernel
+    with a GEMM kernel at most ``MAX_BETWEEN`` kernels before and after it, only elementwise / copy / reduction
+    kernels between). One row per chain: its stream, GPU range, the GEMMs' and the other kernels' time."""
+    k = (
+        trace.lazy()
+        .filter(pl.col("kind") == "kernel")
+        .select("rank", "device", "stream", "start_ns", "dur_ns", "name", "category")
+        .sort("rank", "device", "stream", "start_ns")
+        .with_columns(i=pl.int_range(pl.len()).over("rank", "device", "stream"))
+    )
+    gemm = pl.col("category") == "gemm"
+    ok = gemm | pl.col("category").is_in(BETWEEN)
+    by = ["rank", "device", "stream"]
+    k = k.with_columns(
+        prev_g=pl.when(gemm).then("i").forward_fill().over(by),
+        next_g=pl.when(gemm).then("i").backward_fill().over(by),
+        bad=(~ok).cast(pl.Int64).cum_sum().over(by),
+    )
+    sm = k.filter(
+        pl.col("name").str.contains(SOFTMAX_KERNEL)
+        & ~gemm
+        & (pl.col("i") - pl.col("prev_g") <= MAX_BETWEEN)
+        & (pl.col("next_g") - pl.col("i") <= MAX_BETWEEN)
+    ).select(*by, pl.col("prev_g").alias("a"), pl.col("next_g").alias("b"), pl.col("i").alias("softmax_i"))
+    rows = (
+        k.join(sm, on=by, how="inner", nulls_equal=True)
+        .filter((pl.col("i") >= pl.col("a")) & (pl.col("i") <= pl.col("b")))
+        .group_by(*by, "a", "b")
+        .agg(
+            pl.col("start_ns").min(),
+            (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+            pl.col("dur_ns").sum().alias("chain_gpu_ns"),
+            pl.col("dur_ns").filter(pl.col("category") == "gemm").sum().alias("gemm_ns"),
+            pl.len().alias("kernels"),
+            (~pl.col("category").is_in(["gemm", *BETWEEN])).any().alias("foreign"),
+            pl.col("name").sort_by("dur_ns", descending=True).first().alias("top_kernel"),
+        )
+        .filter(~pl.col("foreign"))
+    )
+    return rows.filter(pl.len().over("rank", "device") >= 2)  # attention repeats per layer
+
+
+def _detect_kernels(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """The kernel-only path: the fused kernel keeps the GEMMs' time; the softmax and the kernels between the
+    GEMMs (the score matrix's trips through HBM) are what it saves, a lower bound; low confidence."""
+    rows = kernel_chains(trace).with_columns(
+        impact_ns=(pl.col("chain_gpu_ns") - pl.col("gemm_ns")).cast(pl.Int64),
+        shape=pl.lit("shape not recorded"),
+        dtype=pl.lit(None, dtype=pl.String),
+    )
+    total = pl.col("impact_ns").sum().over("rank", "device")
+    return rows.filter(
+        (total >= options.get("min_impact_us", 50.0) * 1000) & (pl.col("impact_ns") > 0)
+    ).select(
+        "rank",
+        pl.col("device").cast(pl.Int32),
+        "stream",
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        "shape",
+        "dtype",
+        "kernels",
+        "top_kernel",
+        (pl.col("chain_gpu_ns") / 1e3).alias("chain_gpu_us"),
+        (pl.col("gemm_ns") / 1e3).alias("fused_us"),
+        pl.lit(None, dtype=pl.Float64).alias("score_matrix_mb"),
+        pl.lit(True).alias("kernel_only"),
+        pl.lit("low").alias("confidence"),
+    )
+
+
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    if "input_shapes" not in trace.meta.capabilities:
+        return _detect_kernels(trace, options)
     ch = chains(trace, options)
     peaks = _peaks(trace) or {}
     eff = float(options.get("fused_efficiency", 0.5))
@@ -344,16 +424,20 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     shapes = rows.group_by("shape", "dtype").agg(pl.len().alias("chains")).sort("chains", descending=True)
     return {
-        "shapes": ", ".join(f"{s} {d}" for s, d, _ in shapes.head(3).iter_rows()),
+        "shapes": ", ".join(f"{s} {d}" if d else str(s) for s, d, _ in shapes.head(3).iter_rows()),
         "chain_ms": float(rows["chain_gpu_us"].sum()) / 1e3,
         "fused_ms": float(rows["fused_us"].sum()) / 1e3,
         "fused_efficiency": float(options.get("fused_efficiency", 0.5)),
-        "score_matrix_mb_per_chain": float(rows["score_matrix_mb"].max()),
+        "score_matrix_mb_per_chain": float(rows["score_matrix_mb"].max() or 0.0),
+        "from_kernels_only": "kernel_only" in rows.columns,
     }
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """SDPA / FlashAttention: each chain's kernels become one kernel of the fused time."""
+    """SDPA / FlashAttention: each chain's kernels become one kernel of the fused time (kernel-only path: the
+    kernels between the two GEMMs take no time)."""
+    if "kernel_only" in rows.columns:
+        return _fix_kernels(rows, trace)
     ch = rows.select("rank", "tid", "chain_start_ns", "chain_end_ns", "fused_us")
     k = _chain_kernels(trace, ch.drop("fused_us")).collect()
     if not k.height:
@@ -373,6 +457,30 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     fx = Fix(f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak")
     fx = fx.gpu_duration(g["eid"], np.minimum(g["new_ns"].to_numpy(), g["dur_ns"].to_numpy()))
     return without_queue_backpressure(trace, fx)
+
+
+def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
+    k = (
+        trace.lazy()
+        .filter((pl.col("kind") == "kernel") & (pl.col("category") != "gemm"))
+        .select("rank", "device", "stream", "correlation_id", "start_ns")
+        .join(
+            rows.lazy()
+            .select("rank", "device", "stream", "start_ns", "end_ns")
+            .rename({"start_ns": "c0", "end_ns": "c1"}),
+            on=["rank", "device", "stream"],
+            how="inner",
+            nulls_equal=True,
+        )
+        .filter((pl.col("start_ns") > pl.col("c0")) & (pl.col("start_ns") < pl.col("c1")))
+        .select("rank", "device", "stream", "correlation_id", "start_ns")
+        .collect()
+    )
+    g = gpu_eids(trace, k)
+    if not g.height:
+        return None
+    fx = Fix("fused attention: the score matrix's kernels (softmax, scale, mask) fused away")
+    return without_queue_backpressure(trace, fx.gpu_duration(g["eid"], np.zeros(g.height, np.int64)))
 
 
 def _attention_step(b: TraceBuilder, host: float, gpu: float, fused: bool) -> tuple[float, float]:

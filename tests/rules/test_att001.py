@@ -59,3 +59,31 @@ def test_timesformer_attention_chains(path, stack):
 )
 def test_sdpa_models_stay_silent(path):
     assert run(trace(path)).findings == []
+
+
+def _without_shapes(t):
+    """The trace as a profile without record_shapes would give it."""
+    import polars as pl
+
+    t.meta.capabilities = set(t.meta.capabilities) - {"input_shapes"}
+    t.events = t.events.with_columns(pl.lit(None, dtype=t.events.schema["input_dims"]).alias("input_dims"))
+    return t
+
+
+def test_kernel_only_path_on_the_h200_unfused_vit():
+    """No shapes recorded: the chains are read from the kernel sequence (GEMM, softmax, GEMM per block), low
+    confidence, and the saving is a lower bound (the softmax and the kernels between the GEMMs fused away; the
+    GEMMs kept): 41 % predicted where SDPA measured 80 % on the same model."""
+    from pathlib import Path
+
+    fx = Path(__file__).resolve().parents[2] / "fixtures" / "h200_models"
+    facts = json.loads((fx / "facts.json").read_text())
+    name = "h200_vit_unfused_attention_3137tok.pt.trace.json.gz"
+    from traceadvisor.importers import load_trace
+
+    fresh = load_trace(fx / name)  # its own Trace, not the shared cached one
+    (f,) = run(_without_shapes(fresh)).findings
+    assert f.count == 12 and f.confidence == "low" and f.evidence["from_kernels_only"]
+    assert "shape not recorded" in f.summary
+    measured = facts[name]["measured"]["saving_share_with_sdpa"]
+    assert 0.3 < f.share < measured
