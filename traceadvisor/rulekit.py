@@ -3,7 +3,9 @@
 Every helper takes and returns LazyFrames, so a rule's plan stays lazy and is collected with every other rule
 and the summary in the engine's one ``pl.collect_all``.
 
-* ``merge_intervals(lf, by)``: union of ``[start_ns, end_ns)`` intervals per group.
+* ``merge_intervals(lf, by, agg)``: union of ``[start_ns, end_ns)`` intervals per group (``agg``: aggregations
+  over the rows each merged interval holds).
+* ``latest_end_before(by)``: on rows in start order, the latest end of the group's earlier rows.
 * ``idle_between(busy, by)``: the gaps between consecutive merged busy intervals, with ``gap_ns``.
 * ``covered_ns(intervals, busy, by)``: how much of each interval a set of busy intervals covers.
 * ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
@@ -23,7 +25,7 @@ import polars as pl
 
 from traceadvisor.devices import BY_KEY, Model
 from traceadvisor.knowledge.apis import bare_name
-from traceadvisor.schema.views import covered_ns, gpu_busy, gpu_idle_gaps, merge_intervals
+from traceadvisor.schema.views import covered_ns, gpu_busy, gpu_idle_gaps, latest_end_before, merge_intervals
 from traceadvisor.summary import step_frame
 from traceadvisor.trace import Trace
 
@@ -35,6 +37,7 @@ __all__ = [
     "gpu_idle_gaps",
     "has_steps",
     "idle_between",
+    "latest_end_before",
     "merge_intervals",
     "per_step",
     "step_frame",

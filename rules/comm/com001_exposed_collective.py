@@ -55,6 +55,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
@@ -102,25 +103,15 @@ RULE = Rule(
 
 def _merged_collectives(k: pl.LazyFrame) -> pl.LazyFrame:
     """Union of collective-kernel intervals per (rank, device), with the kernels each one covers."""
-    c = k.filter(pl.col("category") == "collective").sort("rank", "device", "start_ns")
-    c = c.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over("rank", "device"))
-    c = c.with_columns(
-        grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
-        .cast(pl.Int64)
-        .cum_sum()
-        .over("rank", "device")
-    )
-    return (
-        c.group_by("rank", "device", "grp")
-        .agg(
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
+    return rulekit.merge_intervals(
+        k.filter(pl.col("category") == "collective"),
+        ["rank", "device"],
+        agg=[
             pl.len().alias("count"),
             pl.col("dur_ns").sum().alias("kernel_ns"),
             pl.col("name").sort_by("dur_ns", descending=True).first().alias("name"),
             pl.col("stream").unique().sort().cast(pl.String).str.join(",").alias("streams"),
-        )
-        .drop("grp")
+        ],
     )
 
 

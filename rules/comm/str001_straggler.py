@@ -125,7 +125,7 @@ def requires(trace: Trace) -> str | None:
 
 def detect_tables(tables: crossrank.JobTables, options: dict[str, Any]) -> pl.DataFrame:
     """The straggling collectives of a job from its per-rank tables (what ``analyze --job`` calls)."""
-    return crossrank.stragglers(tables, int(options["min_skew_ms"] * 1e6), float(options["min_skew_pct"]))
+    return crossrank.stragglers(tables, int(options["min_skew_ns"]), float(options["min_skew_pct"]))
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

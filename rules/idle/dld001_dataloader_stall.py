@@ -50,6 +50,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
@@ -102,28 +103,10 @@ HOST_KINDS = ("cpu_op", "annotation", "python")
 
 def fetch_spans(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Batch-fetch spans merged per rank, with the number of fetches in each and their name."""
-    s = (
-        lf.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.contains(BATCH_FETCH))
-        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
-        .sort("rank", "start_ns")
+    s = lf.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.contains(BATCH_FETCH)).with_columns(
+        end_ns=pl.col("start_ns") + pl.col("dur_ns")
     )
-    s = s.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over("rank"))
-    s = s.with_columns(
-        grp=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end")))
-        .cast(pl.Int64)
-        .cum_sum()
-        .over("rank")
-    )
-    return (
-        s.group_by("rank", "grp")
-        .agg(
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            pl.col("name").first(),
-            pl.len().alias("fetches"),
-        )
-        .drop("grp")
-    )
+    return rulekit.merge_intervals(s, ["rank"], agg=[pl.col("name").first(), pl.len().alias("fetches")])
 
 
 def _has_steps(trace: Trace) -> bool:
@@ -176,7 +159,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """DataLoader workers: each fetch costs a queue get on the training thread."""
-    keep = int(float(options.get("worker_fetch_us", 70.0)) * 1e3)
+    keep = int(options["worker_fetch_ns"])
     ev = (
         indexed(trace)
         .filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")) & pl.col("tid").is_not_null())

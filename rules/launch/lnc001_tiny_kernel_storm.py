@@ -56,6 +56,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
@@ -142,7 +143,7 @@ def with_gpu_wait(k: pl.LazyFrame, lf: pl.LazyFrame) -> pl.LazyFrame:
         views.gpu_work(lf)
         .filter(pl.col("device").is_not_null())
         .sort("start_ns")
-        .with_columns(prev_end_ns=pl.col("end_ns").cum_max().shift(1).over("rank", "device"))
+        .with_columns(prev_end_ns=rulekit.latest_end_before(["rank", "device"]))
         .select("rank", "device", "start_ns", "correlation_id", "stream", "prev_end_ns")
         .unique(subset=["rank", "device", "start_ns", "correlation_id", "stream"], keep="first")
     )
@@ -170,10 +171,10 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = kernels_with_launch(trace.lazy()).filter(
         (pl.col("api_class").fill_null("") != "graph_launch") & pl.col("device").is_not_null()
     )
-    cap = int(options["max_launch_us"] * 1000)
-    cost = pl.col("api_dur_ns").clip(upper_bound=cap).fill_null(int(options["default_launch_us"] * 1000))
+    cap = int(options["max_launch_ns"])
+    cost = pl.col("api_dur_ns").clip(upper_bound=cap).fill_null(int(options["default_launch_ns"]))
     tiny = (pl.col("dur_ns") < pl.col("api_dur_ns").clip(upper_bound=cap)).fill_null(False) | (
-        pl.col("dur_ns") < options["tiny_us"] * 1000
+        pl.col("dur_ns") < options["tiny_ns"]
     )
     k = k.with_columns(tiny=tiny, launch_cost_ns=cost, kernels_total=pl.len().over("rank", "device"))
     k = k.filter(pl.col("tiny")).with_columns(n_tiny=pl.len().over("rank", "device"))
@@ -183,7 +184,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = with_gpu_wait(k.filter(keep), trace.lazy())
     # a device whose queue never ran dry paid no launch cost: no finding at all
     waited = pl.col("gpu_wait_ns").sum().over("rank", "device")
-    return k.filter(waited >= options.get("min_wait_us", 100.0) * 1000).select(
+    return k.filter(waited >= options["min_wait_ns"]).select(
         "rank",
         "device",
         "start_ns",

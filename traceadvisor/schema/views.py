@@ -5,6 +5,8 @@ All views take a canonical LazyFrame (``trace.lazy()``) and stay lazy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from traceadvisor.knowledge import apis
@@ -74,17 +76,23 @@ def steps(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def merge_intervals(lf: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
-    """Union of [start_ns, end_ns) intervals per group ``by``: non-overlapping, sorted ``start_ns``/``end_ns``."""
-    s = lf.select(*by, "start_ns", "end_ns").sort([*by, "start_ns"])
-    s = s.with_columns(prev_end=pl.col("end_ns").cum_max().shift(1).over(by))
+def latest_end_before(by: list[str]) -> pl.Expr:
+    """On rows sorted by ``start_ns``: the latest ``end_ns`` of the group's earlier rows (null for the first)."""
+    return pl.col("end_ns").cum_max().shift(1).over(by)
+
+
+def merge_intervals(lf: pl.LazyFrame, by: list[str], agg: Sequence[pl.Expr] = ()) -> pl.LazyFrame:
+    """Union of [start_ns, end_ns) intervals per group ``by``: non-overlapping, sorted ``start_ns``/``end_ns``;
+    ``agg``: more aggregations over the rows each merged interval holds (a count, a name)."""
+    s = (lf if agg else lf.select(*by, "start_ns", "end_ns")).sort([*by, "start_ns"])
+    s = s.with_columns(prev_end=latest_end_before(by))
     s = s.with_columns(
         new=(pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end"))).cast(pl.Int64)
     )
     s = s.with_columns(grp=pl.col("new").cum_sum().over(by))
     return (
         s.group_by([*by, "grp"])
-        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max(), *agg)
         .drop("grp")
         .sort([*by, "start_ns"])
     )
