@@ -250,3 +250,25 @@ def test_an_unreadable_rank_is_left_out_with_a_warning(tmp_path):
     assert [r["rank"] for r in res.job.ranks] == [0, 1, 2]
     assert any("rank0003.json was left out" in w for w in res.job.warnings)
     assert [f.rank for f in res.findings] == [1]
+
+
+def test_rank_summary_is_the_library_summary(tmp_path):
+    """A worker's per-rank summary is traceadvisor.summary's (one definition), and the job's rank rows and JSON
+    carry it: window, busy, idle and the analysed steps."""
+    from traceadvisor.importers import load_trace
+    from traceadvisor.scaleout.worker import RankSettings, analyze_rank
+    from traceadvisor.summary import summarize
+
+    make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, seed=3)
+    path = str(tmp_path / "rank0001.json.gz")
+    r = analyze_rank(path, RankSettings(cache=False, select=("COM001",), cross_rank=("STR001",)))
+    trace = load_trace(path, cache=False)
+    trace.events = trace.events.with_columns(pl.col("rank").fill_null(pl.lit(1, pl.Int32)))
+    lib = {k: v for k, v in summarize(trace).to_dict().items() if k != "roofline"}
+    assert r.summary == lib and lib["analysed_steps"] > 0
+    steps = r.steps.filter(pl.col("rank") == 1)["step"].to_list()
+    assert steps == [s["name"] for s in lib["step_list"]]
+    res = analyze_job([tmp_path], select=["COM001"], workers=1, cache=False)
+    row = next(x for x in res.job.ranks if x["rank"] == 1)
+    assert row["window_ms"] == round(lib["window_ns"] / 1e6, 6) and row["analysed_steps"] == lib["analysed_steps"]
+    assert result_to_dict(res)["traces"][1]["summary"] == lib

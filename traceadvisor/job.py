@@ -145,7 +145,7 @@ class JobSummary:
     name: str
     world_size: int | None
     ranks: list[dict[str, Any]]  # one row per rank: crossrank.per_rank plus path, name, span, findings
-    rank_traces: list[dict[str, Any]]  # json_report.trace_summary of each rank
+    rank_traces: list[dict[str, Any]]  # json_report.trace_summary of each rank, with its library "summary"
     matrix: pl.DataFrame  # crossrank.rank_step_matrix
     skew: dict[str, Any]
     skew_top: list[dict[str, Any]]
@@ -331,6 +331,7 @@ def analyze_job(
                 "name": r.name if r else None,
                 "path": r.path if r else None,
                 "span_ms": (r.trace.get("span_ns") or 0) / 1e6 if r else None,
+                **_library_totals(r.summary if r else {}),
                 "findings": n_find.get(row["rank"], 0),
             }
         )
@@ -348,7 +349,7 @@ def analyze_job(
         name=name,
         world_size=world,
         ranks=ranks,
-        rank_traces=[r.trace for r in results],
+        rank_traces=[{**r.trace, "summary": r.summary} for r in results],
         matrix=crossrank.rank_step_matrix(tables),
         skew=crossrank.skew_summary(tables),
         skew_top=_rows(crossrank.skew_table(tables)),
@@ -372,6 +373,22 @@ def analyze_job(
     ]
     res.job = job
     return res
+
+
+def _library_totals(s: dict[str, Any]) -> dict[str, Any]:
+    """A rank's window, busy, idle and analysed steps as the library summary (``traceadvisor.summary``) has them."""
+
+    def ms(k: str) -> float | None:
+        v = s.get(k)
+        return None if v is None else round(v / 1e6, 6)
+
+    return {
+        "window_ms": ms("window_ns"),
+        "busy_ms": ms("busy_ns"),
+        "idle_ms": ms("idle_ns"),
+        "analysed_steps": s.get("analysed_steps"),
+        "median_step_ms": ms("median_step_ns"),
+    }
 
 
 def fold_findings(findings: list, n_ranks: int) -> list:

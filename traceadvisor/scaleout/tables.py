@@ -131,7 +131,10 @@ def _busy(trace: Trace) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.La
 
 
 def _steps(trace: Trace) -> pl.LazyFrame:
-    return views.steps(trace.lazy()).select(
+    """The steps as the library summary defines them (``summary.step_frame``: host step markers per rank)."""
+    from traceadvisor.summary import step_frame
+
+    return step_frame(trace.lazy()).select(
         "rank",
         pl.col("name").alias("step"),
         pl.col("step").cast(pl.Int64).alias("step_index"),

@@ -41,6 +41,7 @@ class RankResult:
     rank: int | None
     name: str
     trace: dict[str, Any]  # json_report.trace_summary of the rank's trace
+    summary: dict[str, Any]  # the library summary of the rank (summary.Summary.to_dict, without the roofline)
     findings: list[Any]  # engine Finding objects of the per-rank rules
     skipped: list[dict[str, Any]]
     errors: list[dict[str, Any]]
@@ -80,6 +81,7 @@ def analyze_rank(path: str, settings: RankSettings) -> RankResult:
             rank=rank_from_name(path),
             name=Path(path).name,
             trace={},
+            summary={},
             findings=[],
             skipped=[],
             errors=[],
@@ -121,6 +123,7 @@ def _analyze_rank(path: str, settings: RankSettings) -> RankResult:
         rank=trace.meta.rank,
         name=trace.name,
         trace=trace_summary(trace),
+        summary={k: v for k, v in res.summary(0).to_dict().items() if k != "roofline"},
         findings=res.findings,
         skipped=res.skipped,
         errors=res.errors,
