@@ -432,8 +432,9 @@ def compact_dims(dims_json: str | None) -> str:
     return ", ".join("x".join(str(i) for i in d) for d in dims if isinstance(d, list) and d)
 
 
-def roofline_summary(trace: Trace, top: int = 40) -> dict[str, Any]:
-    """JSON-ready roofline of ``trace``: device peaks, every op group (top ``top`` by GPU time) and per family."""
+def roofline_summary(trace: Trace, top: int = 400) -> dict[str, Any]:
+    """JSON-ready roofline of ``trace``: device peaks, every op group (the ``top`` by GPU time, plus the five
+    largest of every family so each family is drawn) and per family."""
     df = op_roofline(trace)
     if df.height == 0:
         return {"ops": [], "families": [], "device": None}
@@ -469,7 +470,7 @@ def roofline_summary(trace: Trace, top: int = 40) -> dict[str, Any]:
             "rank": r["rank"],
             "device": r["device"],
         }
-        for r in df.head(top).iter_rows(named=True)
+        for r in _chart_ops(df, top).iter_rows(named=True)
     ]
     return {
         "device": {
@@ -488,3 +489,14 @@ def roofline_summary(trace: Trace, top: int = 40) -> dict[str, Any]:
             for r in fam.iter_rows(named=True)
         ],
     }
+
+
+def _chart_ops(df: pl.DataFrame, top: int) -> pl.DataFrame:
+    """The ``top`` op groups by GPU time and the five largest of each family, largest first."""
+    if df.height <= top:
+        return df
+    pick = pl.concat(
+        [df.head(top), df.sort("gpu_ns", descending=True).group_by("family").head(5)], how="diagonal"
+    )
+    keys = [c for c in ("rank", "device", "family", "name", "input_dims", "dtype") if c in df.columns]
+    return pick.unique(subset=keys, keep="first").sort("gpu_ns", descending=True)

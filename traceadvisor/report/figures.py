@@ -519,7 +519,7 @@ def roofline_figure(rf: dict[str, Any]) -> go.Figure:
                     mode="markers+text",
                     name=f"ridge {p / bw:.0f} FLOP/B",
                     text=[f"ridge {p / bw:.0f} FLOP/B"],
-                    textposition="bottom right",
+                    textposition="top left",
                     textfont={"size": 10, "color": "#555"},
                     marker={"symbol": "diamond", "size": 9, "color": "#555"},
                     hovertemplate="ridge point: %{x:.0f} FLOP/byte, %{y:g} TFLOP/s<extra></extra>",
@@ -552,6 +552,13 @@ def roofline_figure(rf: dict[str, Any]) -> go.Figure:
     fig.update_xaxes(
         type="log", title={"text": "arithmetic intensity (FLOP per byte moved, minimum traffic)"}
     )
-    fig.update_yaxes(type="log", title={"text": "achieved TFLOP/s"})
-    fig.update_layout(height=460, legend={"orientation": "v"})
+    # the y axis reaches well above the highest compute roof (and below the slowest op) so both show
+    ys_pts = [o["tflops"] for o in ops if o["tflops"] > 0] or [1.0]
+    y_lo = min(min(ys_pts), lo * bw if bw else min(ys_pts)) / 3
+    y_hi = max(max(ys_pts), peaks[-1] if peaks else max(ys_pts)) * 4
+    fig.update_yaxes(
+        type="log", title={"text": "achieved TFLOP/s"}, range=[math.log10(y_lo), math.log10(y_hi)]
+    )
+    fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
+    fig.update_layout(height=480, legend={"orientation": "v"})
     return fig
