@@ -270,5 +270,8 @@ def test_rank_summary_is_the_library_summary(tmp_path):
     assert steps == [s["name"] for s in lib["step_list"]]
     res = analyze_job([tmp_path], select=["COM001"], workers=1, cache=False)
     row = next(x for x in res.job.ranks if x["rank"] == 1)
-    assert row["window_ms"] == round(lib["window_ns"] / 1e6, 6) and row["analysed_steps"] == lib["analysed_steps"]
+    assert (
+        row["window_ms"] == round(lib["window_ns"] / 1e6, 6)
+        and row["analysed_steps"] == lib["analysed_steps"]
+    )
     assert result_to_dict(res)["traces"][1]["summary"] == lib
