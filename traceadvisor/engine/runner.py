@@ -302,6 +302,11 @@ def analyze(
             except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
                 res.errors.append(_err(rm, trace, e))
     summaries = [summary_plan(t) for t in traces]
+    from traceadvisor.replay.sim import warm_up_for
+
+    for t in traces:  # numba loads while the rules' queries run
+        if "timeline" in t.meta.capabilities:
+            warm_up_for(t.events.height)
     frames, contexts, summary_frames = _collect(plans, summaries, res)
     res.summaries = [Summary.from_frames(p, f) for p, f in zip(summaries, summary_frames, strict=True)]
     _prepare_replays(traces, res.summaries)

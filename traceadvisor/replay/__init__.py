@@ -16,7 +16,7 @@ import polars as pl
 
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
-from traceadvisor.replay.sim import relax
+from traceadvisor.replay.sim import relax, warm_up_for
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
 
@@ -59,6 +59,7 @@ class Replayer:
 
     def __init__(self, trace: Trace, summary=None, overhead_ns: float | None = None):
         self.trace = trace
+        warm_up_for(trace.events.height)  # numba loads while the graph is built
         self.g = G.build(trace)
         self.mask = window_nodes(self.g, _analysed_starts(trace, summary, self.g))
         self.before = queued_before(self.g, self.mask)
@@ -302,16 +303,18 @@ def _overhead_per_edge(trace: Trace, g: G.Graph, per_event_ns: float) -> np.ndar
             pl.col("tid").fill_null(-1).cast(pl.Int64),
             "start_ns",
         )
-        .join(g.threads.lazy(), on=["rank", "pid", "tid"], how="inner")
-        .select("tcode", "start_ns")
+        .filter(pl.col("start_ns").is_not_null())
         .collect()
     )
-    if not ev.height:
+    tcode = G.thread_codes(g, [ev[c].to_numpy() for c in ("rank", "pid", "tid")])
+    ok = tcode >= 0
+    if not ok.any():
         return out
+    st = ev["start_ns"].to_numpy()[ok]
     rec = g.recorded_points()
-    t0 = int(min(rec.min(), ev["start_ns"].min())) - 1
+    t0 = int(min(rec.min(), st.min())) - 1
     sc = np.int64(1) << np.int64(42)
-    keys = np.sort(ev["tcode"].to_numpy() * sc + (ev["start_ns"].to_numpy() - t0))
+    keys = np.sort(tcode[ok] * sc + (st - t0))
     ch = np.nonzero(g.etype == G.E_CHAIN)[0]
     tc = g.thread[g.src[ch] // 2]
     a = np.searchsorted(keys, tc * sc + (rec[g.src[ch]] - t0), side="left")

@@ -17,7 +17,8 @@ happen before point ``src`` + ``w``":
 
 Weights come from the recorded times, so replaying the graph with the recorded durations reproduces the trace;
 a fix (``traceadvisor.replay.fix``) changes durations, weights or edges and the replay says what follows.
-Everything is vectorised (polars / numpy); the replay itself is one numba pass in topological order.
+Everything is vectorised (polars / numpy, columns read in one pass by ``replay.rows``); the replay itself is
+one pass in topological order (``replay.sim``: numba for large graphs, interpreted for small ones).
 """
 
 from __future__ import annotations
@@ -27,10 +28,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from traceadvisor.schema import views
+from traceadvisor.replay.rows import (
+    GPU_KINDS,
+    NODE_KINDS,
+    Rows,
+    _covered,
+    api_flags,
+    covered,
+    events,
+    group_codes,
+    launchers,
+    lookup,
+)
 from traceadvisor.trace import Trace
 
-GPU_KINDS = ("kernel", "memcpy", "memset")
+__all__ = ["GPU_KINDS", "NODE_KINDS", "Graph", "_covered", "build", "thread_codes"]
+
 # node types
 HOST, MARKER, GPU = 0, 1, 2
 # edge types
@@ -39,8 +52,6 @@ NEG = np.iinfo(np.int64).min // 4  # "no release time"
 
 MIN_IDLE_NS = 50_000  # a host thread gap this long with no framework op running on it is an idle wait
 DEFAULT_LAUNCH_LAT_NS = 5_000  # a launch's latency when no launch-bound activity in the trace shows it
-# Host calls that wait for their GPU copy when they last about as long as it: the copy APIs.
-_COPY_APIS = set(views.BLOCKING_COPY_APIS) | set(views.ASYNC_COPY_APIS)
 
 
 @dataclass
@@ -103,46 +114,59 @@ class Graph:
         return out
 
 
-def _codes(df: pl.DataFrame, cols: list[str], name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Add an integer code column ``name`` for the distinct ``cols`` combinations (nulls -> -1 first)."""
-    df = df.with_columns([pl.col(c).fill_null(-1).cast(pl.Int64).alias(c) for c in cols])
-    keys = df.select(cols).unique().sort(cols).with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
-    return df.join(keys, on=cols, how="left"), keys
+def thread_codes(g: Graph, cols: list[np.ndarray]) -> np.ndarray:
+    """The graph's thread code of each (rank, pid, tid) row of ``cols`` (nulls filled with -1), -1 if none."""
+    th = g.threads
+    return lookup([th[c].to_numpy() for c in ("rank", "pid", "tid")], cols)
 
 
 def build(trace: Trace) -> Graph:
     """Build the dependency graph of ``trace``."""
-    ev = trace.events
-    base = ev.select(
-        "kind", "name", "category", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns",
-        "correlation_id", "copy_kind", "src_memory", "dst_memory",
-    ).with_row_index("eid").with_columns(pl.col("eid").cast(pl.Int64))  # fmt: skip
-    base = base.filter(pl.col("start_ns").is_not_null()).with_columns(pl.col("dur_ns").fill_null(0).clip(0))
-    gpu = base.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("device").is_not_null())
-    host = base.filter(pl.col("kind").is_in(("runtime", "step")) & pl.col("tid").is_not_null())
-    gpu, streams = _codes(gpu, ["rank", "device", "stream"], "scode")
-    host, threads = _codes(host, ["rank", "pid", "tid"], "tcode")
-    nh, ng = host.height, gpu.height
+    host, gpu, name_table, (node_names, node_cats), ops = events(trace)
+    # thread codes of the host rows; the framework ops of those threads (other threads have no nodes)
+    tcode, tkeys = group_codes([host.rank, host.pid, host.tid])
+    threads = pl.DataFrame(
+        {
+            "tcode": np.arange(len(tkeys[0]), dtype=np.int64),
+            "rank": tkeys[0],
+            "pid": tkeys[1],
+            "tid": tkeys[2],
+        }
+    )
+    scode, skeys = group_codes([gpu.rank, gpu.device, gpu.stream])
+    streams = pl.DataFrame(
+        {
+            "scode": np.arange(len(skeys[0]), dtype=np.int64),
+            "rank": skeys[0],
+            "device": skeys[1],
+            "stream": skeys[2],
+        }
+    )
+    op_tcode = lookup(tkeys, list(ops[:3]))
+    keep = op_tcode >= 0
+    ops_tse = (op_tcode[keep], ops[3][keep], ops[4][keep])
+    del ops, op_tcode, keep  # memory: the benchmark trace has 600 k framework ops
+    nh, ng = len(host.eid), len(gpu.eid)
     n = nh + ng
 
     # --- nodes: host first, then GPU ------------------------------------------------------------------
-    h_start = host["start_ns"].to_numpy().astype(np.int64)
-    h_dur = host["dur_ns"].to_numpy().astype(np.int64)
-    g_start = gpu["start_ns"].to_numpy().astype(np.int64)
-    g_dur = gpu["dur_ns"].to_numpy().astype(np.int64)
+    h_start, h_dur = host.start, host.dur
+    g_start, g_dur = gpu.start, gpu.dur
     start = np.concatenate([h_start, g_start])
     dur = np.concatenate([h_dur, g_dur])
     end = start + dur
     ntype = np.concatenate(
-        [np.where(host["kind"].to_numpy() == "step", MARKER, HOST).astype(np.int8), np.full(ng, GPU, np.int8)]
+        [np.where(host.kind == 1, MARKER, HOST).astype(np.int8), np.full(ng, GPU, np.int8)]
     )
-    rank = np.concatenate([host["rank"].to_numpy(), gpu["rank"].to_numpy()]).astype(np.int64)
-    device = np.concatenate([np.full(nh, -1), gpu["device"].to_numpy()]).astype(np.int64)
-    stream = np.concatenate([np.full(nh, -1), gpu["scode"].to_numpy()]).astype(np.int64)
-    thread = np.concatenate([host["tcode"].to_numpy(), np.full(ng, -1)]).astype(np.int64)
-    eid = np.concatenate([host["eid"].to_numpy(), gpu["eid"].to_numpy()]).astype(np.int64)
+    rank = np.concatenate([host.rank, gpu.rank]).astype(np.int64)
+    device = np.concatenate([np.full(nh, -1), gpu.device]).astype(np.int64)
+    stream = np.concatenate([np.full(nh, -1), scode]).astype(np.int64)
+    thread = np.concatenate([tcode, np.full(ng, -1)]).astype(np.int64)
+    eid = np.concatenate([host.eid, gpu.eid]).astype(np.int64)
     release = np.full(2 * n, NEG, np.int64)
     edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+    api = api_flags(name_table)
+    h_api = {k: v[host.name] for k, v in api.items()}  # per host row: its API name is in the set
 
     # --- host chain ---------------------------------------------------------------------------------------
     if nh:
@@ -160,7 +184,7 @@ def build(trace: Trace) -> Graph:
         a, b, wt = pts[:-1][same], pts[1:][same], (t[1:] - t[:-1])[same]
         first = np.concatenate([[True], ~same])
         proc = _process_codes(threads)
-        wake = _wake_edges(base, threads, proc, pts, t, th, a, b, first)
+        wake = _wake_edges(ops_tse, threads, proc, pts, t, th, a, b, first)
         if wake is not None:
             waker, woken, ww, idle_edge, woken_first = wake
             wt = wt.copy()
@@ -170,6 +194,7 @@ def build(trace: Trace) -> Graph:
             first[woken_first] = False
         edges.append((a, b, wt, E_CHAIN))
         release[pts[first]] = t[first]
+        del pts, t, th, zero, is_s, tie, sub, o, same, first, wake
 
     # --- GPU queues ---------------------------------------------------------------------------------------
     g_launcher = np.full(ng, -1, np.int64)
@@ -177,23 +202,8 @@ def build(trace: Trace) -> Graph:
     if ng:
         gn = np.arange(nh, n, dtype=np.int64)
         # launches: (rank, correlation id) -> the host runtime call
-        rt = host.with_row_index("hnode").filter(
-            (pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()
-        )
-        rt = rt.select("rank", "correlation_id", pl.col("hnode").cast(pl.Int64)).unique(
-            subset=["rank", "correlation_id"], keep="first"
-        )
-        lk = (
-            gpu.with_row_index("gnode")
-            .select(pl.col("gnode").cast(pl.Int64), "rank", "correlation_id")
-            .join(rt, on=["rank", "correlation_id"], how="left")
-        )
-        g_launcher = lk.sort("gnode")["hnode"].fill_null(-1).to_numpy().astype(np.int64)
-        blocking_copy_host = (
-            host.select(views.api_name().is_in(list(views.BLOCKING_COPY_APIS)).fill_null(False))
-            .to_series()
-            .to_numpy()
-        )
+        g_launcher = launchers(host, gpu)
+        blocking_copy_host = h_api["blocking_copy"]
         has = g_launcher >= 0
         # queue order; per activity the end of its predecessor (NEG when first on its queue)
         o = np.lexsort((gn, g_start, stream[gn]))
@@ -234,11 +244,12 @@ def build(trace: Trace) -> Graph:
         # activities whose launch is not in the trace keep their recorded start when nothing explains it
         free = np.nonzero(~has & ~by_dep & (first | (g_start - prev_end > 0)))[0]
         release[2 * (free + nh)] = g_start[free]
+        del o, gs, same, prev_end, api, rec_lat, dep_node, dep_end, x_node, x_end, by_dep, bound, slack
 
     launcher = np.concatenate([np.full(nh, -1, np.int64), g_launcher])
     wait_node = np.zeros(n, bool)
     own = dur.copy()
-    w_src, w_dst, w_w = _wait_edges(trace, host, gpu, nh, start, end, stream, launcher, streams)
+    w_src, w_dst, w_w = _wait_edges(host, gpu, h_api, nh, start, end, stream, launcher, streams)
     if len(w_dst):
         wait_node[w_dst // 2] = True
         # a waiting call costs its wait-free part: its duration, at most its return latency after the GPU
@@ -253,10 +264,8 @@ def build(trace: Trace) -> Graph:
         gn = np.arange(nh, n, dtype=np.int64)
         edges.append((2 * gn, 2 * gn + 1, dur[gn], E_OWN))
 
-    src = np.concatenate([e[0] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
-    dst = np.concatenate([e[1] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
-    w = np.concatenate([e[2] for e in edges]).astype(np.int64) if edges else np.zeros(0, np.int64)
-    et = np.concatenate([np.full(len(e[0]), e[3], np.int8) for e in edges]) if edges else np.zeros(0, np.int8)
+    src, dst, w, et = _concat(edges)
+    del edges
     # the chain edge into a waiting call's end carries only its own cost (the wait edges carry the rest)
     if wait_node.any():
         into = (et == E_CHAIN) & (dst % 2 == 1) & wait_node[dst // 2]
@@ -285,9 +294,9 @@ def build(trace: Trace) -> Graph:
         typ_lat=int(typ) if ng else DEFAULT_LAUNCH_LAT_NS,
         streams=streams,
         threads=threads,
-        names=np.concatenate([host["name"].to_numpy(), gpu["name"].to_numpy()]),
-        kind=np.concatenate([host["kind"].to_numpy(), gpu["kind"].to_numpy()]),
-        category=np.concatenate([host["category"].to_numpy(), gpu["category"].to_numpy()]),
+        names=node_names,
+        kind=np.array(NODE_KINDS, object)[np.concatenate([host.kind, gpu.kind])],
+        category=node_cats,
     )
     from traceadvisor.replay.sim import topo_order
 
@@ -295,10 +304,22 @@ def build(trace: Trace) -> Graph:
     return g
 
 
+def _concat(edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, ...]:
+    """(src, dst, w, etype) of the edge groups, each group's arrays released once copied."""
+    if not edges:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    et = np.concatenate([np.full(len(e[0]), e[3], np.int8) for e in edges])
+    out = []
+    for k in range(3):
+        out.append(np.concatenate([e[k] for e in edges]).astype(np.int64, copy=False))
+        edges[:] = [tuple(None if j == k else x for j, x in enumerate(e)) for e in edges]
+    return out[0], out[1], out[2], et
+
+
 def _device_deps(gpu, nh, start, end, g_launcher, blocking_host):
     """Per GPU activity launched by a blocking copy call: the activity (node) of its device launched before
     that call that ends last, and its end; -1 / NEG elsewhere."""
-    ng = gpu.height
+    ng = len(gpu.eid)
     dep_node = np.full(ng, -1, np.int64)
     dep_end = np.full(ng, NEG, np.int64)
     has = g_launcher >= 0
@@ -307,7 +328,7 @@ def _device_deps(gpu, nh, start, end, g_launcher, blocking_host):
     q = np.nonzero(has & blocking_host[np.where(has, g_launcher, 0)])[0]
     if not len(q):
         return dep_node, dep_end
-    dev = (gpu["rank"].to_numpy() * 4096 + gpu["device"].to_numpy()).astype(np.int64)
+    dev = gpu.rank * 4096 + gpu.device
     li = np.nonzero(has)[0]
     la = start[g_launcher[li]]
     for d in np.unique(dev[q]):
@@ -332,7 +353,7 @@ CROSS_STREAM_MIN_WAIT_NS = 20_000  # ... when it started at least this long afte
 
 def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand):
     """Per GPU activity: the activity on another stream of its device it waited for (node, end), or -1."""
-    ng = gpu.height
+    ng = len(gpu.eid)
     x_node = np.full(ng, -1, np.int64)
     x_end = np.full(ng, NEG, np.int64)
     late = (
@@ -343,7 +364,7 @@ def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand):
     q = np.nonzero(late)[0]
     if not len(q):
         return x_node, x_end
-    dev = (gpu["rank"].fill_null(-1).to_numpy() * 4096 + gpu["device"].to_numpy()).astype(np.int64)
+    dev = gpu.rank * 4096 + gpu.device
     ge = end[nh:]
     for d in np.unique(dev[q]):
         on = np.nonzero(dev == d)[0]
@@ -366,33 +387,7 @@ def _process_codes(threads: pl.DataFrame) -> np.ndarray:
     return k["p"].to_numpy().astype(np.int64)
 
 
-def _covered(intervals: pl.DataFrame, key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Length of [lo, hi) covered by the union of ``intervals`` (tcode, start_ns, end_ns) of thread ``key``."""
-    if not intervals.height:
-        return np.zeros(len(lo), np.int64)
-    m = (
-        intervals.sort("tcode", "start_ns")
-        .with_columns(prev=pl.col("end_ns").cum_max().shift(1).over("tcode"))
-        .with_columns(g=(pl.col("prev").is_null() | (pl.col("start_ns") > pl.col("prev"))).cum_sum())
-        .group_by("tcode", "g")
-        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-        .sort("tcode", "start_ns")
-    )
-    t0 = int(min(m["start_ns"].min(), lo.min(initial=0))) - 1
-    sc = np.int64(1) << np.int64(42)
-    ks = m["tcode"].to_numpy() * sc + (m["start_ns"].to_numpy() - t0)
-    ke = m["tcode"].to_numpy() * sc + (m["end_ns"].to_numpy() - t0)
-    cum = np.concatenate([[0], np.cumsum(ke - ks)])
-
-    def f(k: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(ks, k, side="right") - 1
-        ii = np.maximum(i, 0)
-        return np.where(i >= 0, cum[ii] + np.minimum(np.maximum(k - ks[ii], 0), ke[ii] - ks[ii]), 0)
-
-    return f(key * sc + (hi - t0)) - f(key * sc + (lo - t0))
-
-
-def _wake_edges(base, threads, proc, pts, t, th, a, b, first):
+def _wake_edges(ops, threads, proc, pts, t, th, a, b, first):
     """Wake edges for idle host gaps (and first points of threads other than a process's first one)."""
     if len(threads) < 2:
         return None
@@ -404,13 +399,6 @@ def _wake_edges(base, threads, proc, pts, t, th, a, b, first):
     sc = np.int64(1) << np.int64(42)
     t0 = int(t.min()) - 1
     skey = sp * sc + (st - t0)
-    ops = (
-        base.filter(pl.col("kind") == "cpu_op")
-        .select(pl.col("rank").fill_null(-1), pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1),
-                "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
-        .join(threads, on=["rank", "pid", "tid"], how="inner")
-        .select("tcode", "start_ns", "end_ns")
-    )  # fmt: skip
     # gaps of a thread's chain (a -> b): idle when long and (mostly) not covered by one of its framework ops
     pt_time = np.empty(int(pts.max()) + 1, np.int64)
     pt_time[pts] = t
@@ -422,7 +410,7 @@ def _wake_edges(base, threads, proc, pts, t, th, a, b, first):
     idle = np.zeros(len(a), bool)
     if long.any():
         li = np.nonzero(long)[0]
-        cov = _covered(ops, gth[li], ga[li], gb[li])
+        cov = covered(*ops, gth[li], ga[li], gb[li])
         idle[li] = cov * 2 < (gb[li] - ga[li])
     # first points of the non-first threads of a process
     fp = pts[first]
@@ -457,9 +445,9 @@ def _typical_latency(lat: np.ndarray) -> int:
 
 
 def _wait_edges(
-    trace: Trace,
-    host: pl.DataFrame,
-    gpu: pl.DataFrame,
+    host: Rows,
+    gpu: Rows,
+    h_api: dict[str, np.ndarray],
     nh: int,
     start: np.ndarray,
     end: np.ndarray,
@@ -469,27 +457,23 @@ def _wait_edges(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Wait edges E(gpu) -> E(host call), weight = the call's recorded end minus the waited work's end."""
     srcs, dsts, ws = [], [], []
-    ng = gpu.height
+    ng = len(gpu.eid)
     # (1) copy calls that last until their own copy is done (blocking APIs, pageable "async" copies)
     if ng:
         gi = np.nonzero(launcher[nh:] >= 0)[0]
         api = launcher[nh:][gi]
-        copy_host = host.select(views.api_name().is_in(list(_COPY_APIS)).fill_null(False))
-        is_copy_api = copy_host.to_series().to_numpy()[api]
-        kinds = gpu["kind"].to_numpy()[gi]
+        is_copy_api = h_api["copy"][api]
+        kinds = gpu.kind[gi]
         gnode = gi + nh
         blocked = (end[api] >= start[gnode] + (end[gnode] - start[gnode]) // 2) & (end[api] >= start[gnode])
-        m = is_copy_api & (kinds == "memcpy") & blocked
+        m = is_copy_api & (kinds == NODE_KINDS.index("memcpy")) & blocked
         srcs.append(2 * gnode[m] + 1)
         dsts.append(2 * api[m] + 1)
         ws.append(end[api[m]] - end[gnode[m]])
     # (2) synchronisations: the last activity of each stream launched before the call started
-    sync_names = set(views.BLOCKING_SYNC_APIS)
-    hn = host.with_row_index("hnode").with_columns(api=views.api_name())
-    sy = hn.filter((pl.col("kind") == "runtime") & pl.col("api").is_in(sync_names))
-    if sy.height and ng:
-        s_node = sy["hnode"].to_numpy().astype(np.int64)
-        s_rank = sy["rank"].to_numpy().astype(np.int64)
+    s_node = np.nonzero(h_api["sync"] & (host.kind == 0))[0]
+    if len(s_node) and ng:
+        s_rank = host.rank[s_node]
         gl = np.nonzero(launcher[nh:] >= 0)[0] + nh
         st_codes = streams["scode"].to_numpy()
         st_rank = streams["rank"].to_numpy()

@@ -1,12 +1,23 @@
-"""The replay: earliest-start simulation of a ``Graph`` (one numba pass over the edges in topological order)."""
+"""The replay: earliest-start simulation of a ``Graph`` (one pass over the edges in topological order).
+
+The two kernels (``kahn``: a topological order of the edges, ``relax``: the earliest time of every point) are
+plain Python over numpy arrays. Graphs with more than ``JIT_MIN_EDGES`` edges run them compiled with numba
+(``cache=True``: numba writes the compiled code beside this file, or under the user's cache directory when the
+package directory is read-only, or under ``$NUMBA_CACHE_DIR``); smaller graphs run them as they are, so a small
+trace never imports numba (its import and cached-code load cost about a CPU-second). Both paths run the same
+source, and ``tests/test_replay.py`` checks that they agree on the corpus.
+"""
 
 from __future__ import annotations
 
-import numba
+import threading
+
 import numpy as np
 
+# Below this many edges the interpreted kernels (about 1 us per edge) beat numba's import and cache load.
+JIT_MIN_EDGES = 20_000
 
-@numba.njit(cache=True)
+
 def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - JIT
     m = src.shape[0]
     indeg = np.zeros(npoints, np.int64)
@@ -32,7 +43,6 @@ def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, i
             tail += 1
     order = np.empty(m, np.int64)
     k = 0
-    done = np.zeros(m, np.bool_)
     while True:
         while head < tail:
             p = queue[head]
@@ -41,7 +51,6 @@ def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, i
                 e = out[j]
                 order[k] = e
                 k += 1
-                done[e] = True
                 q = dst[e]
                 indeg[q] -= 1
                 if indeg[q] == 0:
@@ -64,7 +73,6 @@ def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, i
     return order[:k], dropped
 
 
-@numba.njit(cache=True)
 def _relax(
     release: np.ndarray,
     src: np.ndarray,
@@ -86,11 +94,75 @@ def _relax(
     return t, via
 
 
+def _kahn_py(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
+    """``_kahn`` interpreted, on Python lists (a numpy scalar access costs several times a list's)."""
+    order, dropped = _kahn(npoints, _Seq(src), _Seq(dst))
+    return np.asarray(order, np.int64), dropped
+
+
+def _relax_py(release, src, dst, w, order, active) -> tuple[np.ndarray, np.ndarray]:
+    t, via = _relax(_Seq(release), _Seq(src), _Seq(dst), _Seq(w), _Seq(order), _Seq(active))
+    return np.asarray(t, np.int64), np.asarray(via, np.int64)
+
+
+class _Seq(list):
+    """A Python list with the ``shape`` the kernels read; the kernels' ``np.zeros`` / ``np.empty`` / ``np.full``
+    / ``.copy()`` / slicing are numpy's on the interpreted path (numpy arrays indexed by Python ints)."""
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    def __init__(self, a: np.ndarray):
+        super().__init__(a.tolist())
+
+    def copy(self):  # list.copy would drop the class
+        out = _Seq.__new__(_Seq)
+        list.__init__(out, self)
+        return out
+
+
+_LOCK = threading.Lock()
+_KERNELS: list = []
+
+
+def _jit():
+    """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
+    with _LOCK:
+        if not _KERNELS:
+            import numba
+
+            kahn, relax = numba.njit(cache=True)(_kahn), numba.njit(cache=True)(_relax)
+            # load (or compile and cache) the one signature the replay uses, on tiny inputs
+            i, b = np.zeros(1, np.int64), np.ones(1, bool)
+            kahn(2, i, i + 1)
+            relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
+            _KERNELS.extend((kahn, relax))
+        return _KERNELS
+
+
+def warm_up() -> None:
+    """Load numba and the compiled kernels in a background thread (about a CPU-second, mostly while the
+    caller runs polars or numpy code that releases the GIL); the first large replay waits for it."""
+    if not _KERNELS:
+        threading.Thread(target=_jit, name="traceadvisor-numba", daemon=True).start()
+
+
+def warm_up_for(n_events: int) -> None:
+    """``warm_up`` when a trace of ``n_events`` events will very likely need the compiled kernels."""
+    if n_events >= 4 * JIT_MIN_EDGES:
+        warm_up()
+
+
 def topo_order(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
     """Edges in an order where each edge comes after every edge into its source point; cycles counted."""
     if npoints == 0 or len(src) == 0:
         return np.zeros(0, np.int64), 0
-    order, dropped = _kahn(npoints, src.astype(np.int64), dst.astype(np.int64))
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    if len(src) < JIT_MIN_EDGES:
+        order, dropped = _kahn_py(npoints, src, dst)
+    else:
+        order, dropped = _jit()[0](npoints, src, dst)
     return order, int(dropped)
 
 
@@ -103,4 +175,7 @@ def relax(
     active: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Point times (earliest start) and, per point, the edge that determined it (-1: its release time)."""
-    return _relax(release, src, dst, w.astype(np.int64), order, active)
+    w = np.asarray(w, np.int64)
+    if len(src) < JIT_MIN_EDGES:
+        return _relax_py(release, src, dst, w, order, active)
+    return _jit()[1](release, src, dst, w, order, active)
