@@ -182,6 +182,15 @@ def records_launches(trace: Trace) -> bool:
     )
 
 
+def trace_has_steps(trace: Trace) -> bool:
+    """Whether the trace holds host steps (``kind = "step"`` rows without a device): the summary's windows and
+    analysed steps are then step-based."""
+    ev = trace.events
+    return bool(ev.height) and bool(
+        ev.select(((pl.col("kind") == "step") & pl.col("device").is_null()).any()).item()
+    )
+
+
 @dataclass
 class SummaryPlan:
     """The lazy views of one trace's summary; ``frames`` are collected together with the rules."""
@@ -195,9 +204,7 @@ def plan(trace: Trace) -> SummaryPlan:
     """Lazy summary views of ``trace``: ``steps``, ``gpu`` (in-window, with step and exclusive time), and the
     tables rendered by the reports."""
     lf = trace.lazy()
-    has_steps = bool(trace.events.height) and bool(
-        trace.events.select(((pl.col("kind") == "step") & pl.col("device").is_null()).any()).item()
-    )
+    has_steps = trace_has_steps(trace)
     g_steps = assign_steps(
         gpu_with_launch(lf, records_launches(trace)), step_frame(lf) if has_steps else None
     )

@@ -16,13 +16,14 @@ microseconds than the host needs to launch them, the GPU idles most of the time 
 activity that ends a gap is linked to its launch call (``views.launches``, by correlation id); the gap is
 **host-bound** when that call ended after the gap began (``api_start + api_dur > gap_start``), i.e. the queue was
 empty. Gaps whose next activity was already submitted (stream waits, dependencies on other devices) or has no
-link are not counted. With iteration markers (``ProfilerStep#N``) only the parts of gaps inside steps count, and
-with two or more steps the first is left out (``skip_first_step``): its idle is one-time warm-up such as
-torch.compile or lazy initialisation, which WRM001 reports, and counting it here would report the same time twice;
-without them, gaps longer than ``max_gap_ms`` are treated as phases outside the loop (start-up, set-up,
-checkpointing) and only reported in the evidence. ``impact_ns`` is the host-bound idle time: an upper bound of
-what removing the host overhead could give back. A finding needs host-bound idle of at least ``min_idle_pct``
-of the analysed window (the steps, else the span from the first to the last GPU activity).
+link are not counted. The window is the library summary's analysed window of the device (``summary.py``, the
+one every report shows): with iteration markers its analysed steps, which leave out a first step found to be
+warm-up (``skip_first_step``; torch.compile or lazy initialisation, which WRM001 reports: counting it here
+would report the same time twice), and only the parts of gaps inside those steps count; without them the span
+from the first to the last GPU activity, where gaps longer than ``max_gap_ms`` are phases outside the loop
+(start-up, set-up, checkpointing), left out of the gaps and of the window and only reported in the evidence.
+``impact_ns`` is the host-bound idle time: an upper bound of what removing the host overhead could give back. A
+finding needs host-bound idle of at least ``min_idle_pct`` of that window.
 
 Thresholds, from the real traces: ``h200_launch_bound`` has 1038 host-bound gaps (median 11.8 us) totalling
 29.3 ms, 96 % of its 30.4 ms loop (one 30 ms pause before the loop is left out); ``hta_a100_train_rank3_of_8`` has
@@ -58,6 +59,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import summary
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
@@ -100,7 +102,7 @@ RULE = Rule(
         "skip_first_step": Option(
             True,
             "flag",
-            "with 2 or more steps, leave the first step out: its idle is "
+            "leave a first step found to be warm-up out (the summary's analysed steps): its idle is "
             "one-time warm-up (compile, lazy init), which WRM001 reports",
         ),
     },
@@ -123,52 +125,71 @@ def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def has_steps(trace: Trace) -> bool:
-    """Iteration markers are recorded (the capability alone is not enough: a capture may hold none)."""
-    ev = trace.events
-    if "steps" not in trace.meta.capabilities or ev.height == 0:
-        return False
-    return bool(ev.select((pl.col("kind") == "step").any()).item())
-
-
-def _steps(lf: pl.LazyFrame, skip_first: bool) -> pl.LazyFrame:
-    """The analysed steps: all of them, or all but each rank's first when there are at least two."""
-    st = views.steps(lf)
-    if skip_first:
-        st = st.filter((pl.col("step") > 0) | (pl.len().over("rank") < 2))
-    return st
+def _analysed(trace: Trace, skip_first_step: bool) -> tuple[pl.LazyFrame, pl.LazyFrame | None]:
+    """The summary's analysed window per (rank, device) (``start_ns``, ``end_ns``; rank as the summary keys it,
+    0 for an unranked trace) and, with steps, the steps the gaps are read in: the summary's analysed steps (a
+    warm-up first step left out, as WRM001 reports it), or all steps when ``skip_first_step`` is off."""
+    sp = summary.plan(trace)
+    win = sp.frames["windows"].select("rank", "device", "start_ns", "end_ns")
+    if not sp.has_steps:
+        return win, None
+    st = sp.frames["steps"]
+    if skip_first_step:
+        st = st.filter(pl.col("analysed"))
+    st = st.select("rank", "name", "start_ns", "end_ns")
+    span = st.group_by("rank").agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
+    win = (
+        win.join(span, on="rank", how="left")
+        .with_columns(start_ns=pl.min_horizontal("start_ns", "s0"), end_ns=pl.max_horizontal("end_ns", "s1"))
+        .drop("s0", "s1")
+    )
+    return win, st
 
 
 def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
-    """Idle gaps (clipped to steps when the trace has them) whose next GPU work was launched after they began."""
+    """Idle gaps inside the analysed window (clipped to the analysed steps when the trace has them) whose next
+    GPU work was launched after they began, with the window (``win_start``, ``win_end``) of their device."""
     lf = trace.lazy()
-    gaps = views.gpu_idle_gaps(lf).join(
-        _next_launch(lf),
-        left_on=["rank", "device", "end_ns"],
-        right_on=["rank", "device", "start_ns"],
-        how="inner",
-        nulls_equal=True,
+    win, st = _analysed(trace, skip_first_step)
+    rk = pl.col("rank").cast(pl.Int32).fill_null(0).alias("_rk")  # the summary's rank key (0: unranked)
+    gaps = (
+        views.gpu_idle_gaps(lf)
+        .join(
+            _next_launch(lf),
+            left_on=["rank", "device", "end_ns"],
+            right_on=["rank", "device", "start_ns"],
+            how="inner",
+            nulls_equal=True,
+        )
+        .filter(pl.col("api_end_ns") > pl.col("start_ns"))
+        .with_columns(rk)
+        .join(
+            win.select(_rk="rank", device="device", win_start="start_ns", win_end="end_ns"),
+            on=["_rk", "device"],
+            how="inner",
+            nulls_equal=True,
+        )
+        .with_columns(
+            start_ns=pl.max_horizontal("start_ns", "win_start"), end_ns=pl.min_horizontal("end_ns", "win_end")
+        )
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
     )
-    gaps = gaps.filter(pl.col("api_end_ns") > pl.col("start_ns"))
-    if has_steps(trace):
-        rk = pl.col("rank").cast(pl.Int64).fill_null(-1).alias("_rk")  # as-of joins never match null keys
-        st = _steps(lf, skip_first_step).select(
-            rk,
+    if st is not None:
+        steps = st.select(
+            pl.col("rank").cast(pl.Int32).alias("_rk"),
             pl.col("start_ns").alias("step_start"),
             pl.col("end_ns").alias("step_end"),
             pl.col("name").alias("step"),
         )
         gaps = (
-            gaps.with_columns(rk)
-            .sort("start_ns")
+            gaps.sort("start_ns")
             .join_asof(
-                st.sort("step_start"),
+                steps.sort("step_start"),
                 left_on="start_ns",
                 right_on="step_start",
                 by="_rk",
                 check_sortedness=False,
             )
-            .drop("_rk")
             .filter(pl.col("step_end").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
             .with_columns(end_ns=pl.min_horizontal("end_ns", "step_end"))
         )
@@ -180,38 +201,10 @@ def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
         .unique(["rank", "external_id"])
     )
     return (
-        gaps.with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+        gaps.drop("_rk")
+        .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
         .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
         .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns")))
-    )
-
-
-def _window(trace: Trace, max_gap_ms: float, skip_first_step: bool = True) -> pl.LazyFrame:
-    """Analysed window per (rank, device): summed steps, else first to last GPU activity minus the long gaps."""
-    lf = trace.lazy()
-    gw = (
-        views.gpu_work(lf)
-        .filter(pl.col("device").is_not_null())
-        .group_by("rank", "device")
-        .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns"))
-    )
-    if has_steps(trace):
-        st = _steps(lf, skip_first_step).group_by("rank").agg(pl.col("dur_ns").sum().alias("step_ns"))
-        return (
-            gw.join(st, on="rank", how="left", nulls_equal=True)
-            .with_columns(window_ns=pl.coalesce("step_ns", "window_ns"))
-            .drop("step_ns")
-        )
-    long = (
-        views.gpu_idle_gaps(lf)
-        .filter(pl.col("gap_ns") > max_gap_ms * 1e6)
-        .group_by("rank", "device")
-        .agg(pl.col("gap_ns").sum().alias("long_ns"))
-    )
-    return (
-        gw.join(long, on=["rank", "device"], how="left", nulls_equal=True)
-        .with_columns(window_ns=pl.col("window_ns") - pl.col("long_ns").fill_null(0))
-        .drop("long_ns")
     )
 
 
@@ -221,13 +214,17 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
-    skip = bool(options.get("skip_first_step", True))
-    g = host_bound_gaps(trace, skip).filter(pl.col("gap_ns") > 0)
-    if not has_steps(trace):
-        g = g.filter(pl.col("gap_ns") <= options["max_gap_ms"] * 1e6)
-    g = g.join(
-        _window(trace, options["max_gap_ms"], skip), on=["rank", "device"], how="left", nulls_equal=True
-    )
+    skip = bool(options["skip_first_step"])
+    g = host_bound_gaps(trace, skip)
+    window = pl.col("win_end") - pl.col("win_start")
+    if not summary.trace_has_steps(trace):
+        # gaps longer than max_gap are phases outside the loop (start-up, set-up): out of the gaps and the window
+        is_long = pl.col("gap_ns") > options["max_gap_ns"]
+        long_ns = pl.col("gap_ns").filter(is_long).sum().over("rank", "device")
+        g = g.with_columns(window_ns=window - long_ns).filter(~is_long)
+    else:
+        g = g.with_columns(window_ns=window)
+    g = g.filter(pl.col("gap_ns") > 0)
     share = pl.col("gap_ns").sum().over("rank", "device") / pl.col("window_ns")
     return g.filter(share * 100 >= options["min_idle_pct"]).select(
         "rank",
@@ -242,7 +239,18 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "next_op",
         "step",
         "window_ns",
+        "win_start",
+        "win_end",
     )
+
+
+def _window_words(trace: Trace, options: dict[str, Any]) -> str:
+    if not summary.trace_has_steps(trace):
+        return "first to last GPU activity, without the gaps longer than max_gap_ms (phases outside the loop)"
+    if not options["skip_first_step"]:
+        return "steps, the first included"
+    warm = summary.plan(trace).frames["steps"].filter(pl.col("warmup")).select(pl.len()).collect().item()
+    return "steps after the first (warm-up, see WRM001)" if warm else "steps (no warm-up step found)"
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
@@ -261,23 +269,17 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "gap_us_median": float(rows["gap_ns"].median() or 0) / 1e3,
         "gap_us_p90": float(rows["gap_ns"].quantile(0.9) or 0) / 1e3,
         "late_launches_by_op": by_op.to_dicts(),
-        "window": (
-            (
-                "steps after the first (warm-up, see WRM001)"
-                if options.get("skip_first_step", True)
-                else "steps"
-            )
-            if has_steps(trace)
-            else "first to last GPU activity"
-        ),
+        "window": _window_words(trace, options),
     }
-    if not has_steps(trace):
+    if not summary.trace_has_steps(trace):
         long = (
             views.gpu_idle_gaps(trace.lazy())
             .filter(
-                (pl.col("gap_ns") > options["max_gap_ms"] * 1e6)
+                (pl.col("gap_ns") > options["max_gap_ns"])
                 & pl.col("rank").eq_missing(rows["rank"][0])
                 & pl.col("device").eq_missing(rows["device"][0])
+                & (pl.col("end_ns") > int(rows["win_start"][0]))
+                & (pl.col("start_ns") < int(rows["win_end"][0]))
             )
             .select(pl.len(), pl.col("gap_ns").sum())
             .collect()
