@@ -475,11 +475,11 @@ def test_breakdown_frames_are_exact():
     cat = F.gpu_category_frame(s)
     # the copy at 2 ms starts after the only step: outside the analysed window
     assert dict(cat.select("category", "time_ns").iter_rows()) == {"gemm": 250_000, "elementwise": 120_000}
-    st = F.step_frame(t)
+    st = F.step_frame(s)
     assert dict(st.select("category", "time_ns").iter_rows()) == {
         "gemm": 250_000,
-        "elementwise": 110_000,
-        "idle": 690_000,
+        "elementwise": 120_000,  # GPU time of the work launched in the step (the summary's per-step view)
+        "idle": 690_000,  # the step's time (to its last kernel's end, 1.01 ms) minus the busy union 320 us
     }
     bi = F.busy_idle_frame(s)
     # window 0 .. 1.01 ms (the step, widened to the kernel that ends after it); busy 200 + 100 + 20 us
@@ -488,31 +488,34 @@ def test_breakdown_frames_are_exact():
 
 def test_gemm_roofline_from_shapes():
     from traceadvisor.devices import BY_KEY
+    from traceadvisor.roofline import gemm_points
 
     g = F.gemm_frame(
-        [
-            {
-                "m": 8192,
-                "n": 8192,
-                "k": 8192,
-                "batch": None,
-                "dtype": "torch.bfloat16",
-                "calls": 5,
-                "tflops": 783.4,
-                "utilization": 0.79,
-            },
-            {
-                "m": 64,
-                "n": 64,
-                "k": 64,
-                "batch": 512,
-                "dtype": "c10::Half",
-                "calls": 5,
-                "tflops": 5.6,
-                "utilization": 0.006,
-            },
-        ],
-        BY_KEY["H200 SXM 141GB"],
+        gemm_points(
+            [
+                {
+                    "m": 8192,
+                    "n": 8192,
+                    "k": 8192,
+                    "batch": None,
+                    "dtype": "torch.bfloat16",
+                    "calls": 5,
+                    "tflops": 783.4,
+                    "utilization": 0.79,
+                },
+                {
+                    "m": 64,
+                    "n": 64,
+                    "k": 64,
+                    "batch": 512,
+                    "dtype": "c10::Half",
+                    "calls": 5,
+                    "tflops": 5.6,
+                    "utilization": 0.006,
+                },
+            ],
+            BY_KEY["H200 SXM 141GB"],
+        )
     )
     assert g["intensity"].to_list() == pytest.approx([8192 / 3, 64 / 3])
     assert g["peak"].to_list() == [989.5, 989.5] and g["dtype"].to_list() == ["bf16", "fp16"]

@@ -44,7 +44,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor.devices import peak_tflops, resolve_models
+from traceadvisor.devices import ELEMENT_BYTES, dtype_column, peak_tflops, resolve_models
 from traceadvisor.knowledge import dtypes, operators
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.knowledge.operators import MATRIX_FAMILIES, ROOFLINE_OPS
@@ -500,3 +500,47 @@ def _chart_ops(df: pl.DataFrame, top: int) -> pl.DataFrame:
     )
     keys = [c for c in ("rank", "device", "family", "name", "input_dims", "dtype") if c in df.columns]
     return pick.unique(subset=keys, keep="first").sort("gpu_ns", descending=True)
+
+
+def gemm_points(
+    shapes: list[dict[str, Any]], model: Any = None, compute_units: int | None = None
+) -> pl.DataFrame:
+    """GEM001's per-shape evidence as roofline points: label, dtype, calls, tflops, utilization, intensity, peak.
+
+    ``intensity`` is FLOP per byte of A, B and C read/written once (2·m·n·k / (bytes·(mk + kn + mn))), the x axis
+    of a roofline; ``peak`` the device's dense peak TFLOP/s for that dtype (null when unknown).
+    """
+    rows = []
+    for s in shapes:
+        m, n, k = s.get("m"), s.get("n"), s.get("k")
+        batch = s.get("batch") or 1
+        col = dtype_column(str(s.get("dtype") or "")) or (
+            str(s.get("dtype")) if s.get("dtype") in ELEMENT_BYTES else None
+        )
+        size = ELEMENT_BYTES.get(col or "", 2)
+        ai = None
+        if all(isinstance(v, (int, float)) and v > 0 for v in (m, n, k)):
+            ai = 2.0 * m * n * k / (size * (m * k + k * n + m * n))
+        dims = "×".join(str(v) for v in (m, n, k)) if ai is not None else str(s.get("label") or "shape")
+        label = dims + (f" ×{batch} batch" if s.get("batch") else "")
+        rows.append(
+            {
+                "label": label,
+                "dtype": col or s.get("dtype") or "?",
+                "calls": s.get("calls"),
+                "tflops": s.get("tflops"),
+                "utilization": s.get("utilization"),
+                "intensity": ai,
+                "peak": peak_tflops(model, col, compute_units) if model is not None and col else None,
+            }
+        )
+    schema = {
+        "label": pl.String,
+        "dtype": pl.String,
+        "calls": pl.Int64,
+        "tflops": pl.Float64,
+        "utilization": pl.Float64,
+        "intensity": pl.Float64,
+        "peak": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")

@@ -21,6 +21,8 @@ Definitions (int64 ns; issue 12 item 5):
 * **busy_ns**: union of in-window GPU intervals of the device; **idle_ns** = window - busy. Per category,
   ``busy_ns`` is exclusive (an interval overlapped by earlier-started work counts once, for the earlier one), so
   the categories' ``busy_ns`` add up to the busy time; ``time_ns`` sums durations ("GPU time").
+* **Per step** (every step, warm-up included): the GPU work launched in it, ``gpu_time_ns`` in all and per category
+  (``step_categories``), ``busy_ns`` (its union); the step's GPU idle is ``time_ns - busy_ns``.
 * **Top kernels** (as nsys ``cuda_gpu_kern_sum``): in-window kernels by name with count, total, mean, median,
   min, max and share of the in-window kernel time.
 """
@@ -254,6 +256,11 @@ def plan(trace: Trace) -> SummaryPlan:
         on=["rank", "step"],
         how="left",
     ).join(per_step, on=["rank", "step"], how="left")
+    step_categories = (
+        in_steps.group_by("rank", "step", "category")
+        .agg(time_ns=pl.col("dur_ns").sum())
+        .sort(["rank", "step", "time_ns", "category"], descending=[False, False, True, False])
+    )
     device_categories = (
         g.group_by(*DEVICE_KEY, "category")
         .agg(time_ns=pl.col("dur_ns").sum(), busy_ns=pl.col("excl_ns").sum(), count=pl.len())
@@ -291,6 +298,7 @@ def plan(trace: Trace) -> SummaryPlan:
         "steps": steps_out.sort(["rank", "step"]),
         "categories": categories,
         "device_categories": device_categories,
+        "step_categories": step_categories,
         "streams": streams,
         "kernels": kernels,
         "outside": outside,
@@ -311,6 +319,9 @@ class Summary:
     )  # rank, step, name, start_ns, end_ns, dur_ns, next_ns, warmup, analysed, gpu_*, busy_ns
     categories: pl.DataFrame  # category, time_ns, busy_ns, count
     device_categories: pl.DataFrame  # rank, device, category, time_ns, busy_ns, count
+    step_categories: (
+        pl.DataFrame
+    )  # rank, step, category, time_ns (GPU work launched in the step, warm-up too)
     streams: pl.DataFrame  # rank, device, stream, time_ns, busy_ns, count
     kernels: pl.DataFrame  # name, category, count, total_ns, mean_ns, median_ns, min_ns, max_ns, share
     step_source: str | None = None
@@ -327,6 +338,7 @@ class Summary:
             steps=frames["steps"],
             categories=frames["categories"],
             device_categories=frames["device_categories"],
+            step_categories=frames["step_categories"],
             streams=frames["streams"],
             kernels=frames["kernels"],
             step_source=p.trace.meta.extra.get("step_source") if p.has_steps else None,

@@ -2,8 +2,9 @@
 
 Two layers, both free of side effects:
 
-* ``*_frame`` / ``timeline_data`` turn a :class:`~traceadvisor.trace.Trace` (or a finding's evidence) into small
-  polars frames: what will be drawn, already aggregated;
+* ``*_frame`` select and escape what will be drawn from what the library computed (the summary's views, a
+  finding's evidence through ``traceadvisor.roofline.gemm_points``); ``timeline_data`` lays a trace's events out
+  on lanes (drawing, not analysis);
 * ``*_figure`` turn those frames into ``plotly.graph_objects.Figure`` objects.
 
 Every string that comes from a trace is HTML-escaped before it reaches a figure (plotly renders a subset of HTML in
@@ -25,9 +26,7 @@ import markupsafe
 import plotly.graph_objects as go
 import polars as pl
 
-from traceadvisor import devices, units
-from traceadvisor.schema import views
-from traceadvisor.trace import Trace
+from traceadvisor import units
 
 # colour per drawn key: GPU work by category, host work by kind
 COLORS: dict[str, str] = {
@@ -109,16 +108,6 @@ def _key_expr() -> pl.Expr:
 # ----------------------------------------------------------------------------------------------- breakdowns
 
 
-def _gpu_keyed(trace: Trace) -> pl.LazyFrame:
-    """Timed GPU work on a known device, with ``key`` (category) and ``end_ns``."""
-    return (
-        views.gpu_work(trace.lazy())
-        .filter(pl.col("device").is_not_null() & pl.col("start_ns").is_not_null())
-        .with_columns(dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0))
-        .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"), key=_key_expr())
-    )
-
-
 def gpu_category_frame(summary) -> pl.DataFrame:
     """GPU time per (device, category) in the analysed window, from the library summary: device, category,
     time_ns, share (of that device's GPU time)."""
@@ -141,66 +130,38 @@ def busy_idle_frame(summary) -> pl.DataFrame:
     ).sort("rank", "device")
 
 
-def step_frame(trace: Trace, max_steps: int = 300) -> pl.DataFrame:
-    """Per step (first rank), GPU time by category and GPU idle inside the step.
+def step_frame(summary, max_steps: int = 300) -> pl.DataFrame:
+    """Per step of the first rank, from the library summary: GPU time by category of the work launched in the
+    step and the step's GPU idle (its time minus the union of that work).
 
-    Columns: step (index), label (escaped), dur_ns, category, time_ns — one row per (step, category), plus an
-    ``idle`` row per step: step duration minus the union of GPU work that started in it (all devices).
+    Columns: step (index), label (escaped), dur_ns (the step's time), category, time_ns; one row per (step,
+    category) plus an ``idle`` row per step.
     """
-    st = views.steps(trace.lazy()).collect()
+    st = summary.steps
+    schema = {
+        "step": pl.Int64,
+        "label": pl.String,
+        "dur_ns": pl.Int64,
+        "category": pl.String,
+        "time_ns": pl.Int64,
+    }
     if st.height == 0:
-        return pl.DataFrame(
-            schema={
-                "step": pl.Int64,
-                "label": pl.String,
-                "dur_ns": pl.Int64,
-                "category": pl.String,
-                "time_ns": pl.Int64,
-            }
-        )
-    rank = st["rank"].drop_nulls().min()
-    st = st.filter(pl.col("rank") == rank) if rank is not None else st
-    st = st.head(max_steps).select(
+        return pl.DataFrame(schema=schema)
+    rank = st["rank"].min()
+    st = st.filter(pl.col("rank") == rank).sort("step").head(max_steps)
+    bars = st.select(
         pl.col("step").cast(pl.Int64),
         label=esc_expr(pl.col("name").fill_null("step")),
-        step_start=pl.col("start_ns"),
-        step_end=pl.col("end_ns"),
-        dur_ns=pl.col("dur_ns"),
+        dur_ns=pl.col("time_ns").cast(pl.Int64),
     )
-    gw = _gpu_keyed(trace)
-    if rank is not None:
-        gw = gw.filter(pl.col("rank") == rank)
-    gw = gw.sort("start_ns").collect()
-    inside = gw.join_asof(
-        st.sort("step_start"), left_on="start_ns", right_on="step_start", strategy="backward"
-    ).filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
-    cat = inside.group_by("step", pl.col("key").alias("category")).agg(
-        time_ns=(pl.min_horizontal("end_ns", "step_end") - pl.col("start_ns")).sum()
-    )
-    busy = (
-        views.merge_intervals(inside.lazy(), ["step"])
-        .collect()
-        .join(st.select("step", "step_end"), on="step")
-        .group_by("step")
-        .agg(busy=(pl.min_horizontal("end_ns", "step_end") - pl.col("start_ns")).sum())
-    )
-    idle = st.join(busy, on="step", how="left").select(
+    cats = summary.step_categories.filter(pl.col("rank") == rank).select("step", "category", "time_ns")
+    idle = st.select(
         "step",
         category=pl.lit("idle"),
-        time_ns=(pl.col("dur_ns") - pl.col("busy").fill_null(0)).clip(lower_bound=0),
+        time_ns=(pl.col("time_ns") - pl.col("busy_ns").fill_null(0)).clip(lower_bound=0),
     )
-    rows = pl.concat(
-        [
-            cat.cast({"time_ns": pl.Int64, "step": pl.Int64}),
-            idle.cast({"time_ns": pl.Int64, "step": pl.Int64}),
-        ]
-    )
-    return (
-        st.select("step", "label", "dur_ns")
-        .join(rows, on="step", how="left")
-        .with_columns(pl.col("category").fill_null("idle"), pl.col("time_ns").fill_null(0))
-        .sort("step")
-    )
+    rows = pl.concat([c.cast({"step": pl.Int64, "time_ns": pl.Int64}) for c in (cats, idle)])
+    return bars.join(rows, on="step", how="left").sort("step", maintain_order=True).select(list(schema))
 
 
 def category_figure(cat: pl.DataFrame) -> go.Figure:
@@ -321,53 +282,10 @@ def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------------------------- GEMM roofline
 
-DTYPE_BYTES = devices.ELEMENT_BYTES
 
-
-def gemm_frame(
-    shapes: list[dict[str, Any]], model: Any = None, compute_units: int | None = None
-) -> pl.DataFrame:
-    """GEM001's per-shape evidence as a frame: label, dtype, calls, tflops, utilization, flops, intensity, peak.
-
-    ``intensity`` is FLOP per byte of A, B and C read/written once (2·m·n·k / (bytes·(mk + kn + mn))), the x axis
-    of a roofline; ``peak`` the device's dense peak TFLOP/s for that dtype (null when unknown).
-    """
-    from traceadvisor.devices import dtype_column, peak_tflops
-
-    rows = []
-    for s in shapes:
-        m, n, k = s.get("m"), s.get("n"), s.get("k")
-        batch = s.get("batch") or 1
-        col = dtype_column(str(s.get("dtype") or "")) or (
-            str(s.get("dtype")) if s.get("dtype") in DTYPE_BYTES else None
-        )
-        size = DTYPE_BYTES.get(col or "", 2)
-        ai = None
-        if all(isinstance(v, (int, float)) and v > 0 for v in (m, n, k)):
-            ai = 2.0 * m * n * k / (size * (m * k + k * n + m * n))
-        dims = "×".join(str(v) for v in (m, n, k)) if ai is not None else str(s.get("label") or "shape")
-        label = dims + (f" ×{batch} batch" if s.get("batch") else "")
-        rows.append(
-            {
-                "label": esc(label),
-                "dtype": esc(col or s.get("dtype") or "?"),
-                "calls": s.get("calls"),
-                "tflops": s.get("tflops"),
-                "utilization": s.get("utilization"),
-                "intensity": ai,
-                "peak": peak_tflops(model, col, compute_units) if model is not None and col else None,
-            }
-        )
-    schema = {
-        "label": pl.String,
-        "dtype": pl.String,
-        "calls": pl.Int64,
-        "tflops": pl.Float64,
-        "utilization": pl.Float64,
-        "intensity": pl.Float64,
-        "peak": pl.Float64,
-    }
-    return pl.DataFrame(rows, schema=schema, orient="row")
+def gemm_frame(points: pl.DataFrame) -> pl.DataFrame:
+    """The GEMM roofline points (``roofline.gemm_points``) ready to draw: label and dtype escaped."""
+    return points.with_columns(label=esc_expr(pl.col("label")), dtype=esc_expr(pl.col("dtype")))
 
 
 def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str = "") -> go.Figure:

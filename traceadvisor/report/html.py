@@ -21,6 +21,7 @@ from markupsafe import Markup
 from traceadvisor import units
 from traceadvisor.report import figures as F
 from traceadvisor.report import timeline as TL
+from traceadvisor.roofline import gemm_points
 
 TEMPLATES = Path(__file__).parent / "templates"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -352,7 +353,10 @@ def _gemm_ctx(f, trace, fig_id: str) -> tuple[dict[str, Any], Any] | None:
     if not isinstance(shapes, list) or not shapes:
         return None
     model, dev = _model(trace)
-    g = F.gemm_frame([s for s in shapes if isinstance(s, dict)], model, dev.compute_units if dev else None)
+    points = gemm_points(
+        [s for s in shapes if isinstance(s, dict)], model, dev.compute_units if dev else None
+    )
+    g = F.gemm_frame(points)
     label = (
         (f"{model.key}: dense peaks per dtype" + (f", HBM {model.hbm_tbs} TB/s" if model.hbm_tbs else ""))
         if model
@@ -400,7 +404,7 @@ def _trace_ctx(
         "summary": summary_view.items(summary),
     }
     has_timeline = trace.events.height > 0 and trace.events["start_ns"].drop_nulls().len() > 0
-    steps = F.step_frame(trace, max_steps=MAX_STEP_BARS) if has_timeline else None
+    steps = F.step_frame(summary, max_steps=MAX_STEP_BARS) if has_timeline else None
     ctx["steps"] = summary.totals["steps"]
     ctx["step_bars"] = int(steps["step"].n_unique()) if steps is not None and steps.height else 0
     ctx.update(timeline=None, cat_fig=None, busy_fig=None, step_fig=None, busy=[])
