@@ -119,3 +119,32 @@ def test_fix_cut_host_time():
     # the host is ahead of the GPU: removing host time saves nothing
     p = r.predict(Fix("faster host").host_duration(host["eid"], 0))
     assert p.impact_ns == 0
+
+
+def _steps_trace(first_step_us: float) -> object:
+    """Four steps of 10 kernels (the first ``first_step_us`` long, its kernels at its end)."""
+    from traceadvisor.testing import TraceBuilder
+
+    b = TraceBuilder()
+    t = 0.0
+    for i in range(4):
+        dur = first_step_us if i == 0 else 1000.0
+        b.step(i, t, dur)
+        for k in range(10):
+            cpu = t + dur - 1000.0 + 100.0 * k
+            b.launch("void gemm_kernel", cpu, cpu + 10.0, 50.0)
+        t += dur
+    return b.build()
+
+
+@pytest.mark.parametrize("first_us, analysed", [(20_000.0, 3), (1000.0, 4)])
+def test_replay_window_is_the_summarys_analysed_steps(first_us, analysed):
+    """The replayed window drops the first step only when the summary finds it to be warm-up."""
+    from traceadvisor.replay import replayer
+    from traceadvisor.summary import summarize
+
+    t = _steps_trace(first_us)
+    s = summarize(t)
+    assert s.totals["analysed_steps"] == analysed
+    w = replayer(t, s).window_ns
+    assert w == pytest.approx(analysed * 1_000_000, rel=0.05)
