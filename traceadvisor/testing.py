@@ -53,6 +53,21 @@ class TraceBuilder:
         self._corr += 1
         return self._corr
 
+    def event(self, kind: str, name: str, start_us: float, dur_us: float = 0.0, **kw: Any) -> dict[str, Any]:
+        """Any event (``memory``, ``overhead``, ``python``...); canonical columns as keywords. Host lane unless
+        told otherwise: rank 0, pid 100, tid 1."""
+        for k, v in (("rank", 0), ("pid", 100), ("tid", 1)):
+            kw.setdefault(k, v)
+        return self._add(kind=kind, name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000), **kw)
+
+    def _on_gpu(
+        self, kind: str, name: str, start_us: float, dur_us: float, device: int, stream: int, **kw: Any
+    ) -> dict[str, Any]:
+        """GPU work: on the device's lane (pid = device, tid = stream, as Kineto records it)."""
+        return self.event(
+            kind, name, start_us, dur_us, device=device, stream=stream, pid=device, tid=stream, **kw
+        )
+
     def kernel(
         self,
         name: str,
@@ -65,19 +80,8 @@ class TraceBuilder:
         ext: int | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
-        return self._add(
-            kind="kernel",
-            name=name,
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            device=device,
-            stream=stream,
-            pid=device,
-            tid=stream,
-            correlation_id=corr,
-            external_id=ext,
-            rank=0,
-            **kw,
+        return self._on_gpu(
+            "kernel", name, start_us, dur_us, device, stream, correlation_id=corr, external_id=ext, **kw
         )
 
     def copy(
@@ -95,22 +99,20 @@ class TraceBuilder:
         **kw: Any,
     ):
         names = {"h2d": "Memcpy HtoD", "d2h": "Memcpy DtoH", "d2d": "Memcpy DtoD"}
-        return self._add(
-            kind="memcpy",
-            name=kw.pop("name", names.get(copy_kind, "Memcpy")),
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            device=device,
-            stream=stream,
-            pid=device,
-            tid=stream,
+        name = kw.pop("name", names.get(copy_kind, "Memcpy"))
+        return self._on_gpu(
+            "memcpy",
+            name,
+            start_us,
+            dur_us,
+            device,
+            stream,
             bytes=bytes,
             copy_kind=copy_kind,
             src_memory=src,
             dst_memory=dst,
             memory_inferred=False,
             correlation_id=corr,
-            rank=0,
             **kw,
         )
 
@@ -125,17 +127,8 @@ class TraceBuilder:
         ext: int | None = None,
         **kw: Any,
     ):
-        return self._add(
-            kind="runtime",
-            name=name,
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            pid=100,
-            tid=tid,
-            correlation_id=corr,
-            external_id=ext,
-            rank=0,
-            **kw,
+        return self.event(
+            "runtime", name, start_us, dur_us, tid=tid, correlation_id=corr, external_id=ext, **kw
         )
 
     def cpu_op(
@@ -150,64 +143,28 @@ class TraceBuilder:
         types: Any = None,
         **kw: Any,
     ):
-        return self._add(
-            kind="cpu_op",
-            name=name,
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            pid=100,
+        return self.event(
+            "cpu_op",
+            name,
+            start_us,
+            dur_us,
             tid=tid,
             external_id=ext,
-            rank=0,
             input_dims=json.dumps(dims) if dims is not None else None,
             input_types=json.dumps(types) if types is not None else None,
             **kw,
         )
 
     def step(self, n: int, start_us: float, dur_us: float, tid: int = 1):
-        return self._add(
-            kind="step",
-            name=f"ProfilerStep#{n}",
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            pid=100,
-            tid=tid,
-            rank=0,
-        )
+        return self.event("step", f"ProfilerStep#{n}", start_us, dur_us, tid=tid)
 
     def annotation(self, name: str, start_us: float, dur_us: float, tid: int = 1, **kw: Any):
-        return self._add(
-            kind="annotation",
-            name=name,
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            pid=100,
-            tid=tid,
-            rank=0,
-            **kw,
-        )
+        return self.event("annotation", name, start_us, dur_us, tid=tid, **kw)
 
     def sync(
         self, name: str, start_us: float, dur_us: float, *, device: int = 0, stream: int | None = None, **kw
     ):
-        return self._add(
-            kind="sync",
-            name=name,
-            start_ns=int(start_us * 1000),
-            dur_ns=int(dur_us * 1000),
-            pid=100,
-            tid=1,
-            device=device,
-            stream=stream,
-            rank=0,
-            **kw,
-        )
-
-    def event(self, kind: str, name: str, start_us: float, dur_us: float = 0.0, **kw: Any) -> dict[str, Any]:
-        """Any other event (``memory``, ``overhead``, ``python``...); canonical columns as keywords."""
-        for k, v in (("rank", 0), ("pid", 100), ("tid", 1)):
-            kw.setdefault(k, v)
-        return self._add(kind=kind, name=name, start_ns=int(start_us * 1000), dur_ns=int(dur_us * 1000), **kw)
+        return self.event("sync", name, start_us, dur_us, device=device, stream=stream, **kw)
 
     def launch(
         self,
