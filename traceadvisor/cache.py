@@ -35,6 +35,7 @@ def code_fingerprint() -> str:
             *pkg.glob("schema/*.py"),
             *pkg.glob("knowledge/*.py"),
             pkg / "normalize.py",
+            pkg / "sanitize.py",
             pkg / "io.py",
             pkg / "devices.py",
             pkg / "trace.py",

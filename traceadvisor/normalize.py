@@ -3,6 +3,8 @@
 Every importer's trace passes through ``normalize`` once (``importers.load_trace``, ``testing.TraceBuilder``,
 ``io.read_parquet``), so rules, compare and the report read columns and metadata, never name lists:
 
+* first ``sanitize``: rows no analysis can use (damaged timestamps, unknown kinds) dropped and counted as skipped,
+  impossible values (negative durations, null names) clamped, with a warning (``traceadvisor.sanitize``);
 * ``api_class`` of every ``runtime`` row, from ``knowledge.apis.API_CLASS``;
 * ``kind = "step"`` for the iteration markers of ``knowledge.steps`` (ProfilerStep#N, else the most frequent
   family of numbered host annotations), and the ``steps`` capability when there are any;
@@ -18,9 +20,10 @@ import polars as pl
 
 from traceadvisor.devices import match_model
 from traceadvisor.knowledge import apis, profiler, steps
+from traceadvisor.sanitize import sanitize
 from traceadvisor.trace import Trace
 
-VERSION = 1
+VERSION = 2  # 2: sanitize first
 
 
 def normalize(trace: Trace, devices: bool = True) -> Trace:
@@ -30,7 +33,7 @@ def normalize(trace: Trace, devices: bool = True) -> Trace:
         resolve_device_models(trace)
     if trace.meta.extra.get("normalized") == VERSION:
         return trace
-    ev = trace.events
+    ev = sanitize(trace).events
     if ev.height:
         ev = _api_class(ev)
         ev = _profiler_events(ev)

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
@@ -207,10 +206,8 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     )
     if not g.height:
         return None
-    new = (g["dur_ns"].to_numpy() / g["speedup"].to_numpy()).round()
-    fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels").gpu_duration(
-        g["eid"], new.astype(np.int64)
-    )
+    new = (g["dur_ns"] / g["speedup"]).round()  # a kernel of unknown duration (null) stays 0 in the replay
+    fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels").gpu_duration(g["eid"], new)
     return without_queue_backpressure(trace, fx)
 
 

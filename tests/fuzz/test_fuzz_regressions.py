@@ -233,6 +233,7 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
         ("rocprof_v1", 424, False),  # corrupt pages: 13 events from 12 rows
         ("nsys", 545, False),  # ANALYSIS_DETAILS.stopTime unreadable
         ("nsys", 624, False),  # a damaged schema whose error message is not UTF-8
+        ("nsys", 670, False),  # damaged StringIds: runtime calls without names broke the critical path
     ],
 )
 def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):

@@ -66,7 +66,9 @@ def critical_path(rp) -> dict[str, Any]:
     fetch = _fetch_edges(rp)
     is_copy_api = np.zeros(g.n, bool)
     is_copy_api[: g.nh] = (
-        pl.Series(g.names[: g.nh], dtype=pl.String).str.contains("(?i)memcpy").fill_null(False)
+        pl.Series(g.names[: g.nh].tolist(), dtype=pl.String, strict=False)
+        .str.contains("(?i)memcpy")
+        .fill_null(False)
     )
     p = int(2 * j[np.argmax(t[2 * j + 1])] + 1)
     w0 = int(t[2 * j].min())

@@ -41,7 +41,10 @@ def _arr(x, dtype=np.int64) -> np.ndarray:
             x.fill_null(0).fill_nan(0) if x.dtype.is_float() else x.fill_null(0)
         )  # unknown values: 0, no NaN cast
         x = x.to_numpy()
-    return np.asarray(x, dtype=dtype).reshape(-1)
+    a = np.asarray(x)
+    if a.dtype.kind == "f":  # unknown durations (NaN) count as 0, as in the replay's graph
+        a = np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
+    return a.astype(dtype).reshape(-1)
 
 
 def _bc(x, n: int) -> np.ndarray:

@@ -68,9 +68,12 @@ def runtime(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def steps(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Iteration markers (kind step) ordered by start, with ``step`` index (0-based) and ``end_ns``."""
+    """Iteration markers (kind step) ordered by start, with ``step`` index (0-based) and ``end_ns``; a marker
+    without a start or a duration (damaged) is no range, as in ``summary.step_frame``."""
     return (
-        lf.filter(pl.col("kind") == "step")
+        lf.filter(
+            (pl.col("kind") == "step") & pl.col("start_ns").is_not_null() & pl.col("dur_ns").is_not_null()
+        )
         .sort("start_ns")
         .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"), step=pl.int_range(pl.len()).over("rank"))
     )
