@@ -155,6 +155,14 @@ def install_trigger(cap, step_on: str) -> Callable[[], None]:
     return c.step_on_function(cap, step_on)
 
 
+def _count(flag: str, default: int, help: str, dest: str | None = None, minimum: int = 0):
+    """A step-count option of the profiling schedule."""
+    names = (flag, dest) if dest else (flag,)
+    return click.option(
+        *names, default=default, show_default=True, type=click.IntRange(min=minimum), help=help
+    )
+
+
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--out",
@@ -166,35 +174,10 @@ def install_trigger(cap, step_on: str) -> Callable[[], None]:
     help="Folder for the traces.",
 )
 @click.option("--name", help="Trace file name stem [default: the script's name].")
-@click.option(
-    "--wait",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Steps skipped before the window (warm-up, compile, lazy init).",
-)
-@click.option(
-    "--warmup",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Steps the profiler runs but discards, just before the window.",
-)
-@click.option(
-    "--steps",
-    "active",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Steps recorded in the window.",
-)
-@click.option(
-    "--repeat",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Windows to record (0 = until the script ends); one file each.",
-)
+@_count("--wait", 2, "Steps skipped before the window (warm-up, compile, lazy init).")
+@_count("--warmup", 1, "Steps the profiler runs but discards, just before the window.")
+@_count("--steps", 3, "Steps recorded in the window.", dest="active", minimum=1)
+@_count("--repeat", 1, "Windows to record (0 = until the script ends); one file each.")
 @click.option(
     "--step-on",
     default="optimizer",
