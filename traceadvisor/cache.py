@@ -109,7 +109,7 @@ def put(path: Path, importer: str, trace: Trace) -> None:
     f = entry(path, importer)
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_suffix(".tmp")
+        tmp = f.with_suffix(f".{os.getpid()}.tmp")  # concurrent writers (xdist workers) never share one
         write_parquet(trace, tmp, compression="lz4")
         info = {"rows": trace.events.height, "format": trace.meta.format, "warnings": trace.meta.warnings}
         f.with_suffix(".json").write_text(json.dumps(info))  # before the entry appears: see summary()

@@ -6,6 +6,10 @@ end as an import (with warnings where damaged) or the one-line error; the long c
 from __future__ import annotations
 
 import fuzz_runner
+import pytest
+
+# Its own CI step (.ci/run: `python -m pytest -q -p no:cacheprovider -m fuzz`); the default run deselects it.
+pytestmark = pytest.mark.fuzz
 
 
 def test_fuzz_smoke_has_no_defects():
