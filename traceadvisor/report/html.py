@@ -540,6 +540,19 @@ def figures_json(figs: dict[str, Any]) -> Markup:
     return json_text_for_script("{" + ",".join(parts) + "}")
 
 
+def _bytecode_cache(jinja2):
+    """Compiled templates kept under the import cache's directory (keyed by each template's source checksum, so
+    never stale): compiling the report's templates is a tenth of a second of every small ``analyze --html``."""
+    from traceadvisor.cache import cache_dir
+
+    d = cache_dir() / "templates"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(d))
+
+
 def _env():
     import jinja2
 
@@ -549,6 +562,7 @@ def _env():
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(jinja2),
     )
     env.filters["thousands"] = lambda v: f"{v:,}"
     return env
