@@ -76,6 +76,46 @@ def test_invalid_utf8_text_from_a_damaged_page_does_not_panic(tmp_path):
     assert err == "" and df.get_column("s").to_list() == ["\ufffd(\ufffd", "ok"]
 
 
+def test_a_required_column_the_table_lacks_is_read_as_null_with_a_warning(tmp_path):
+    p = tmp_path / "r.db"
+    _sql(p, "CREATE TABLE t (id INTEGER, fin INTEGER)", "INSERT INTO t VALUES (1, 5), (2, 6)")
+    with sq.SqliteDB(p) as db:
+        df, err = db.read(sq.TableSpec("t", ("id",), required=("start", "fin")))
+        assert err == "" and df.columns == ["id", "start", "fin"]
+        assert df.get_column("start").to_list() == [None, None] and df.get_column("fin").to_list() == [5, 6]
+        assert any("table t has no start column" in w for w in db.warnings)
+        only, _ = db.read(sq.TableSpec("t", (), required=("start",)))  # no wanted column: rows still count
+        assert only.height == 2 and only.columns == ["start"]
+
+
+def _rename_column(path: Path, table: str, col: str) -> None:
+    _sql(path, "PRAGMA legacy_alter_table=ON", f'ALTER TABLE "{table}" RENAME COLUMN "{col}" TO "{col}_gone"')
+
+
+@pytest.mark.parametrize(
+    ("rel", "table", "col"),
+    [
+        ("rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd", "rocpd_api", "start"),
+        ("rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd", "rocpd_op", "end"),
+        ("nsys/h200_mix_h2d_gemm_launch.sqlite", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start"),
+        ("nsys/a100_cupy_tomo_recon_report3.sqlite", "CUPTI_ACTIVITY_KIND_KERNEL", "end"),
+        ("rocprof_csv/vega20_kokkos_unit_tests/results.db", "rocTX", "pid"),
+        ("rocprof_csv/mi300x_hip_bmm_naive/results.db", "OPS", "BeginNs"),
+    ],
+)
+def test_a_table_without_a_required_column_costs_that_table(tmp_path, rel, table, col):
+    """Long campaign (seed 17): a table without a column its importer requires ended the import
+    (ImportFailure); now its values are unknown, with a warning, and rows that need them are skipped."""
+    p = _copy(TRACES / rel, tmp_path)
+    _rename_column(p, table, col)
+    tr = load_trace(p, cache=False)
+    _balanced(tr)
+    assert any(f"table {table} has no {col} column" in w for w in tr.meta.warnings), tr.meta.warnings
+    whole = load_trace(TRACES / rel, cache=False)
+    assert 0 < tr.events.height <= whole.events.height
+    assert tr.meta.input_events == whole.meta.input_events
+
+
 def test_rpd_with_invalid_utf8_names(tmp_path):
     p = _copy(RPD, tmp_path)
     _sql(p, "UPDATE rocpd_string SET string = CAST(X'C328' AS TEXT) || string WHERE id % 3 = 0")

@@ -150,7 +150,7 @@ class TableSource(Protocol):
 
     def columns(self, table: str) -> dict[str, str]: ...  # column -> declared type (INTEGER/TEXT/REAL)
 
-    def read(self, table: str, columns: list[str]) -> pl.DataFrame: ...
+    def read(self, table: str, columns: list[str], required: tuple[str, ...] = ()) -> pl.DataFrame: ...
 
     def count(self, table: str) -> int: ...
 
@@ -222,7 +222,7 @@ class Context:
         """An event table (its rows count as input events), or None when the export lacks it."""
         if not self.has(table):
             return None
-        df = self.src.read(table, columns)
+        df = self.src.read(table, columns, tuple(c for c in ("start", "end") if c in columns))
         with self.lock:
             self.input_events += df.height
             if self.progress is not None:

@@ -61,7 +61,8 @@ def db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
                 )
                 if c in cs
             )
-            specs.append(sq.TableSpec(t, want, text))
+            need = ("BeginNs", "EndNs") + (("pid",) if t in ("HIP", "HSA", "rocTX") else ())
+            specs.append(sq.TableSpec(t, want, text, required=need))
         frames, errors = db.read_many(specs)
         for t, ty in sorted(
             tables.items()

@@ -28,7 +28,7 @@ import sqlite3
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +53,22 @@ def quote(name: str) -> str:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """Columns to read from one table or view: ``text`` columns become String, ``real`` Float64, others Int64."""
+    """Columns to read from one table or view: ``text`` columns become String, ``real`` Float64, others Int64.
+
+    ``required``: columns without which the table's rows mean nothing (an event's start and end); they are read
+    even when ``columns`` leaves them out. A column the table lacks is read as null (a required one with a
+    warning), so a damaged or unusual schema costs that column's values, and the rows that need them are
+    skipped downstream with a reason, never the import."""
 
     table: str
     columns: tuple[str, ...]
     text: tuple[str, ...] = ()
     real: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+
+    @property
+    def wanted(self) -> tuple[str, ...]:
+        return self.columns + tuple(c for c in self.required if c not in self.columns)
 
     def dtype(self, col: str) -> pl.DataType:
         if col in self.text:
@@ -98,10 +108,10 @@ def note_damage(meta: Any, table: str, err: str, n: int | None, done: str = "imp
         meta.truncated = True
 
 
-def spec_for(table: str, columns: dict[str, pl.DataType]) -> TableSpec:
+def spec_for(table: str, columns: dict[str, pl.DataType], required: tuple[str, ...] = ()) -> TableSpec:
     text = tuple(c for c, t in columns.items() if t == pl.String)
     real = tuple(c for c, t in columns.items() if t.is_float())
-    return TableSpec(table, tuple(columns), text, real)
+    return TableSpec(table, tuple(columns), text, real, required)
 
 
 def _text(b: bytes) -> str:
@@ -325,14 +335,9 @@ class SqliteDB:
         row. Returns frames by table and, for tables read only in part, the damage met."""
 
         def one(spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
-            try:
-                return spec.table, _adbc_read(self.uri, spec), ""
-            except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
-                df, err = self.salvage(spec)
-                return spec.table, df, err
-            except READ_ERRORS:
-                df, err = self.salvage(spec)
-                return spec.table, df, err or "read failed"
+            present, absent = self._present(spec)
+            name, df, err = self._read_one(present)
+            return name, self._complete(df, spec, absent), err
 
         frames: dict[str, pl.DataFrame] = {}
         errors: dict[str, str] = {}
@@ -344,6 +349,40 @@ class SqliteDB:
                 if err:
                     errors[name] = err
         return frames, errors
+
+    def _read_one(self, spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
+        try:
+            return spec.table, _adbc_read(self.uri, spec), ""
+        except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
+            df, err = self.salvage(spec)
+            return spec.table, df, err
+        except READ_ERRORS:
+            df, err = self.salvage(spec)
+            return spec.table, df, err or "read failed"
+
+    def _present(self, spec: TableSpec) -> tuple[TableSpec, tuple[str, ...]]:
+        """The spec narrowed to the columns the table has, and the wanted ones it lacks (none when the schema
+        is unknown: then the read itself finds out)."""
+        have = self.columns(spec.table)
+        if not have:
+            return replace(spec, columns=spec.wanted, required=()), ()
+        absent = tuple(c for c in spec.wanted if c not in have)
+        return replace(spec, columns=tuple(c for c in spec.wanted if c in have), required=()), absent
+
+    def _complete(self, df: pl.DataFrame, spec: TableSpec, absent: tuple[str, ...]) -> pl.DataFrame:
+        """``df`` with the absent columns as typed nulls (a warning for required ones), in the spec's order."""
+        if not absent:
+            return df
+        if not df.width:  # not one wanted column: the rows still count (each as a row of nulls)
+            df = pl.DataFrame({"_": pl.repeat(None, self.count(spec.table)[0], dtype=pl.Int64, eager=True)})
+        lost = [c for c in absent if c in spec.required]
+        if lost:
+            self.warnings.append(
+                f"table {spec.table} has no {', '.join(lost)} column (a damaged or unusual schema): read as "
+                "unknown; its rows that cannot do without it are skipped"
+            )
+        df = df.with_columns([pl.lit(None, dtype=spec.dtype(c)).alias(c) for c in absent])
+        return df.select(spec.wanted)
 
     def read(self, spec: TableSpec) -> tuple[pl.DataFrame, str]:
         frames, errors = self.read_many([spec], workers=1)

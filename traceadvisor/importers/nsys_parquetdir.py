@@ -83,7 +83,7 @@ class ParquetSource:
             f"table {table} could not be read ({' '.join(str(e).split())[:200]}); it was left out"
         )
 
-    def read(self, table: str, columns: list[str]) -> pl.DataFrame:
+    def read(self, table: str, columns: list[str], required: tuple[str, ...] = ()) -> pl.DataFrame:
         decl = self.columns(table)
         cols = [c for c in columns if c in decl]
         schema = {c: nsys_sqlite.polars_type(decl[c]) for c in cols}
@@ -94,6 +94,10 @@ class ParquetSource:
         except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as e:
             self._damaged(table, e)
             return pl.DataFrame(schema=schema)
+        lost = [c for c in required if c not in decl]
+        if lost:
+            self.warnings.append(f"table {table} has no {', '.join(lost)} column: read as unknown")
+            df = df.with_columns([pl.lit(None, dtype=pl.Int64).alias(c) for c in lost])
         return df.cast(schema, strict=False)  # type: ignore[arg-type]
 
     def count(self, table: str) -> int:

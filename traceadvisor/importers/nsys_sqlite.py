@@ -111,12 +111,13 @@ class SqliteSource:
     def columns(self, table: str) -> dict[str, str]:
         return self.db.columns(table) if table in self._tables else {}
 
-    def read(self, table: str, columns: list[str]) -> pl.DataFrame:
+    def read(self, table: str, columns: list[str], required: tuple[str, ...] = ()) -> pl.DataFrame:
+        """``columns`` the table has; ``required`` ones it lacks are read as null (the SQLite layer warns)."""
         decl = self.columns(table)
         schema = {c: polars_type(decl[c]) for c in columns if c in decl}
         if not schema:
             return pl.DataFrame(schema=schema)
-        df, err = self.db.read(sq.spec_for(table, schema))
+        df, err = self.db.read(sq.spec_for(table, schema, required))
         if err:
             self.db.truncated = True
             self.warnings.append(sq.damage_note(table, err, df.height))

@@ -179,7 +179,8 @@ def _specs(db: sq.SqliteDB, phys: dict[str, str]) -> list[sq.TableSpec]:
         if logical in phys:
             have = set(db.columns(phys[logical]))
             use = tuple(c for c in cols if c in have)
-            out.append(sq.TableSpec(phys[logical], use, tuple(t for t in text if t in use)))
+            times = tuple(c for c in ("start", "end") if c in cols)  # required: read as null when absent
+            out.append(sq.TableSpec(phys[logical], use, tuple(t for t in text if t in use), required=times))
     return out
 
 

@@ -72,6 +72,9 @@ def _want(cols: list[str], wanted: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in wanted if c in cols)
 
 
+TIMES = ("start", "end")  # an op or API row without them is no event (read as null, skipped downstream)
+
+
 def _specs(cols: dict[str, list[str]]) -> list[sq.TableSpec]:
     s = [
         sq.TableSpec(
@@ -80,6 +83,7 @@ def _specs(cols: dict[str, list[str]]) -> list[sq.TableSpec]:
                 cols["rocpd_op"],
                 ("id", "gpuId", "queueId", "sequenceId", "start", "end", "description_id", "opType_id"),
             ),
+            required=TIMES,
         ),
         sq.TableSpec(
             "rocpd_api",
@@ -87,6 +91,7 @@ def _specs(cols: dict[str, list[str]]) -> list[sq.TableSpec]:
                 cols["rocpd_api"],
                 ("id", "pid", "tid", "start", "end", "apiName_id", "args_id", "category_id", "domain_id"),
             ),
+            required=TIMES,
         ),
     ]
     if "rocpd_api_ops" in cols:
@@ -243,6 +248,8 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
             meta.skip(SKIP_REASONS.get(t, f"rows of extension table {t} (not interpreted)"), n)
     meta.producer_version = f"schema {md.get('schema_version', '?')}"
     frames, errors = db.read_many(_specs(cols))
+    for w in db.warnings:  # the reads' own (a table without a required column)
+        meta.warn(w)
     for t, err in errors.items():
         sq.note_damage(meta, t, err, frames[t].height)
     if frames["rocpd_op"].height == 0 and frames["rocpd_api"].height == 0 and (errors or db.truncated):
