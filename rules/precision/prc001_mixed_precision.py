@@ -27,7 +27,7 @@ activation entering a matrix op, and their host ops): measured on the H200 the t
 GEMMs faster by less than the peak ratio (1.5x for TF32 -> bf16) make the prediction high (``bf16_gpt2``).
 
 Calibration (tests/test_calibration.py, measured unprofiled on an H200): ViT-S at batch 256 (GPU-bound)
-predicted 35.4 % vs 47.3 % measured; FP32 ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 47.7 % vs 61.8 %;
+predicted 41.2 % vs 47.3 % measured; FP32 ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.6 % vs 61.8 %;
 ViT-S at batch 64 (host-bound: autocast measured 18.5 % slower) 4.3 %, within the tolerance of "no saving"; the
 held-out GPT-2 pair 30.3 % vs 14.6 % (a known gap). The attention kernels of PyTorch's memory-efficient FP32
 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix kernels.

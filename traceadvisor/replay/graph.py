@@ -215,7 +215,8 @@ def build(trace: Trace) -> Graph:
         api = np.where(has, g_launcher, 0)
         rec_lat = np.where(has, g_start - start[api], 0)
         # launch-bound: the launch came after its queue had (nearly) drained, so the latency is visible
-        typ = _typical_latency(rec_lat[has & (g_start - prev_end > 2_000) & (rec_lat >= 0)])
+        drained = (g_start - prev_end > 2_000) & (start[api] > prev_end - 2_000)
+        typ = _typical_latency(rec_lat[has & drained & (rec_lat >= 0)])
         first = prev_end == NEG
         # a blocking copy (legacy default-stream semantics) also waits for the device's earlier work on
         # every stream: the latest end among activities launched before its call started
@@ -226,6 +227,16 @@ def build(trace: Trace) -> Graph:
         x_node, x_end = _cross_stream(
             gpu, nh, end, stream, g_start, prev_end, np.where(has, start[api] + typ, NEG), ~by_dep
         )
+        # a queued activity (launched before its predecessor ended) that still started long after that
+        # predecessor waited for something else than its queue: the latest end on another stream before it
+        # (a side stream's kernel, e.g. cuDNN's FFT stream, waits for the main stream's work)
+        gap = (x_node < 0) & ~by_dep & has & (prev_end != NEG) & (start[api] + typ <= prev_end)
+        gap &= g_start - prev_end >= CROSS_STREAM_MIN_WAIT_NS
+        y_node, y_end = _cross_stream(
+            gpu, nh, end, stream, g_start, prev_end, np.where(has, start[api] + typ, NEG), gap, np.inf
+        )
+        y_ok = (y_node >= 0) & (y_end > prev_end)
+        x_node, x_end = np.where(y_ok, y_node, x_node), np.where(y_ok, y_end, x_end)
         dep_node = np.where(x_node >= 0, x_node, dep_node)
         dep_end = np.where(x_node >= 0, x_end, dep_end)
         by_dep |= x_node >= 0
@@ -351,8 +362,10 @@ CROSS_STREAM_SLACK_NS = 10_000  # an activity starting this soon after another s
 CROSS_STREAM_MIN_WAIT_NS = 20_000  # ... when it started at least this long after its launch allowed
 
 
-def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand):
-    """Per GPU activity: the activity on another stream of its device it waited for (node, end), or -1."""
+def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand, slack_ns=None):
+    """Per GPU activity: the activity on another stream of its device it waited for (node, end), or -1: the
+    latest to end before it started, at most ``slack_ns`` (default ``CROSS_STREAM_SLACK_NS``) before."""
+    slack_ns = CROSS_STREAM_SLACK_NS if slack_ns is None else slack_ns
     ng = len(gpu.eid)
     x_node = np.full(ng, -1, np.int64)
     x_end = np.full(ng, NEG, np.int64)
@@ -375,7 +388,7 @@ def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand):
         ok = k >= 0
         kk = np.maximum(k, 0)
         hit = on[kk]
-        ok &= (stream[hit + nh] != stream[qq + nh]) & (g_start[qq] - e[kk] <= CROSS_STREAM_SLACK_NS)
+        ok &= (stream[hit + nh] != stream[qq + nh]) & (g_start[qq] - e[kk] <= slack_ns)
         x_node[qq[ok]] = hit[ok] + nh
         x_end[qq[ok]] = e[kk[ok]]
     return x_node, x_end
