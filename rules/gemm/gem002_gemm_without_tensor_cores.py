@@ -166,7 +166,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     k = k.join(rows.select("rank", "device", "start_ns", "speedup", "target"), on=["rank", "device", "start_ns"],
                nulls_equal=True)  # fmt: skip
     ratio = float(options.get("tc_efficiency_ratio", 1.2))
-    floor = float(options.get("launch_floor_us", 1.0)) * 1e3
+    floor = float(options["launch_floor_ns"])
     new = np.maximum(k["dur_ns"].to_numpy() / k["speedup"].to_numpy() * ratio, floor)
     new = np.minimum(new, k["dur_ns"].to_numpy()).round()
     return Fix(f"{k.height} FP32 GEMM kernels on {k['target'][0]} tensor cores").gpu_duration(k["eid"], new)
@@ -195,7 +195,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         matrix_cores_at_fp32_rate=pl.col("name").str.contains(r"_MI\d+x\d+"),
     )
     total = pl.col("impact_ns").sum().over("rank", "device")
-    return k.filter(total >= options["min_impact_us"] * 1000).select(
+    return k.filter(total >= options["min_impact_ns"]).select(
         "rank",
         "device",
         "start_ns",

@@ -114,7 +114,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
     return g.filter(
         (pl.col("kernel_share") >= float(options.get("min_share", 0.3)))
-        & (pl.col("impact_ns") >= float(options.get("min_ms", 1.0)) * 1e6)
+        & (pl.col("impact_ns") >= options["min_ns"])
     ).select(
         "rank",
         "device",

@@ -161,8 +161,8 @@ def _ext() -> pl.Expr:
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
-    gap_ns = int(float(options.get("max_gap_us", 50.0)) * 1000)
-    min_total = int(float(options.get("min_total_ms", 0.1)) * 1e6)
+    gap_ns = int(options["max_gap_ns"])
+    min_total = int(options["min_total_ns"])
     rt = views.runtime(lf).with_columns(api=views.api_name(), _rk=pl.col("rank").fill_null(-1), ext=_ext())
 
     blocking = rt.filter(pl.col("api_class") == "blocking_copy").select(

@@ -113,7 +113,7 @@ def _rk() -> pl.Expr:
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     min_calls = int(options.get("min_calls", 2))
-    min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
+    min_total = int(options["min_total_ns"])
     op = pl.col("api_class")
     mem = pl.col("api").replace_strict({k: v[1] for k, v in ALLOCATOR_APIS.items()}, default=None)
     calls = (
@@ -199,7 +199,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         .agg(pl.len(), pl.col("impact_ns").sum())
         .sort(["impact_ns", "name"], descending=[True, False])
     )
-    burst = _bursts(rows, int(float(options.get("burst_gap_us", 1000.0)) * 1e3))
+    burst = _bursts(rows, int(options["burst_gap_ns"]))
     out = {
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
         "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},

@@ -179,8 +179,8 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
-    slack = int(float(options.get("clock_slack_us", 10.0)) * 1000)
-    min_total = int(float(options.get("min_total_ms", 0.05)) * 1e6)
+    slack = int(options["clock_slack_ns"])
+    min_total = int(options["min_total_ns"])
     syncs = views.host_syncs(lf).with_columns(_rk())
     syncs = _in_steps(lf, _with_device(lf, syncs)).with_columns(probe=pl.col("end_ns") + slack)
     gaps = (

@@ -305,9 +305,9 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
 
 
 def _clock(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
-    slack = int(float(options.get("window_slack_ms", 100.0)) * 1e6)
-    launch_slack = int(float(options.get("launch_slack_us", 10.0)) * 1e3)
-    max_dur = int(float(options.get("max_event_s", 3600.0)) * 1e9)
+    slack = int(options["window_slack_ns"])
+    launch_slack = int(options["launch_slack_ns"])
+    max_dur = int(options["max_event_ns"])
     host = (
         lf.filter(
             pl.col("kind").is_in(HOST_KINDS) | ((pl.col("kind") == "annotation") & pl.col("device").is_null())

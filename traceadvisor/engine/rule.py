@@ -79,6 +79,13 @@ class Rule:
 
         return with_ns(self, {k: o.default for k, o in self.options.items()})
 
+    def options_for(self, given: dict[str, Any] | None) -> dict[str, Any]:
+        """``given`` options (resolved, or some set by hand) over the defaults, with the nanosecond twins of
+        time options computed from the values in their units: a rule always reads every option, in ns too."""
+        from traceadvisor.engine.config import with_ns
+
+        return with_ns(self, {**{k: o.default for k, o in self.options.items()}, **(given or {})})
+
 
 @dataclass
 class RuleModule:

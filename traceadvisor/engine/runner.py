@@ -293,7 +293,7 @@ def analyze(
                     }
                 )
                 continue
-            opts = options.get(rm.code) or rm.rule.defaults()
+            opts = rm.rule.options_for(options.get(rm.code))
             try:
                 ctx = getattr(rm.module, "evidence_plan", None)
                 plans.append(
@@ -314,7 +314,7 @@ def analyze(
     for (rm, i, _, _), df, ctx in zip(plans, frames, contexts, strict=True):
         if df is None:
             continue
-        opts = options.get(rm.code) or rm.rule.defaults()
+        opts = rm.rule.options_for(options.get(rm.code))
         try:
             res.findings.extend(build_findings(rm, traces[i], df, opts, fixes, i, ctx))
         except Exception as e:  # noqa: BLE001
