@@ -190,7 +190,7 @@ def test_cli_job_folder_glob_markdown_and_json(job64, tmp_path):
             "--job",
             str(d / "rank000[0-3].json.gz"),
             "--select",
-            "STR001",
+            "STR001,IDL001",  # IDL001: a rank finding with top items, which link to no timeline in a job
             "--md",
             str(md),
             "--json",
@@ -203,12 +203,14 @@ def test_cli_job_folder_glob_markdown_and_json(job64, tmp_path):
     assert r.exit_code == 0, r.output
     text = md.read_text()
     assert "job of 4 ranks" in text
-    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()]
+    per_rank = text.split("Per rank", 1)[1].split("</details>", 1)[0]
+    rows = [ln for ln in per_rank.splitlines() if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()]
     assert [int(ln.split("|")[1]) for ln in rows] == [0, 1, 2, 3]  # one row per rank, with the rank
     doc = json.loads(js.read_text())
     assert len(doc["traces"]) == 4 and len(doc["job"]["ranks"]) == 4
     html = (tmp_path / "r.html").read_text()
     assert 'id="job"' in html and "job-rank-step" in html
+    assert "IDL001" in html
 
 
 def _main(*args: str) -> tuple[int, str]:

@@ -215,15 +215,25 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
                 hovertemplate="%{x}<br>" + esc(key) + ": %{y:.3f} ms<extra></extra>",
             )
         )
+    ms_view, clipped = _step_range(labels, steps, xs)
+    for x, total in clipped:
+        fig.add_annotation(
+            x=x,
+            y=ms_view["yaxis.range"][1],
+            text=f"{fmt_dur(int(total * 1e6))} ↑",
+            showarrow=False,
+            yanchor="top",
+        )
     modes = [
-        {"label": "ms", "method": "relayout", "args": [{"barnorm": "", "yaxis.title.text": "ms"}]},
+        {"label": "ms", "method": "relayout", "args": [{"barnorm": "", "yaxis.title.text": "ms", **ms_view}]},
         {
             "label": "% of step",
             "method": "relayout",
-            "args": [{"barnorm": "percent", "yaxis.title.text": "% of the step"}],
+            "args": [{"barnorm": "percent", "yaxis.title.text": "% of the step", "yaxis.autorange": True}],
         },
     ]
     fig.update_layout(
+        yaxis_range=ms_view.get("yaxis.range"),
         barmode="stack",
         height=380,
         bargap=0.25,
@@ -247,6 +257,23 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
         ],
     )
     return fig
+
+
+def _step_range(labels: pl.DataFrame, steps: pl.DataFrame, xs: list[str]) -> tuple[dict, list]:
+    """The ms view's y range: a step over 4x the median (a warm-up or compile step) would flatten every other
+    bar, so the axis stops above the others and such bars are labelled with their height instead."""
+    tot = labels.select("step").join(
+        steps.group_by("step").agg(pl.col("time_ns").sum()), on="step", how="left"
+    )
+    ms = (tot["time_ns"].fill_null(0) / 1e6).to_list()
+    if len(ms) < 3:
+        return {"yaxis.autorange": True}, []
+    med = sorted(ms)[len(ms) // 2]
+    rest = [v for v in ms if v <= 4 * med]
+    if not med or len(rest) == len(ms):
+        return {"yaxis.autorange": True}, []
+    top = 1.25 * max(rest)
+    return {"yaxis.range": [0, top]}, [(x, v) for x, v in zip(xs, ms, strict=True) if v > top]
 
 
 def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:

@@ -196,8 +196,20 @@ def evidence_table(
             zoom = ((a - t0_ns) / 1e6, (b - t0_ns) / 1e6)
         out.append({"cells": cells, "zoom": zoom})
     titles = [column_title(c) for c in cols]
-    texts = [[row["cells"][j]["text"] for row in out] for j in range(len(cols))]
-    return {"columns": titles, "rows": out, "widths": column_widths(titles, texts)}
+    # a column with one value in every row (the direction, the stream, the pinned peak) is said once above the
+    # table: wide evidence tables then keep their numbers whole instead of ending each one in an ellipsis
+    same = [
+        j
+        for j in range(1, len(cols))
+        if len(out) >= 3 and len({row["cells"][j]["full"] for row in out}) == 1 and out[0]["cells"][j]["full"]
+    ]
+    constants = [{"key": titles[j], "value": out[0]["cells"][j]["full"]} for j in same]
+    keep = [j for j in range(len(cols)) if j not in same]
+    for row in out:
+        row["cells"] = [row["cells"][j] for j in keep]
+    titles = [titles[j] for j in keep]
+    texts = [[row["cells"][j]["text"] for row in out] for j in range(len(keep))]
+    return {"columns": titles, "rows": out, "widths": column_widths(titles, texts), "constants": constants}
 
 
 PAD_CHARS = 2  # a cell's padding and border, in characters
@@ -314,7 +326,9 @@ def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any]) -> dict[str, A
         "summary": f.summary,
         "sources": list(getattr(f, "sources", []) or []),
         "trace": f.trace,
-        "trace_idx": f.trace_index,
+        "trace_idx": f.trace_index
+        if f.trace_index < len(t0s)
+        else None,  # a job's rank findings: no trace here
         "rank": f.rank,
         "device": f.device,
         "count": f.count,
