@@ -72,20 +72,28 @@ def _host_range() -> pl.Expr:
 
 
 def _steps(ev: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
-    """Mark iteration markers as ``kind = "step"``; returns the frame and where the steps came from."""
+    """Mark iteration markers as ``kind = "step"``; returns the frame and where the steps came from.
+
+    The name patterns are matched once per distinct name (a trace repeats a few thousand names over millions
+    of events), then looked up per event."""
     host = _host_range()
-    profiler_step = pl.col("name").str.contains(steps.PROFILER_STEP_RE)
+    names = ev.get_column("name").drop_nulls().unique()
+    profiler_step = pl.col("name").is_in(names.filter(names.str.contains(steps.PROFILER_STEP_RE)).implode())
     tier1 = host & ((pl.col("kind") == "step") | (pl.col("kind").is_in(steps.MARKER_KINDS) & profiler_step))
     if ev.select(tier1.any()).item():
         return ev.with_columns(
             kind=pl.when(tier1).then(pl.lit("step")).otherwise(pl.col("kind"))
         ), "ProfilerStep"
-    label = pl.col("name").str.replace(steps.NVTX_SUFFIX_RE, "")
+    label = names.str.replace(steps.NVTX_SUFFIX_RE, "")
+    fam = pl.DataFrame({"name": names, "prefix": label.str.extract(steps.FAMILY_RE, 1)}).filter(
+        label.str.contains(steps.FAMILY_RE)
+    )
+    prefix = pl.col("name").replace_strict(fam["name"], fam["prefix"], default=None, return_dtype=pl.String)
     cand = ev.lazy().filter(
-        host & pl.col("kind").is_in(steps.FAMILY_KINDS) & label.str.contains(steps.FAMILY_RE)
+        host & pl.col("kind").is_in(steps.FAMILY_KINDS) & pl.col("name").is_in(fam["name"].implode())
     )
     fams = (
-        cand.group_by(prefix=label.str.extract(steps.FAMILY_RE, 1))
+        cand.group_by(prefix=prefix)
         .agg(n=pl.len(), t=pl.col("dur_ns").sum())
         .sort(["n", "t", "prefix"], descending=[True, True, False])
         .collect()
@@ -93,11 +101,7 @@ def _steps(ev: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     if fams.height == 0:
         return ev, None
     best = fams.get_column("prefix")[0]
-    mark = (
-        host
-        & pl.col("kind").is_in(steps.FAMILY_KINDS)
-        & (label.str.extract(steps.FAMILY_RE, 1) == best).fill_null(False)
-    )
+    mark = host & pl.col("kind").is_in(steps.FAMILY_KINDS) & (prefix == best).fill_null(False)
     return ev.with_columns(
         kind=pl.when(mark).then(pl.lit("step")).otherwise(pl.col("kind"))
     ), f"annotation {best}N"
