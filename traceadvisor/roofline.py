@@ -48,6 +48,7 @@ from traceadvisor.devices import ELEMENT_BYTES, dtype_column, peak_tflops, resol
 from traceadvisor.knowledge import dtypes, operators
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.knowledge.operators import MATRIX_FAMILIES, ROOFLINE_OPS
+from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
 FAMILIES = tuple(dict.fromkeys(f for f, _ in ROOFLINE_OPS))
@@ -267,11 +268,7 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("_prev_end").is_null() | (pl.col("start_ns") >= pl.col("_prev_end"))
     )
     ops = ops.drop("_prev_end").with_row_index("op_id")
-    rt = (
-        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select("rank", "tid", "correlation_id", pl.col("start_ns").alias("api_ns"))
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    rt = views.launch_calls(lf, tid="tid", api_ns="start_ns")
     k = (
         lf.filter(
             pl.col("kind").is_in(("kernel", "memset", "memcpy")) & pl.col("correlation_id").is_not_null()
@@ -391,7 +388,7 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
         above_roofline_ns=(pl.col("gpu_ns") - pl.col("calls") * pl.col("roofline_ns")).clip(lower_bound=0),
         launch_floor_us=pl.lit(floor / 1e3),
     )
-    return g.select(list(ROOFLINE_SCHEMA)).sort("gpu_ns", descending=True)
+    return _largest_first(g.select(list(ROOFLINE_SCHEMA)))
 
 
 ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
@@ -448,7 +445,7 @@ def roofline_summary(trace: Trace, top: int = 400) -> dict[str, Any]:
                 "pct_of_roofline"
             ),
         )
-        .sort("gpu_ms", descending=True)
+        .sort(["gpu_ms", "family"], descending=[True, False])
     )
     first = df.row(0, named=True)
     ops = [
@@ -496,10 +493,16 @@ def _chart_ops(df: pl.DataFrame, top: int) -> pl.DataFrame:
     if df.height <= top:
         return df
     pick = pl.concat(
-        [df.head(top), df.sort("gpu_ns", descending=True).group_by("family").head(5)], how="diagonal"
+        [df.head(top), _largest_first(df).group_by("family", maintain_order=True).head(5)], how="diagonal"
     )
     keys = [c for c in ("rank", "device", "family", "name", "input_dims", "dtype") if c in df.columns]
-    return pick.unique(subset=keys, keep="first").sort("gpu_ns", descending=True)
+    return _largest_first(pick.unique(subset=keys, keep="first", maintain_order=True))
+
+
+def _largest_first(df: pl.DataFrame) -> pl.DataFrame:
+    """Op groups by GPU time, largest first; ties in one total order (the same input gives the same report)."""
+    keys = [c for c in ("rank", "device", "family", "name", "input_dims", "dtype") if c in df.columns]
+    return df.sort(["gpu_ns", *keys], descending=[True, *([False] * len(keys))], nulls_last=True)
 
 
 def gemm_points(

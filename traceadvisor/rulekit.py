@@ -6,6 +6,7 @@ and the summary in the engine's one ``pl.collect_all``.
 * ``merge_intervals(lf, by, agg)``: union of ``[start_ns, end_ns)`` intervals per group (``agg``: aggregations
   over the rows each merged interval holds).
 * ``latest_end_before(by)``: on rows in start order, the latest end of the group's earlier rows.
+* ``launch_calls(lf, **columns)``: the runtime call each GPU activity links to, one per (rank, correlation_id).
 * ``idle_between(busy, by)``: the gaps between consecutive merged busy intervals, with ``gap_ns``.
 * ``covered_ns(intervals, busy, by)``: how much of each interval a set of busy intervals covers.
 * ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
@@ -25,7 +26,14 @@ import polars as pl
 
 from traceadvisor.devices import BY_KEY, Model
 from traceadvisor.knowledge.apis import bare_name
-from traceadvisor.schema.views import covered_ns, gpu_busy, gpu_idle_gaps, latest_end_before, merge_intervals
+from traceadvisor.schema.views import (
+    covered_ns,
+    gpu_busy,
+    gpu_idle_gaps,
+    latest_end_before,
+    launch_calls,
+    merge_intervals,
+)
 from traceadvisor.summary import step_frame
 from traceadvisor.trace import Trace
 
@@ -38,6 +46,7 @@ __all__ = [
     "has_steps",
     "idle_between",
     "latest_end_before",
+    "launch_calls",
     "merge_intervals",
     "per_step",
     "step_frame",

@@ -105,11 +105,7 @@ def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool) -> pl.LazyFrame:
     g = views.gpu_work(lf, before_capture=True).filter(
         pl.col("device").is_not_null() & pl.col("start_ns").is_not_null()
     )
-    rt = (
-        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select("rank", "correlation_id", launch_ns=pl.col("start_ns"), rt_ext=pl.col("external_id"))
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    rt = views.launch_calls(lf, launch_ns="start_ns", rt_ext="external_id")
     return (
         g.join(rt, on=["rank", "correlation_id"], how="left")
         .with_columns(

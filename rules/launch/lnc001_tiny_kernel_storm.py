@@ -114,18 +114,12 @@ RULE = Rule(
 
 def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Every kernel with its launch call's name, API class and duration (null when not linked)."""
-    rt = (
-        views.runtime(lf)
-        .filter(pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            pl.col("name").alias("api_name"),
-            pl.col("dur_ns").alias("api_dur_ns"),
-            pl.col("end_ns").alias("api_end_ns"),
-            "api_class",
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
+    rt = rulekit.launch_calls(
+        lf,
+        api_name="name",
+        api_dur_ns="dur_ns",
+        api_end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+        api_class="api_class",
     )
     k = views.kernels(lf).drop("api_class")
     return k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)

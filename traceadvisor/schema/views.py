@@ -120,24 +120,30 @@ def gpu_idle_gaps(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def launch_calls(lf: pl.LazyFrame, **columns: str | pl.Expr) -> pl.LazyFrame:
+    """The host runtime calls that GPU work links to: one per (rank, correlation_id), the first, with ``rank``,
+    ``correlation_id`` and ``columns`` (output name -> a runtime column or an expression over them)."""
+    cols = [(pl.col(v) if isinstance(v, str) else v).alias(k) for k, v in columns.items()]
+    return (
+        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select("rank", "correlation_id", *cols)
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+
+
 def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GPU activities joined to the host runtime call that launched them (by rank + correlation_id).
 
     Columns: the GPU event's columns (its own ``api_class`` is null) with ``api_class`` of the launching call,
     plus ``api_name``, ``api_start_ns``, ``api_dur_ns``, ``api_tid``.
     """
-    rt = (
-        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            pl.col("name").alias("api_name"),
-            pl.col("start_ns").alias("api_start_ns"),
-            pl.col("dur_ns").alias("api_dur_ns"),
-            pl.col("tid").alias("api_tid"),
-            "api_class",
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
+    rt = launch_calls(
+        lf,
+        api_name="name",
+        api_start_ns="start_ns",
+        api_dur_ns="dur_ns",
+        api_tid="tid",
+        api_class="api_class",
     )
     return (
         gpu_work(lf)
