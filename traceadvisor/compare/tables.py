@@ -431,13 +431,6 @@ def _observed(results: tuple[Any, Any], steps: pl.DataFrame | None) -> dict[str,
     return out
 
 
-def _improved(status: str, b: dict[str, Any] | None, n: dict[str, Any] | None) -> bool:
-    """A BASE finding the change resolved, or one that persists with a smaller predicted saving."""
-    return bool(b) and (
-        status == "resolved" or (status == "persists" and n is not None and n["impact"] < b["impact"])
-    )
-
-
 def _findings_table(results: tuple[Any, Any] | None, steps: pl.DataFrame | None = None) -> pl.DataFrame:
     """Rules found on either side; per rule the BASE finding's predicted saving (``predicted_share`` of BASE's
     window) and, for a resolved finding, the saving observed in NEW beside it (``observed_*``: the whole change
@@ -505,7 +498,9 @@ def _findings_table(results: tuple[Any, Any] | None, steps: pl.DataFrame | None 
                 "note": note,
                 "predicted_ns": b["impact"] if b else None,
                 "predicted_share": round(b["share"], 6) if b else None,
-                **(seen if _improved(status, b, n) else dict.fromkeys(seen)),
+                # the observed saving is the whole change: shown beside the findings it resolved only (a
+                # persisting finding's smaller saving may come from another change of the same pair)
+                **(seen if status == "resolved" else dict.fromkeys(seen)),
             }
         )
     order = {"new": 0, "persists": 1, "resolved": 2, "not comparable": 3}

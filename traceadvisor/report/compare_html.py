@@ -476,7 +476,7 @@ def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, go.Figure]]:
         (
             "findings",
             "Findings present in one run and not the other",
-            "The rule engine run on each side. For a finding NEW resolved (or reduced): the saving the replay "
+            "The rule engine run on each side. For a finding NEW resolved: the saving the replay "
             "predicted on BASE beside the saving NEW shows, per step as recorded and with the profiler's "
             "host overhead removed (the basis of the prediction); the observed saving is the whole change "
             "between the runs, shared by every finding it resolved.",
