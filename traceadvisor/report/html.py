@@ -196,8 +196,7 @@ def evidence_table(
             zoom = ((a - t0_ns) / 1e6, (b - t0_ns) / 1e6)
         out.append({"cells": cells, "zoom": zoom})
     titles = [column_title(c) for c in cols]
-    # a column with one value in every row (the direction, the stream, the pinned peak) is said once above the
-    # table: wide evidence tables then keep their numbers whole instead of ending each one in an ellipsis
+    # a column with one value in every row is said once above the table: wide tables keep their numbers whole
     same = [
         j
         for j in range(1, len(cols))
@@ -212,9 +211,14 @@ def evidence_table(
     return {"columns": titles, "rows": out, "widths": column_widths(titles, texts), "constants": constants}
 
 
-PAD_CHARS = 2  # a cell's padding and border, in characters
+PAD_CHARS = 3  # a cell's padding (8 px a side) and border, in characters
 SHORT_CHARS = 16  # a column whose cells and header words are all this short keeps its full width
 FIXED_BUDGET_CHARS = 120  # short columns' widths summed beyond this: every column shares by proportion
+
+
+def _chars(text: str) -> int:
+    """Width of ``text`` in ``ch`` (the width of "0"): capitals are wider (MEM001 was cut to "MEM..." at 6)."""
+    return len(text) + (sum(c.isupper() for c in text) + 2) // 3
 
 
 def column_widths(headers: list[str], columns: list[list[str]], hi: int = 36) -> list[str | None]:
@@ -224,8 +228,8 @@ def column_widths(headers: list[str], columns: list[list[str]], hi: int = 36) ->
     share in % proportional to its content."""
     want = []
     for h, cells in zip(headers, columns, strict=True):
-        words = max((len(w) for w in str(h).split()), default=0)
-        want.append(max(words, 3, *(len(str(c)) for c in cells)))
+        words = max((_chars(w) for w in str(h).split()), default=0)
+        want.append(max(words, 3, *(_chars(str(c)) for c in cells)))
     short = [w <= SHORT_CHARS for w in want]
     if sum(w + PAD_CHARS for w, sh in zip(want, short, strict=True) if sh) <= FIXED_BUDGET_CHARS:
         return [f"{w + PAD_CHARS}ch" if sh else None for w, sh in zip(want, short, strict=True)]
