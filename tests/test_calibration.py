@@ -9,6 +9,7 @@ predict the same savings for what an nsys export can see (pinned copies, synchro
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -28,13 +29,18 @@ def tolerance(measured: float) -> float:
     return max(0.3 * abs(measured), 0.03)
 
 
+@functools.cache
+def _shares(path: Path) -> dict[str, float]:
+    """Each rule's predicted share on ``path``: analysed once per run (the ranking and nsys tests reuse it)."""
+    return {f.rule: f.share for f in analyze_paths([path]).findings}
+
+
 def predicted(path: Path, rules: list[str]) -> tuple[float, str]:
     """The predicted share of the first of ``rules`` that has a finding (0 when none fires: nothing to save)."""
-    res = analyze_paths([path])
-    by = {f.rule: f for f in res.findings}
+    by = _shares(path)
     for code in rules:
         if code in by:
-            return by[code].share, code
+            return by[code], code
     return 0.0, "none"
 
 
