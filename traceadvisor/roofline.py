@@ -264,7 +264,7 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
         .sort("rank", "tid", "start_ns")
     )
     # outermost only: an op that starts before the running maximum end of earlier ops on its thread is nested
-    ops = ops.with_columns(_prev_end=pl.col("end_ns").cum_max().shift(1).over("rank", "tid")).filter(
+    ops = ops.with_columns(_prev_end=views.latest_end_before(["rank", "tid"])).filter(
         pl.col("_prev_end").is_null() | (pl.col("start_ns") >= pl.col("_prev_end"))
     )
     ops = ops.drop("_prev_end").with_row_index("op_id")

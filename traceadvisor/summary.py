@@ -162,9 +162,7 @@ def assign_steps(g: pl.LazyFrame, steps: pl.LazyFrame | None) -> pl.LazyFrame:
 def exclusive(g: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     """``excl_ns``: the part of each interval not already covered by earlier-started work of the same ``by``
     group, so the exclusive times of a group add up to its busy time (the union of its intervals)."""
-    g = g.sort([*by, "start_ns", "end_ns"]).with_columns(
-        prev_end=pl.col("end_ns").cum_max().shift(1).over(by)
-    )
+    g = g.sort([*by, "start_ns", "end_ns"]).with_columns(prev_end=views.latest_end_before(by))
     return g.with_columns(
         excl_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", pl.col("prev_end").fill_null(0))).clip(
             lower_bound=0
