@@ -190,38 +190,34 @@ def test_analyze_json_shape_on_example(tmp_path):
         }
 
 
-def test_analyze_fail_on_sets_exit_code(tmp_path):
-    import subprocess
-    import sys
+def _cli(capfd, *argv: str) -> tuple[int, str]:
+    """The console entry point in-process (exit code, stderr); test_qa_bad_input runs the installed script."""
+    from traceadvisor.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    return int(e.value.code or 0), capfd.readouterr().err
+
+
+def test_analyze_fail_on_sets_exit_code(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
 
     def run(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--no-html", "-q", *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
+        return _cli(capfd, "analyze", "--example", "--no-html", "-q", *args)
 
-    hit = run("--fail-on", "high")
-    assert hit.returncode == 1 and "reach --fail-on" in hit.stderr
-    assert run("--fail-on", "high,99%").returncode == 0  # no finding takes 99% of the run
-    assert run().returncode == 0
-    bad = run("--fail-on", "sometimes")
-    assert bad.returncode == 2 and bad.stderr.startswith("Error: bad --fail-on value")
+    code, err = run("--fail-on", "high")
+    assert code == 1 and "reach --fail-on" in err
+    assert run("--fail-on", "high,99%")[0] == 0  # no finding takes 99% of the run
+    assert run()[0] == 0
+    code, err = run("--fail-on", "sometimes")
+    assert code == 2 and err.startswith("Error: bad --fail-on value")
 
 
-def test_analyze_writes_default_html_report_and_markdown(tmp_path):
-    import subprocess
-    import sys
-
-    r = subprocess.run(
-        [sys.executable, "-m", "traceadvisor.cli.main", "analyze", "--example", "--md", "pr.md", "-q"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert r.returncode == 0, r.stderr
+def test_analyze_writes_default_html_report_and_markdown(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(capfd, "analyze", "--example", "--md", "pr.md", "-q")
+    assert code == 0, err
     html = tmp_path / "reports" / "example_h200_train_demo.html"
-    assert html.is_file() and f"HTML report: {html.relative_to(tmp_path)}" in r.stderr
+    assert html.is_file() and f"HTML report: {html.relative_to(tmp_path)}" in err
     md = (tmp_path / "pr.md").read_text()
     assert "MEM001" in md and len(md) <= 60_000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 from traceadvisor import cache
@@ -44,25 +45,14 @@ def test_cache_hit_returns_same_trace_and_no_cache_bypasses(tmp_path, monkeypatc
     assert cache.get(src, "kineto") is None
 
 
-def test_import_to_missing_folder_is_a_one_line_error(tmp_path):
-    import subprocess
-    import sys
+def test_import_to_missing_folder_is_a_one_line_error(tmp_path, capfd):
+    from traceadvisor.cli.main import main
 
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "traceadvisor.cli.main",
-            "import",
-            str(example_trace()),
-            "-o",
-            str(tmp_path / "nope" / "x.parquet"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 2
-    assert r.stderr.startswith("Error: the folder of") and r.stderr.count("\n") == 1
+    with pytest.raises(SystemExit) as e:  # the console entry point, in-process
+        main(["import", str(example_trace()), "-o", str(tmp_path / "nope" / "x.parquet")])
+    err = capfd.readouterr().err
+    assert e.value.code == 2
+    assert err.startswith("Error: the folder of") and err.count("\n") == 1
 
 
 def test_import_again_copies_the_cache_entry(tmp_path):
