@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{rows_in / cpu / 1e6:.2f} M rows per CPU-second "
         f"(best of {len(runs)}; load average {load:.1f} on {os.cpu_count()} CPUs)"
     )
+    med = statistics.median(r[0] for r in runs)
+    print(
+        f"target >= 1.0 M events/s for the whole import (issue 14): median {rows_in / med / 1e6:.2f} M rows/s, "
+        f"{'met' if rows_in / med >= 1e6 else 'NOT met'}"
+    )
     return 0
 
 
