@@ -23,10 +23,7 @@ def test_no_module_over_600_lines():
 
 # rules that still convert a time option themselves (remove the entry with the change)
 CONVERTING = {
-    "rules/attention/att001_unfused_attention.py",
-    "rules/memory/mem001_pageable_host_copy.py",
     "rules/precision/prc001_mixed_precision.py",
-    "rules/warmup/wrm001_first_run_overhead.py",
 }
 # options["x_us"] * 1000, options.get("x_ms", 1.0)) * 1e6, ...: the engine gives every time option in ns too
 CONVERSION = re.compile(r"""options(?:\[|\.get\()\s*["'][a-z0-9_]+_(?:us|ms|s)["'][^\n]*?\)*\s*\*\s*1""")

@@ -142,7 +142,7 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
         .sort("rank", "tid", "start_ns")
         .collect()
     )
-    max_ns = float(options.get("max_chain_ms", 50.0)) * 1e6
+    max_ns = float(options["max_chain_ns"])
     out: list[dict[str, Any]] = []
     for (_rank, _tid), g in ops.group_by(["rank", "tid"], maintain_order=True):
         rows = g.to_dicts()
@@ -320,9 +320,7 @@ def _detect_kernels(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         dtype=pl.lit(None, dtype=pl.String),
     )
     total = pl.col("impact_ns").sum().over("rank", "device")
-    return rows.filter(
-        (total >= options.get("min_impact_us", 50.0) * 1000) & (pl.col("impact_ns") > 0)
-    ).select(
+    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
         "rank",
         pl.col("device").cast(pl.Int32),
         "stream",
@@ -392,9 +390,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         )
     )
     total = pl.col("impact_ns").sum().over("rank", "device")
-    return rows.filter(
-        (total >= options.get("min_impact_us", 50.0) * 1000) & (pl.col("impact_ns") > 0)
-    ).select(
+    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
         "rank",
         pl.col("device").cast(pl.Int32),
         "start_ns",

@@ -188,7 +188,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .filter((pl.col("src_memory") == PAGEABLE) | (pl.col("dst_memory") == PAGEABLE) | pl.col("_unknown"))
         .join(host, on=["rank", "correlation_id"], how="left", nulls_equal=True)
     )
-    latency_ns = float(options.get("pinned_latency_us", 1.5)) * 1e3
+    latency_ns = float(options["pinned_latency_ns"])
     # bytes / (GB/s) = ns; a small copy is latency-bound and takes at least the pinned latency
     pinned_ns = pl.max_horizontal(pl.col("bytes") / pl.col("pinned_gbps"), pl.lit(latency_ns))
     return cp.select(
@@ -237,7 +237,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
         on=["rank", "device", "start_ns"],
         nulls_equal=True,
     )
-    floor = float(options.get("pinned_latency_us", 1.5)) * 1e3
+    floor = float(options["pinned_latency_ns"])
     pinned = np.maximum(cp["bytes"].fill_null(0).to_numpy() / cp["pinned_gbps"].to_numpy(), floor)
     calls = launching_calls(trace, cp)
     cost = replayer(trace).launch_cost_ns

@@ -223,7 +223,7 @@ def _first(
 
 def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     factor = float(options.get("first_call_factor", 5.0))
-    min_ns = int(float(options.get("first_call_min_ms", 1.0)) * 1e6)
+    min_ns = int(options["first_call_min_ns"])
     # only ops with recorded shapes: a first call is compared with later calls of the same op, input shapes and
     # dtypes (a 38 MB input copy is not a slow first call of the 4-byte copies that follow it)
     ops = lf.filter(
@@ -310,7 +310,7 @@ def _steady_window_gate(lf: pl.LazyFrame, rows: pl.LazyFrame, options: dict) -> 
     whose first iteration is itself slow (then only the calls inside it). A run warmed up before the window has
     steady steps, and a slow "first call" there is the GPU queue, the allocator or the OS, not warm-up."""
     factor = float(options.get("first_step_factor", 2.0))
-    min_ns = int(float(options.get("first_step_min_ms", 1.0)) * 1e6)
+    min_ns = int(options["first_step_min_ns"])
     st = _iterations(lf).sort("start_ns")
     per = (
         st.with_columns(_i=pl.int_range(pl.len()).over("_rk"))
@@ -348,9 +348,9 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     with cuModuleLoadData / cuLibraryLoadData), a process spawned or waited for (fork/exec/waitpid: Inductor's
     compile workers, ptxas), or OS-runtime activity of a process that launches no GPU work (a compile worker).
     """
-    min_ns = int(float(options.get("compile_gap_min_ms", 50.0)) * 1e6)
+    min_ns = int(options["compile_gap_min_ns"])
     factor = float(options.get("compile_gap_factor", 20.0))
-    slack = int(float(options.get("compile_load_slack_ms", 20.0)) * 1e6)
+    slack = int(options["compile_load_slack_ns"])
     gpu = views.gpu_work(lf).with_columns(_rk())
     first_gpu = gpu.group_by("_rk").agg(pl.col("start_ns").min().alias("end_ns"))
     first_api = (
@@ -461,7 +461,7 @@ def _merge(iv: pl.LazyFrame) -> pl.LazyFrame:
 
 def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     factor = float(options.get("first_step_factor", 2.0))
-    min_ns = int(float(options.get("first_step_min_ms", 1.0)) * 1e6)
+    min_ns = int(options["first_step_min_ns"])
     st = _iterations(lf)
     s0 = _first(st, ["_rk"], "dur_ns", "start_ns", factor, min_ns).select(
         "_rk",
@@ -496,7 +496,7 @@ def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.Laz
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
-    min_total = int(float(options.get("min_total_ms", 1.0)) * 1e6)
+    min_total = int(options["min_total_ns"])
     merged = _merge(
         pl.concat(
             [*_explicit(lf), *_first_calls(lf, options), _compile_gaps(lf, options)], how="vertical_relaxed"

@@ -100,7 +100,7 @@ def test_count_equals_pageable_copies_in_the_source(path):
         assert _pageable_in_source(path) == 0
         assert all(f.confidence != "high" for f in res.findings)
         return
-    opts = {k: o.default for k, o in RM.rule.options.items()}
+    opts = RM.rule.options_for(None)
     rows = RM.module.detect(t, opts).collect()
     assert rows.height == _pageable_in_source(path)  # every pageable copy is a candidate row
     minor = rows["impact_ns"].sum() < RM.rule.min_impact_ns  # under 0.1 ms saved in all: dropped as minor

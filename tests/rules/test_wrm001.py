@@ -15,7 +15,7 @@ from traceadvisor.testing import TraceBuilder
 
 RM = rule("warmup/wrm001_first_run_overhead.py")
 GT = json.loads((TRACES / "h200_ground_truth.json").read_text())
-DEFAULTS = {k: o.default for k, o in RM.rule.options.items()}
+DEFAULTS = RM.rule.options_for(None)
 
 
 def _run(t):
