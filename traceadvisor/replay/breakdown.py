@@ -72,30 +72,24 @@ def critical_path(rp) -> dict[str, Any]:
     )
     p = int(2 * j[np.argmax(t[2 * j + 1])] + 1)
     w0 = int(t[2 * j].min())
-    cats: list[str] = []
-    durs: list[int] = []
-    ends: list[int] = []
-    nodes: list[int] = []
-    while p >= 0 and t[p] > w0:
-        e = int(via[p])
-        if e < 0:
-            break
-        u = int(g.src[e])
-        d = int(t[p] - max(t[u], w0))
-        cats.append(_category(g, e, fetch, is_copy_api))
-        durs.append(d)
-        ends.append(int(t[p]))
-        nodes.append(p // 2)
-        p = u
-    cat = np.array(cats)
-    dur = np.array(durs, np.int64)
-    end = np.array(ends, np.int64)
+    edges = _walk(p, w0, t, via, g.src)
+    pts = np.concatenate([[p], g.src[edges[:-1]]]).astype(np.int64) if len(edges) else np.zeros(0, np.int64)
+    dur = t[pts] - np.maximum(t[g.src[edges]], w0)
+    end = t[pts]
+    nodes = pts // 2
+    code = _categories(g, edges, fetch, is_copy_api)
+    cat = np.array(CATEGORIES)[code]
     steps = _step_bounds(rp)
     out_steps = []
+    per_step = _per_step(steps, end, code, dur)
     for k, (s, e) in enumerate(steps):
-        m = (end > s) & (end <= e)
         out_steps.append(
-            {"step": k, "start_ns": s, "end_ns": e, **{c: int(dur[m & (cat == c)].sum()) for c in CATEGORIES}}
+            {
+                "step": k,
+                "start_ns": s,
+                "end_ns": e,
+                **{c: int(per_step[k, i]) for i, c in enumerate(CATEGORIES)},
+            }
         )
     total = {c: int(dur[cat == c].sum()) for c in CATEGORIES}
     length = int(dur.sum())
@@ -107,28 +101,61 @@ def critical_path(rp) -> dict[str, Any]:
         "host_ns": sum(total[c] for c in HOST_CATS),
         "gpu_ns": sum(total[c] for c in GPU_CATS),
         "steps": out_steps,
-        "top": _top(g, np.array(nodes, np.int64), cat, dur),
+        "top": _top(g, nodes, cat, dur),
     }
 
 
-def _category(g, e: int, fetch: np.ndarray, is_copy_api: np.ndarray) -> str:
-    et = int(g.etype[e])
-    dn = int(g.dst[e]) // 2
-    if et == G.E_OWN:
-        if g.category[dn] == "collective":
-            return "gpu_comm"
-        return "gpu_copy" if g.kind[dn] in ("memcpy", "memset") else "gpu_compute"
-    if et == G.E_STREAM:
-        return "gpu_queue"
-    if et == G.E_LAUNCH:
-        return "launch_latency"
-    if et == G.E_WAIT:
-        return "copy_wait" if is_copy_api[dn] else "sync_wait"
-    if et == G.E_CHAIN and g.dst[e] % 2 == 1 and g.wait_node[dn]:
-        return "copy_wait" if is_copy_api[dn] else "sync_wait"
-    if fetch[e]:
-        return "data_loading"
-    return "python_launch"
+def _walk(p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """The edges of the critical path, walked back from point ``p`` to the window start ``w0``."""
+    tl, vl, sl = t.tolist(), via.tolist(), src.tolist()
+    out = []
+    while p >= 0 and tl[p] > w0:
+        e = vl[p]
+        if e < 0:
+            break
+        out.append(e)
+        p = sl[e]
+    return np.array(out, np.int64)
+
+
+def _categories(g, e: np.ndarray, fetch: np.ndarray, is_copy_api: np.ndarray) -> np.ndarray:
+    """Per critical-path edge: its index in ``CATEGORIES``."""
+    et = g.etype[e]
+    dn = g.dst[e] // 2
+    own = et == G.E_OWN
+    waits = (et == G.E_WAIT) | ((et == G.E_CHAIN) & (g.dst[e] % 2 == 1) & g.wait_node[dn])
+    coll = own & (g.category[dn] == "collective")
+    copy = own & np.isin(g.kind[dn], ["memcpy", "memset"])
+    conds = [
+        coll,
+        copy,
+        own,
+        et == G.E_STREAM,
+        et == G.E_LAUNCH,
+        waits & is_copy_api[dn],
+        waits,
+        fetch[e],
+    ]
+    names = ["gpu_comm", "gpu_copy", "gpu_compute", "gpu_queue", "launch_latency", "copy_wait", "sync_wait"]
+    choices = [CATEGORIES.index(c) for c in [*names, "data_loading"]]
+    return np.select(conds, choices, default=CATEGORIES.index("python_launch")).astype(np.int64)
+
+
+def _per_step(steps: list[tuple[int, int]], end: np.ndarray, code: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """(step, category) -> critical-path time of the stretches that end inside the step (start, end]."""
+    nc = len(CATEGORIES)
+    out = np.zeros((len(steps), nc), np.int64)
+    if not steps or not len(end):
+        return out
+    s = np.array([x[0] for x in steps], np.int64)
+    e = np.array([x[1] for x in steps], np.int64)
+    o = np.argsort(s, kind="stable")
+    k = np.searchsorted(s[o], end, side="left") - 1
+    ok = k >= 0
+    k = o[np.maximum(k, 0)]
+    ok &= (end > s[k]) & (end <= e[k])
+    np.add.at(out, (k[ok], code[ok]), dur[ok])
+    return out
 
 
 def _step_bounds(rp) -> list[tuple[int, int]]:
@@ -153,7 +180,9 @@ def _top(g, nodes: np.ndarray, cat: np.ndarray, dur: np.ndarray, n: int = 10) ->
     """The critical path's largest contributors by (category, event name)."""
     if not len(nodes):
         return []
-    df = pl.DataFrame({"category": cat, "name": g.names[nodes].astype(str), "ns": dur})
+    uniq, inv = np.unique(nodes, return_inverse=True)  # names looked up once per distinct node
+    names = pl.Series([str(x) for x in g.names[uniq]], dtype=pl.String)
+    df = pl.DataFrame({"category": cat, "name": names.gather(inv), "ns": dur})
     top = df.group_by("category", "name").agg(pl.col("ns").sum(), pl.len().alias("count"))
     return top.sort("ns", descending=True).head(n).to_dicts()
 
