@@ -53,13 +53,17 @@ without bf16 (V100, T4) the target is fp16 with loss scaling.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.knowledge import autocast
+from traceadvisor.replay.fix import Fix, gpu_eids, indexed
 from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import precision_expr
@@ -154,6 +158,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         matrix_ns=pl.col("dur_ns").sum().over("rank", "device"),
         speedup=pl.min_horizontal(pl.col("low") / now, pl.lit(float(options.get("max_speedup", 8.0)))),
     ).filter(full & (pl.col("fp32_share") >= float(options.get("min_share", 0.5))))
+    k = _unaligned_gain_nothing(trace, k)
     k = k.with_columns(impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64))
     total = pl.col("impact_ns").sum().over("rank", "device")
     return k.filter(total >= float(options.get("min_impact_us", 100.0)) * 1000).select(
@@ -173,6 +178,28 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "fp32_share",
         "matrix_ns",
         "model",
+    )
+
+
+def _unaligned_gain_nothing(trace: Trace, k: pl.LazyFrame) -> pl.LazyFrame:
+    """GEMM kernels whose recorded M, N or K is not a multiple of the target dtype's 16-byte alignment
+    (``gemm_shapes.ALIGN_ELEMENTS``: 8 bf16/fp16 elements) keep their time: such GEMMs run on narrow-load kernels
+    whose speed the loads set, not the matrix units, in either precision (measured on the H200: GPT-2's
+    vocabulary GEMMs, N = 50257, ran at 117-130 TFLOP/s in TF32 and 94-146 in bf16; the aligned ones 1.9-3.6x
+    faster)."""
+    from traceadvisor.gemm_shapes import ALIGN_ELEMENTS, op_kernels
+
+    shapes = (
+        op_kernels(trace)
+        .select("rank", "correlation_id", pl.col("kernel_start_ns").alias("start_ns"), "m", "n", "k")
+        .unique(subset=["rank", "correlation_id", "start_ns"], keep="first")
+    )
+    align = pl.col("target").replace_strict(ALIGN_ELEMENTS, default=8, return_dtype=pl.Int64)
+    odd = pl.any_horizontal([(pl.col(c) % align) != 0 for c in ("m", "n", "k")]).fill_null(False)
+    return (
+        k.join(shapes, on=["rank", "correlation_id", "start_ns"], how="left", nulls_equal=True)
+        .with_columns(speedup=pl.when(odd).then(pl.lit(1.0)).otherwise("speedup"), unaligned=odd)
+        .drop("m", "n", "k")
     )
 
 
@@ -198,7 +225,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster."""
+    """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster, after the casts autocast
+    puts before it (their kernels on its stream, their host ops on its thread)."""
     g = gpu_eids(trace, rows.select("rank", "device", "stream", "correlation_id", "start_ns")).join(
         rows.select("rank", "correlation_id", "start_ns", "speedup"),
         on=["rank", "correlation_id", "start_ns"],
@@ -206,9 +234,207 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     )
     if not g.height:
         return None
-    new = (g["dur_ns"] / g["speedup"]).round()  # a kernel of unknown duration (null) stays 0 in the replay
-    fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels").gpu_duration(g["eid"], new)
+    g = g.with_columns(
+        new_ns=(pl.col("dur_ns") / pl.col("speedup")).round()
+    )  # unknown duration: 0 in the replay
+    c = autocast_costs(trace, g)
+    fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels, with its casts")
+    if c.height:  # the cast kernels run just before the kernel they precede, on its stream
+        other = c.filter(~pl.col("eid").is_in(g["eid"].implode())).select("eid", new_ns=pl.col("dur_ns"))
+        g = (
+            pl.concat(
+                [g.select("eid", pl.col("new_ns").cast(pl.Float64)), other.cast({"new_ns": pl.Float64})]
+            )
+            .join(c.select("eid", "cast_ns"), on="eid", how="left")
+            .with_columns(new_ns=pl.col("new_ns") + pl.col("cast_ns").fill_null(0.0))
+        )
+        fx.host_delay(c["launch_eid"], (c["casts"] * cast_host_ns(trace)).round())
+    fx.gpu_duration(g["eid"], g["new_ns"].round())
     return without_queue_backpressure(trace, fx)
+
+
+# --- autocast's own costs (docs/impact.md, knowledge/autocast.py) ----------------------------------------------
+SMALL_OPS = (
+    r"^aten::(?:add|mul|sub|div|add_|mul_|sub_|div_|copy_|clone|neg|fill_|zero_|where|gelu|relu|tanh)$"
+)
+
+
+def cast_host_ns(trace: Trace) -> float:
+    """What one cast op costs the unprofiled host: the median of the trace's small kernel-launching ops
+    (``SMALL_OPS``) with the profiler's per-event cost of each event inside them taken off."""
+    from traceadvisor.replay import PROFILED_HOST_KINDS, profiler_overhead_ns
+
+    ovh = profiler_overhead_ns(trace)
+    lf = trace.lazy()
+    launched = lf.filter((pl.col("kind") == "runtime") & (pl.col("api_class") == "launch")).select(
+        "rank", pl.col("external_id").alias("external_id")
+    )
+    ops = (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("name").str.contains(SMALL_OPS))
+        .join(launched.unique(), on=["rank", "external_id"], how="semi", nulls_equal=True)
+        .select("rank", "tid", "start_ns", "dur_ns")
+        .collect()
+    )
+    if not ops.height:
+        return 10_000.0
+    host = (
+        lf.filter(pl.col("kind").is_in(PROFILED_HOST_KINDS))
+        .select("rank", "tid", "start_ns")
+        .sort("start_ns")
+        .collect()
+    )
+    cost = []
+    for (rank, tid), o in ops.group_by("rank", "tid"):
+        st = host.filter(pl.col("rank").eq_missing(rank) & pl.col("tid").eq_missing(tid))[
+            "start_ns"
+        ].to_numpy()
+        s, d = o["start_ns"].to_numpy(), o["dur_ns"].to_numpy()
+        inside = np.searchsorted(st, s + d, side="left") - np.searchsorted(st, s, side="left")
+        cost.append(d - ovh * inside)
+    return float(max(np.median(np.concatenate(cost)), 0.0))
+
+
+def _launching_ops(trace: Trace) -> pl.DataFrame:
+    """Per op that launched GPU work: its first kernel (``eid``, ``device``, ``dur_ns``), that kernel's launch call
+    (``launch_eid``), the op's name, thread, start and recorded shapes."""
+    ev = indexed(trace)
+    rt = (
+        ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
+        .select(
+            "rank", "correlation_id", pl.col("eid").alias("launch_eid"), pl.col("external_id").alias("ext")
+        )
+        .unique(subset=["rank", "correlation_id"], keep="first")
+    )
+    ops = (
+        ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select(
+            "rank", pl.col("external_id").alias("ext"), "name", "tid", "start_ns", "input_dims", "input_types"
+        )
+        .unique(subset=["rank", "ext"], keep="first")
+        .rename({"name": "op", "start_ns": "op_start"})
+    )
+    k = ev.filter(pl.col("kind") == "kernel").select(
+        "eid", "rank", "device", "correlation_id", "start_ns", "dur_ns"
+    )
+    j = k.join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True).join(
+        ops, on=["rank", "ext"], how="inner", nulls_equal=True
+    )
+    j = j.sort("start_ns").with_columns(kernels=pl.col("eid").implode().over("rank", "ext"))
+    return j.unique(subset=["rank", "ext"], keep="first").collect()
+
+
+def _dtype_setters(trace: Trace) -> dict[tuple, tuple[np.ndarray, list[str]]]:
+    """Per thread, by end time: the ops that set an activation's dtype under autocast (matrix ops: bf16 out;
+    FP32-list ops: FP32 out)."""
+    fam = pl.col("name").str.contains(autocast.MATRIX_OPS)
+    cls = pl.when(fam).then(pl.lit("matrix")).when(pl.col("name").str.contains(autocast.FP32_OPS))
+    s = (
+        trace.lazy()
+        .filter(pl.col("kind") == "cpu_op")
+        .with_columns(cls=cls.then(pl.lit("fp32")).otherwise(None))
+        .filter(pl.col("cls").is_not_null())
+        .select("rank", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"), "cls")
+        .drop_nulls("end_ns")
+        .sort("end_ns")
+        .collect()
+    )
+    return {key: (d["end_ns"].to_numpy(), d["cls"].to_list()) for key, d in s.group_by("rank", "tid")}
+
+
+def _backward_threads(trace: Trace) -> set[tuple]:
+    t = (
+        trace.lazy()
+        .filter(pl.col("kind") == "cpu_op")
+        .filter(pl.col("name").str.starts_with("autograd::engine::evaluate_function"))
+        .select("rank", "tid")
+        .unique()
+        .collect()
+    )
+    return set(t.iter_rows())
+
+
+def _parsed(dims_s: str | None, types_s: str | None) -> tuple[list, list]:
+    try:
+        return json.loads(dims_s or "[]"), json.loads(types_s or "[]")
+    except ValueError:
+        return [], []
+
+
+def _fp32(dims: list, types: list, idx) -> list[int]:
+    """Elements of the FP32 tensor operands at positions ``idx``."""
+    return [
+        int(np.prod(dims[i]))
+        for i in idx
+        if i < len(dims) and i < len(types) and types[i] == "float" and dims[i]
+    ]
+
+
+def _forward_casts(r: dict, flagged: bool, after: str | None) -> tuple[list[int], bool]:
+    """Elements of each cast autocast puts before this forward op (``after``: the class of the last op that set
+    its input's dtype, None at the start), and whether they cast up: a flagged matrix op casts its FP32
+    parameters at every use and its activation when that is FP32 (down to bf16); an FP32-list op casts its input
+    up when a matrix op (bf16 out) produced it (norms excepted: they read the residual stream, which a residual
+    add with an FP32 tensor keeps FP32)."""
+    dims, types = _parsed(r["input_dims"], r["input_types"])
+    if flagged:
+        params, acts = autocast.OPERANDS.get(r["op"], ((), tuple(range(len(dims)))))
+        return _fp32(dims, types, list(params) + (list(acts) if after != "matrix" else [])), False
+    if after == "matrix" and re.search(autocast.FP32_OPS, r["op"]) and not re.search(autocast.NORMS, r["op"]):
+        return _fp32(dims, types, [0]), True
+    return [], False
+
+
+def _cast_ns(el: list[int], up: bool, tbs: float) -> float:
+    """GPU time of these casts on a device of ``tbs`` TB/s: the bytes at the cast kernel's achievable bandwidth
+    (``knowledge.autocast``), each at least the floor of a tiny kernel."""
+    bw = tbs * (autocast.CAST_UP_HBM_EFFICIENCY if up else autocast.CAST_DOWN_HBM_EFFICIENCY) * 1e3  # B/ns
+    return sum(
+        max(autocast.CAST_BYTES * e / bw, autocast.CAST_FLOOR_NS) if bw else autocast.CAST_FLOOR_NS
+        for e in el
+    )
+
+
+def autocast_costs(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
+    """Per op autocast puts casts before: the kernel they precede (``eid``, its recorded ``dur_ns``) and its launch
+    call (``launch_eid``), the number of casts (``casts``) and their GPU time (``cast_ns``, ``_cast_ns``).
+    Backward: each forward cast is mirrored by the cast of its gradient the other way (``ToCopyBackward0``),
+    spread evenly over the backward matrix ops (the trace does not say which backward op it follows)."""
+    from traceadvisor.gemm_shapes import device_peaks
+
+    ops = _launching_ops(trace)
+    if not ops.height:
+        return ops
+    flagged = set(g["eid"].to_list())
+    ops = ops.with_columns(flagged=pl.col("kernels").list.eval(pl.element().is_in(list(flagged))).list.any())
+    back, setters = _backward_threads(trace), _dtype_setters(trace)
+    hbm = dict(device_peaks(trace).select("device", "hbm_tbs").iter_rows())
+    casts, cast_ns, mirror_ns, bwd = [], [], [], []
+    for r in ops.iter_rows(named=True):
+        key = (r["rank"], r["tid"])
+        bwd.append(key in back and r["flagged"])
+        el, up = [], False
+        if key not in back:
+            st, cls = setters.get(key, (np.zeros(0, np.int64), []))
+            i = int(np.searchsorted(st, r["op_start"], side="right")) - 1  # the last one finished before it
+            el, up = _forward_casts(r, r["flagged"], cls[i] if i >= 0 else None)
+        tbs = hbm.get(r["device"]) or 0.0
+        casts.append(float(len(el)))
+        cast_ns.append(_cast_ns(el, up, tbs))
+        mirror_ns.append(_cast_ns(el, not up, tbs))
+    out = ops.with_columns(
+        casts=pl.Series(casts, dtype=pl.Float64),
+        cast_ns=pl.Series(cast_ns, dtype=pl.Float64),
+        backward=pl.Series(bwd, dtype=pl.Boolean),
+    )
+    nb = int(out["backward"].sum())
+    if nb:
+        out = out.with_columns(
+            casts=pl.when("backward").then(pl.col("casts").sum() / nb).otherwise("casts"),
+            cast_ns=pl.when("backward").then(pl.lit(sum(mirror_ns) / nb)).otherwise("cast_ns"),
+        )
+    return out.filter(pl.col("casts") > 0).select(
+        "eid", "launch_eid", "dur_ns", "op", "backward", "casts", "cast_ns"
+    )
 
 
 def _step(b: TraceBuilder, host: float, gpu: float, kernels: list[tuple[str, float]]) -> tuple[float, float]:

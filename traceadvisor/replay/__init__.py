@@ -150,6 +150,14 @@ class Replayer:
             cuts = pl.concat([cuts, extra], how="vertical_relaxed")
         if cuts.height:
             w = self._apply_cuts(w, cuts)
+        if len(fix.delay_eid):  # added host work: the chain edge into each call's start point grows
+            j = node(fix.delay_eid)
+            ok = j >= 0
+            add = np.zeros(2 * g.n, np.int64)
+            np.add.at(add, 2 * j[ok], fix.delay_ns[ok])
+            ch = g.etype == G.E_CHAIN
+            w = w.copy()
+            w[ch] += add[g.dst[ch]]
         return g.release, w, active
 
     def _apply_cuts(self, w: np.ndarray, cuts: pl.DataFrame) -> np.ndarray:

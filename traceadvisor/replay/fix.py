@@ -11,6 +11,7 @@ finds the rows of GPU activities or host calls from the keys a rule has). The pr
         .gpu_duration(eids, new_dur_ns)      # GPU activities take this long (copy at pinned bandwidth, GEMM at peak)
         .no_wait(eids)                       # host calls stop waiting for the GPU (wait edges dropped)
         .host_duration(eids, new_dur_ns)     # host calls take this long (a non-blocking copy costs a launch)
+        .host_delay(eids, extra_ns)          # host work added just before these calls (autocast's cast ops)
         .cut_host(rank, pid, tid, start_ns, end_ns)  # host time inside these intervals removed (DataLoader fetch)
         .launch_latency(eids, lat_ns)        # GPU activities start this long after their launch call
         .detach(eids)                        # nothing on the GPU queue waits for these (overlapped comm)
@@ -76,6 +77,8 @@ class Fix:
     lat_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     lat_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     detach_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    delay_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    delay_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     scope: str = "window"  # "window": the analysed window; "capture": the whole capture (warm-up fixes)
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
@@ -92,6 +95,14 @@ class Fix:
         e = _arr(eids)
         self.host_eid = np.concatenate([self.host_eid, e])
         self.host_dur = np.concatenate([self.host_dur, np.maximum(_bc(dur_ns, len(e)), 0)])
+        return self
+
+    def host_delay(self, eids, extra_ns) -> Fix:
+        """Host work the fix adds: the thread spends ``extra_ns`` more just before each of these calls starts
+        (the host chain edge into the call grows; work the fix inserts, e.g. a cast op before a launch)."""
+        e = _arr(eids)
+        self.delay_eid = np.concatenate([self.delay_eid, e])
+        self.delay_ns = np.concatenate([self.delay_ns, np.maximum(_bc(extra_ns, len(e)), 0)])
         return self
 
     def cut_host(self, rank, pid, tid, start_ns, end_ns) -> Fix:
@@ -145,6 +156,7 @@ class Fix:
             or self.cuts.height
             or len(self.lat_eid)
             or len(self.detach_eid)
+            or len(self.delay_eid)
         )
 
     @classmethod
@@ -162,6 +174,8 @@ class Fix:
             out.lat_eid = np.concatenate([out.lat_eid, f.lat_eid])
             out.lat_ns = np.concatenate([out.lat_ns, f.lat_ns])
             out.detach_eid = np.concatenate([out.detach_eid, f.detach_eid])
+            out.delay_eid = np.concatenate([out.delay_eid, f.delay_eid])
+            out.delay_ns = np.concatenate([out.delay_ns, f.delay_ns])
         return out
 
 

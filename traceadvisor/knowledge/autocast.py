@@ -1,0 +1,64 @@
+"""What ``torch.autocast`` adds to a program: the casts in front of each matrix op (rule PRC001's replayed fix).
+
+Autocast (https://docs.pytorch.org/docs/stable/amp.html, "CUDA Ops that can autocast to float16" / "to float32")
+runs matmul, linear, conv and attention ops in the low-precision dtype and casts their FP32 operands first: one
+``aten::to`` -> ``aten::_to_copy`` per operand and use (a ``bfloat16_copy_kernel_cuda`` reading 4 and writing 2 bytes
+per element); the cast's backward (``ToCopyBackward0``) casts the gradient back to FP32 (a ``direct_copy_kernel``
+reading 2 and writing 4). Outputs of those ops are bf16; ops on the FP32 list (norms, softmax, losses, sums)
+produce FP32, and elementwise ops keep their input's dtype. So a matrix op's activation operand is FP32 (cast)
+when the last op before it that sets the dtype is an FP32-list op or the step's input, and bf16 (no cast) when
+it is another matrix op; parameters (weights, biases) are FP32 master copies and are cast at every use.
+
+Measured on the H200 (fixtures/calibration/bf16_gpt2_fixed: 195 forward casts and 147 casts back per step of
+GPT-2 small, 4.1 ms of copy kernels per step; aten::to 24 us profiled per cast).
+"""
+
+from __future__ import annotations
+
+# the shortest cast kernels (a bias, a LayerNorm weight): 1.2 us, the 5th percentile of the cast kernels of all
+# three bf16 calibration pairs' fixed runs on the H200 (launch and tail, no bandwidth term)
+CAST_FLOOR_NS = 1_200.0
+# achievable share of the HBM bandwidth of the cast kernels, measured on the H200 over the casts of more than
+# 1 M elements in the fixed runs of bf16_gpubound and bf16_gpt2 (6 bytes per element over the kernel time):
+# FP32 -> bf16 runs the vectorized bfloat16_copy_kernel_cuda at 4.03-4.12 TB/s (84-86 % of 4.8: as the 0.8 of
+# gemm_shapes.HBM_EFFICIENCY); bf16 -> FP32 runs the generic unrolled direct_copy_kernel_cuda (dynamic casting,
+# not vectorized) at 1.83-2.06 TB/s (38-43 %)
+CAST_DOWN_HBM_EFFICIENCY = 0.8
+CAST_UP_HBM_EFFICIENCY = 0.4
+CAST_BYTES = 6  # bytes moved per element: read 4 + write 2 (FP32 -> bf16), the cast back read 2 + write 4
+
+# aten ops autocast runs in FP32 (the "CUDA Ops that can autocast to float32" list, aten spellings): their
+# outputs are FP32 activations that the next matrix op casts
+FP32_OPS = (
+    r"^aten::(?:native_|_)?(?:layer_norm|group_norm|rms_norm|softmax|log_softmax|_softmax|_log_softmax"
+    r"|cross_entropy_loss|nll_loss\w*|mse_loss|l1_loss|smooth_l1_loss|huber_loss|kl_div|binary_cross_entropy\w*"
+    r"|cumsum|cumprod|prod|logsumexp|norm|frobenius_norm|cosine_similarity|pdist|cdist|renorm|exp|log|pow"
+    r"|rsqrt|reciprocal|erfinv|softplus)$"
+)
+
+# FP32-list norms: their input is nearly always a residual add (x + sublayer(x)), which keeps the FP32 stream's
+# dtype, not a matrix op's bf16 output: no cast up is counted before them
+NORMS = r"norm"
+
+# ops autocast runs in the low-precision dtype (their outputs are bf16 activations)
+MATRIX_OPS = (
+    r"^aten::(?:mm|bmm|addmm|baddbmm|addbmm|matmul|linear|_addmm_activation|conv\w*|_?convolution"
+    r"|cudnn_convolution\w*|miopen_convolution\w*|_efficient_attention_forward|_flash_attention_forward"
+    r"|_scaled_dot_product\w*|scaled_dot_product\w*)$"
+)
+
+# matrix op (aten name) -> (parameter operand positions, activation operand positions) in its Input Dims;
+# ops not listed count every FP32 operand as an activation
+OPERANDS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "aten::addmm": ((0, 2), (1,)),
+    "aten::_addmm_activation": ((0, 2), (1,)),
+    "aten::linear": ((1, 2), (0,)),
+    "aten::mm": ((1,), (0,)),
+    "aten::matmul": ((1,), (0,)),
+    "aten::bmm": ((), (0, 1)),
+    "aten::baddbmm": ((0,), (1, 2)),
+    "aten::cudnn_convolution": ((1,), (0,)),
+    "aten::convolution": ((1, 2), (0,)),
+    "aten::_convolution": ((1, 2), (0,)),
+    "aten::miopen_convolution": ((1, 2), (0,)),
+}
