@@ -121,6 +121,21 @@ def test_fix_cut_host_time():
     assert p.impact_ns == 0
 
 
+def test_fix_host_delay_adds_host_work():
+    """``host_delay``: host work added before calls. In the synchronised loop (5 launches of 10 us, 500 us of GPU
+    work, a sync) a small delay only postpones each step's first kernel (the sync's is absorbed by its wait; the
+    trace's first call has no host work before it to grow); a delay longer than a kernel makes the loop
+    host-bound."""
+    tr = _loop(sync=True)
+    r = Replayer(tr, overhead_ns=0)
+    ev = indexed(tr).collect()
+    eids = ev.filter(ev["kind"] == "runtime")["eid"]
+    small = r.predict(Fix("small casts").host_delay(eids, 20_000))
+    assert small.after_ns - r.window_ns == pytest.approx(9 * 20_000, rel=0.05)
+    big = r.predict(Fix("slow casts").host_delay(eids, 200_000))
+    assert big.after_ns == pytest.approx(10 * (6 * 200_000 + 50_000), rel=0.05) and big.impact_ns == 0
+
+
 def _steps_trace(first_step_us: float) -> object:
     """Four steps of 10 kernels (the first ``first_step_us`` long, its kernels at its end)."""
     from traceadvisor.testing import TraceBuilder

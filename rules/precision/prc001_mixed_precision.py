@@ -19,18 +19,35 @@ fp8, int8) by name; kernels whose name shows no precision are left out. A device
 are at least ``min_share`` of its labelled matrix-kernel time (a mixed-precision run keeps a few FP32 GEMMs on
 purpose: loss, norms, optimizer), and its low-precision peak is faster. Per kernel the predicted speed-up is the
 device's dense peak ratio ``peak(bf16, else fp16) / peak(tf32 or fp32)``, capped at ``max_speedup`` (small GEMMs do
-not reach the full ratio); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``, and the fix replayed
-(docs/impact.md) gives each kernel ``dur / speedup``. Elementwise, norm and copy kernels, which also get faster
-in bf16 (half the bytes), are not counted, nor are the casts autocast adds (a copy kernel per weight and
-activation entering a matrix op, and their host ops): measured on the H200 the two roughly cancel on a ViT
-(``bf16_gpubound``: elementwise and reductions -14 ms, casts +14 ms over 4 steps), while on GPT-2 the casts and
-GEMMs faster by less than the peak ratio (1.5x for TF32 -> bf16) make the prediction high (``bf16_gpt2``).
+not reach the full ratio), and 1 for a GEMM whose recorded M, N or K is not a multiple of 8 elements (16 bytes of
+bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary GEMMs, N = 50257, ran at
+117-130 TFLOP/s in TF32 and 94-146 in bf16 on the H200, while its aligned GEMMs ran 1.9-3.6x faster, so the peak
+ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``.
 
-Calibration (tests/test_calibration.py, measured unprofiled on an H200): ViT-S at batch 256 (GPU-bound)
-predicted 41.2 % vs 47.3 % measured; FP32 ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.6 % vs 61.8 %;
-ViT-S at batch 64 (host-bound: autocast measured 18.5 % slower) 4.3 %, within the tolerance of "no saving"; the
-held-out GPT-2 pair 30.3 % vs 14.6 % (a known gap). The attention kernels of PyTorch's memory-efficient FP32
-path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix kernels.
+The fix replayed (docs/impact.md) gives each kernel ``dur / speedup`` and adds what autocast itself costs, from
+the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``: before each forward matrix op a
+cast kernel per FP32 parameter operand (weights, biases: cast at every use) and per FP32 activation operand (one
+whose last dtype-setting producer is an FP32-list op such as LayerNorm or the step's input, not a matrix op, whose
+output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's ``pow``, the loss's
+``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other way, spread over the
+backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth (FP32 -> bf16 at
+0.8 of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream just before its
+kernel; each cast also costs the host one small op (``Fix.host_delay`` on the thread, before the launch): the
+median of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...) less the
+profiler's per-event cost of the events inside them. A host-bound step can therefore get slower: the replayed
+window with the fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the finding is
+``minor``: autocast is then not the advice. Not modelled: elementwise, norm and reduction kernels that get faster
+on bf16 data (measured -12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the
+bytes, and the casts of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's
+gradient: 48 of 195 backward casts per GPT-2 step).
+
+Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.8 %
+vs 14.6 % measured (30.3 % before the casts and the unaligned GEMMs were modelled); ViT-S at batch 256 (GPU-bound)
+36.8 % vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32
+ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.3 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast
+measured 18.5 % slower) a loss of 6.3 % (replayed window 142.2 -> 151.1 ms over 4 steps), so no saving. The attention kernels of
+PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32
+matrix kernels.
 
 Thresholds: ``h200_train_planted`` (FP32 GEMMs, TF32 off) runs 100 % of its matrix time on ``sm80_xmma_..._ffma``
 and ``cutlass_80_simt_sgemm`` kernels; ``h200_train_fixed`` (bf16 autocast) and the TraceLens bf16 inference traces
