@@ -16,6 +16,7 @@ import polars as pl
 
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
+from traceadvisor.replay.rows import covered
 from traceadvisor.replay.sim import relax, warm_up_for
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
@@ -172,25 +173,9 @@ class Replayer:
         if not c.height:
             return w
         rec = g.recorded_points()
-        t0 = int(min(rec.min(), c["start_ns"].min())) - 1
-        scale = np.int64(1) << np.int64(42)
-        merged = _merge(c.select("tcode", "start_ns", "end_ns"))
-        ks = merged["tcode"].to_numpy() * scale + (merged["start_ns"].to_numpy() - t0)
-        ke = merged["tcode"].to_numpy() * scale + (merged["end_ns"].to_numpy() - t0)
-        cum = np.concatenate([[0], np.cumsum(ke - ks)])
-
-        def covered(k: np.ndarray) -> np.ndarray:  # cut time before key k on its thread (keys sorted)
-            i = np.searchsorted(ks, k, side="right") - 1
-            out = cum[np.maximum(i, 0)] + np.clip(k - ks[np.maximum(i, 0)], 0, None).clip(
-                max=(ke - ks)[np.maximum(i, 0)]
-            )
-            return np.where(i >= 0, out, 0)
-
         ch = np.nonzero(g.etype == G.E_CHAIN)[0]
-        tc = g.thread[g.src[ch] // 2]
-        a = tc * scale + (rec[g.src[ch]] - t0)
-        b = tc * scale + (rec[g.dst[ch]] - t0)
-        overlap = covered(b) - covered(a)
+        cut = [c[k].to_numpy().astype(np.int64) for k in ("tcode", "start_ns", "end_ns")]
+        overlap = covered(*cut, g.thread[g.src[ch] // 2], rec[g.src[ch]], rec[g.dst[ch]])
         delta = rec[g.dst[ch]] - rec[g.src[ch]] - self._ovh[ch]
         w = w.copy()
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
@@ -254,35 +239,21 @@ def graph_launch_fix(trace: Trace, at_ns: np.ndarray | None = None, method: str 
             mine = mine[np.argsort(g.start[mine], kind="stable")]
             s0, e0 = g.start[mine], g.end[mine]
             # the launch calls themselves (the first one stays, as the graph launch) ...
-            rows += [(int(th), int(x), int(y)) for x, y in zip(s0[1:], e0[1:], strict=True)]
+            rows.append((np.full(len(s0) - 1, th, np.int64), s0[1:], e0[1:]))
             # ... and the host's dispatch work between consecutive launches; longer host phases stay
             gap_s, gap_e = e0[:-1], s0[1:]
             short = (gap_e - gap_s > 0) & (gap_e - gap_s <= GRAPH_DISPATCH_GAP_NS)
-            rows += [(int(th), int(x), int(y)) for x, y in zip(gap_s[short], gap_e[short], strict=True)]
-    if not rows:
+            rows.append((np.full(int(short.sum()), th, np.int64), gap_s[short], gap_e[short]))
+    if not sum(len(r[0]) for r in rows):
         return None
-    cuts = pl.DataFrame(rows, schema=["tcode", "start_ns", "end_ns"], orient="row").join(
-        g.threads, on="tcode"
-    )
+    cols = {k: np.concatenate([r[i] for r in rows]) for i, k in enumerate(("tcode", "start_ns", "end_ns"))}
+    cuts = pl.DataFrame(cols).join(g.threads, on="tcode")
     nodes = np.concatenate(lat_nodes)
     le = rp._launch[nodes]
     lat = np.where(le >= 0, np.minimum(g.w[np.maximum(le, 0)], g.typ_lat), g.typ_lat)
     fx = Fix(method or f"one graph launch per step ({len(segs)} steps, {len(nodes)} activities)")
     fx.cut_host(cuts["rank"], cuts["pid"], cuts["tid"], cuts["start_ns"], cuts["end_ns"])
     return fx.launch_latency(g.eid[nodes], lat)
-
-
-def _merge(df: pl.DataFrame) -> pl.DataFrame:
-    """Union of intervals per ``tcode``, sorted."""
-    s = df.sort("tcode", "start_ns").with_columns(prev=pl.col("end_ns").cum_max().shift(1).over("tcode"))
-    s = s.with_columns(
-        grp=(pl.col("prev").is_null() | (pl.col("start_ns") > pl.col("prev"))).cast(pl.Int64).cum_sum()
-    )
-    return (
-        s.group_by("tcode", "grp")
-        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-        .sort("tcode", "start_ns")
-    )
 
 
 # What the profiler adds to the host per event it records (an op, a runtime call, a Python function, a range):
