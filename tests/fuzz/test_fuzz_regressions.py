@@ -274,6 +274,7 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
         ("nsys", 545, False),  # ANALYSIS_DETAILS.stopTime unreadable
         ("nsys", 624, False),  # a damaged schema whose error message is not UTF-8
         ("nsys", 670, False),  # damaged StringIds: runtime calls without names broke the critical path
+        ("nsys", 980, False),  # a smeared StringIds repeating an id: the name join duplicated kernels
     ],
 )
 def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):

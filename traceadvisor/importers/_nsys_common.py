@@ -248,9 +248,14 @@ class Context:
             )
             if df is None or df.height == 0:
                 df = pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
-            self._strings = df.select(
-                pl.col("id").cast(pl.Int64).alias("__sid"), pl.col("value").cast(pl.String)
-            )
+            df = df.select(pl.col("id").cast(pl.Int64).alias("__sid"), pl.col("value").cast(pl.String))
+            n = df.height
+            df = df.unique(subset="__sid", keep="first", maintain_order=True)  # a lookup: one row per id
+            if df.height < n:
+                self.warn(
+                    f"{n - df.height:,} StringIds rows repeat an id (a damaged page): the first string is used"
+                )
+            self._strings = df
         return self._strings
 
     def string_of(self, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
