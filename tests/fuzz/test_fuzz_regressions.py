@@ -274,7 +274,12 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
         ("nsys", 545, False),  # ANALYSIS_DETAILS.stopTime unreadable
         ("nsys", 624, False),  # a damaged schema whose error message is not UTF-8
         ("nsys", 670, False),  # damaged StringIds: runtime calls without names broke the critical path
-        ("nsys", 980, False),  # a smeared StringIds repeating an id: the name join duplicated kernels
+        ("nsys", 980, False),
+        (
+            "kineto",
+            1133,
+            False,
+        ),  # a GPU event's pid of 2**63-1: its device id overflowed int32  # a smeared StringIds repeating an id: the name join duplicated kernels
     ],
 )
 def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):

@@ -183,7 +183,7 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         .then(pl.coalesce(pl.col("a_device"), pl.col("pid_int")))
         .when((pl.col("cat") == "cpu_instant_event") & (pl.col("a_dev_type") != 0))
         .then(pl.col("a_dev_id"))
-        .cast(pl.Int32),
+        .cast(pl.Int32, strict=False),  # a device id beyond int32 (damaged) is unknown
         stream=pl.when(is_gpu & (gpu_stream >= 0)).then(gpu_stream),
         start_ns=pl.col("ts_ns"),
         dur_ns=pl.when(ph == "X").then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
