@@ -195,6 +195,10 @@ def test_real_nsys_profile_output_analyzes_with_the_marker_steps():
     assert [st["name"] for st in steps] == ranges
     assert s["step_source"] == "ProfilerStep"
     assert all(st["gpu_time_ns"] > 5_000_000 for st in steps[:5])  # 5 full iterations, 18 ms of GPU work each
+    # the last range (last optimizer.step() to the script's exit, 0.8 ms, no GPU work of its own) is partial
+    assert [st["left_out"] for st in steps] == [None] * 5 + ["partial"]
+    assert s["steps"] == 6 and s["analysed_steps"] == 5 and s["partial_excluded"] == 1
+    assert s["end_ns"] < steps[5]["start_ns"] + steps[5]["dur_ns"]  # the window ends with the last full step
     ev = result.trace(0).events
     assert ev.filter(pl.col("kind") == "kernel").select(pl.len()).collect().item() == kernels
     syn = result.findings.filter(pl.col("rule") == "SYN001")

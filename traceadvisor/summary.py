@@ -8,8 +8,13 @@ Definitions (int64 ns; issue 12 item 5):
   start order. A step's **time** runs completion to completion (a step completes when its host range and the
   GPU work launched in it have ended). **Warm-up**: the first step of a rank is warm-up when its time is more
   than ``knowledge.steps.WARMUP_FACTOR`` times the median of the later ones and at least
-  ``WARMUP_MIN_EXCESS_NS`` longer; the **analysed steps** are the others (the steady state); warm-up GPU work
-  is outside the window.
+  ``WARMUP_MIN_EXCESS_NS`` longer. **Before the first step**: ``before_first_step_ns``, from the capture's
+  first event to the first step's start (a whole-process capture's start-up): never analysed. **Trailing partial step**: the last step of a rank (of at least three) is
+  partial when its time is under ``knowledge.steps.PARTIAL_FACTOR`` of the median of the others and its GPU time
+  under that share of their median GPU time (little or no GPU work of its own: e.g. the range a step marker
+  opens after the last ``optimizer.step()`` and the script's exit closes). The **analysed steps** are the
+  others (the steady state); each left-out step says why (``left_out``: warm-up or partial) and its GPU work is
+  outside the window.
 * **In-window GPU work** (kernel, memcpy, memset on a device): with steps, the work launched inside an analysed
   step (its runtime call, matched by ``correlation_id``, starts in the step; without correlation data its own
   start decides, up to the next step's start). Without steps, all GPU work. Either way GPU work whose launch is
@@ -69,17 +74,20 @@ def step_frame(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
     """``steps`` plus ``done_ns`` (the step completes when its host range and the GPU work launched in it have
-    ended), ``time_ns`` (completion to completion; the first step from its start), ``warmup`` and ``analysed``.
+    ended), ``time_ns`` (completion to completion; the first step from its start), ``warmup``, ``partial``,
+    ``analysed`` and ``left_out`` (why a step is not analysed: ``"warm-up"``, ``"partial"``, else null).
 
     The first step of a rank is warm-up when its ``time_ns`` exceeds ``WARMUP_FACTOR`` times the median of the
-    later steps and that median by ``WARMUP_MIN_EXCESS_NS``: a host that runs ahead of the GPU does not make a
-    GPU-bound first step look like warm-up."""
-    ends = (
-        gpu.filter(pl.col("step").is_not_null()).group_by("rank", "step").agg(gpu_end=pl.col("end_ns").max())
+    later full steps and that median by ``WARMUP_MIN_EXCESS_NS``: a host that runs ahead of the GPU does not make
+    a GPU-bound first step look like warm-up. The last step is partial as the module docstring says."""
+    per_step = (
+        gpu.filter(pl.col("step").is_not_null())
+        .group_by("rank", "step")
+        .agg(gpu_end=pl.col("end_ns").max(), _gpu=pl.col("dur_ns").sum())
     )
     st = (
-        steps.join(ends, on=["rank", "step"], how="left")
-        .with_columns(done_ns=pl.max_horizontal("end_ns", "gpu_end"))
+        steps.join(per_step, on=["rank", "step"], how="left")
+        .with_columns(done_ns=pl.max_horizontal("end_ns", "gpu_end"), _gpu=pl.col("_gpu").fill_null(0))
         .sort(["rank", "step"])
         .with_columns(done_ns=pl.col("done_ns").cum_max().over("rank"))
         .with_columns(
@@ -87,14 +95,36 @@ def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
         )
         .drop("gpu_end")
     )
-    later = pl.col("time_ns").filter(pl.col("step") > 0).median().over("rank")
+    n = pl.len().over("rank")
+    others = pl.col("step") < pl.col("step").max().over("rank")
+    share = step_facts.PARTIAL_FACTOR
+    partial = (
+        (pl.col("step") == pl.col("step").max().over("rank"))
+        & (n >= 3)
+        & (pl.col("time_ns") < share * pl.col("time_ns").filter(others).median().over("rank"))
+        & (pl.col("_gpu") <= share * pl.col("_gpu").filter(others).median().over("rank"))
+    )
+    st = st.with_columns(partial=partial.fill_null(False))
+    full = ~pl.col("partial")
+    later = pl.col("time_ns").filter((pl.col("step") > 0) & full).median().over("rank")
     warm = (
         (pl.col("step") == 0)
-        & (pl.len().over("rank") > 1)
+        & (full.sum().over("rank") > 1)
         & (pl.col("time_ns") > step_facts.WARMUP_FACTOR * later)
         & (pl.col("time_ns") - later >= step_facts.WARMUP_MIN_EXCESS_NS)
     )
-    return st.with_columns(warmup=warm.fill_null(False)).with_columns(analysed=~pl.col("warmup"))
+    return (
+        st.with_columns(warmup=warm.fill_null(False))
+        .with_columns(analysed=~pl.col("warmup") & full)
+        .with_columns(
+            left_out=pl.when(pl.col("warmup"))
+            .then(pl.lit("warm-up"))
+            .when(pl.col("partial"))
+            .then(pl.lit("partial"))
+            .otherwise(pl.lit(None, dtype=pl.String))
+        )
+        .drop("_gpu")
+    )
 
 
 def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool) -> pl.LazyFrame:
@@ -205,7 +235,7 @@ def plan(trace: Trace) -> SummaryPlan:
         gpu_with_launch(lf, records_launches(trace)), step_frame(lf) if has_steps else None
     )
     st = with_warmup(step_frame(lf), g_steps)
-    warm = st.filter(pl.col("warmup")).select("rank", "step", _warm=pl.lit(True))
+    warm = st.filter(~pl.col("analysed")).select("rank", "step", _warm=pl.lit(True))
     g_all = (
         g_steps.join(warm, on=["rank", "step"], how="left")
         .with_columns(step=pl.when(pl.col("_warm").fill_null(False)).then(None).otherwise(pl.col("step")))
@@ -296,6 +326,13 @@ def plan(trace: Trace) -> SummaryPlan:
         "streams": streams,
         "kernels": kernels,
         "outside": outside,
+        "first": pl.concat(
+            [
+                lf.select(capture_ns=pl.col("start_ns").min(), step_ns=pl.lit(None, dtype=pl.Int64)),
+                st.select(capture_ns=pl.lit(None, dtype=pl.Int64), step_ns=pl.col("start_ns").min()),
+            ],
+            how="vertical_relaxed",
+        ).select(pl.col("capture_ns").min(), pl.col("step_ns").min()),
     }
     return SummaryPlan(trace, has_steps, frames)
 
@@ -308,9 +345,7 @@ class Summary:
     """Collected summary of one trace (see the module docstring for every definition)."""
 
     windows: pl.DataFrame  # rank, device, start_ns, end_ns, window_ns, busy_ns, idle_ns, gpu_time_ns, count
-    steps: (
-        pl.DataFrame
-    )  # rank, step, name, start_ns, end_ns, dur_ns, next_ns, warmup, analysed, gpu_*, busy_ns
+    steps: pl.DataFrame  # rank, step, name, start_ns, end_ns, dur_ns, next_ns, warmup, partial, analysed, left_out, gpu_*, busy_ns
     categories: pl.DataFrame  # category, time_ns, busy_ns, count
     device_categories: pl.DataFrame  # rank, device, category, time_ns, busy_ns, count
     step_categories: (
@@ -322,6 +357,9 @@ class Summary:
     roofline: dict[str, Any] = field(default_factory=dict)  # traceadvisor.roofline.roofline_summary
     outside_ns: int = 0
     outside_count: int = 0
+    before_first_step_ns: int | None = (
+        None  # capture start to the first step's start (with steps): not analysed
+    )
     totals: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -339,6 +377,9 @@ class Summary:
             outside_ns=int(out["outside_ns"][0] or 0) if out.height else 0,
             outside_count=int(out["outside_count"][0] or 0) if out.height else 0,
         )
+        first = frames["first"]
+        if p.has_steps and first.height and first["step_ns"][0] is not None:
+            s.before_first_step_ns = max(0, int(first["step_ns"][0]) - int(first["capture_ns"][0]))
         s.totals = s._totals()
         from traceadvisor.roofline import roofline_summary
 
@@ -360,8 +401,10 @@ class Summary:
             "steps": st.height,
             "analysed_steps": analysed.height,
             "warmup_excluded": bool(st.height and st["warmup"].any()),
+            "partial_excluded": int(st["partial"].sum()) if st.height else 0,
             "median_step_ns": int(analysed["time_ns"].median()) if analysed.height else None,
             "outside_ns": self.outside_ns,
+            "before_first_step_ns": self.before_first_step_ns,
             "start_ns": int(w["start_ns"].min()) if w.height else None,
             "end_ns": int(w["end_ns"].max()) if w.height else None,
         }
@@ -373,7 +416,16 @@ class Summary:
             "step_source": self.step_source,
             "devices": self.windows.to_dicts(),
             "step_list": self.steps.select(
-                "rank", "step", "name", "start_ns", "dur_ns", "time_ns", "warmup", "gpu_time_ns", "busy_ns"
+                "rank",
+                "step",
+                "name",
+                "start_ns",
+                "dur_ns",
+                "time_ns",
+                "warmup",
+                "left_out",
+                "gpu_time_ns",
+                "busy_ns",
             ).to_dicts(),
             "categories": self.categories.to_dicts(),
             "streams": self.streams.to_dicts(),

@@ -65,7 +65,7 @@ def test_summary_is_the_same_in_every_output(path, analysed):
     tot = s.totals
     assert tot["busy_ns"] + tot["idle_ns"] == tot["window_ns"] and tot["idle_ns"] >= 0
     assert s.categories["busy_ns"].sum() == tot["busy_ns"]
-    assert tot["analysed_steps"] == tot["steps"] - int(tot["warmup_excluded"])
+    assert tot["analysed_steps"] == tot["steps"] - int(tot["warmup_excluded"]) - tot["partial_excluded"]
     # JSON
     js = result_to_dict(res)["traces"][0]["summary"]
     for k in ("window_ns", "busy_ns", "idle_ns", "steps", "analysed_steps", "median_step_ns"):

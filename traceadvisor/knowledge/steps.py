@@ -28,3 +28,7 @@ FAMILY_KINDS = ("annotation",)
 # WARMUP_MIN_EXCESS_NS) is warm-up, left out of the analysed window (WRM001 reports it).
 WARMUP_FACTOR = 2.0
 WARMUP_MIN_EXCESS_NS = 1_000_000
+# Trailing partial step: a last step (of three or more) whose time is under this share of the median of the
+# others and whose GPU time is under this share of their median GPU time is left out of the analysed window (the
+# range a step marker opens after the last optimizer step and the script's exit closes).
+PARTIAL_FACTOR = 0.25

@@ -17,8 +17,16 @@ def items(s: Summary) -> list[tuple[str, str]]:
     w = t["window_ns"]
     if t["steps"]:
         steps = f"{t['analysed_steps']} analysed"
-        if t["warmup_excluded"]:
-            steps += f" of {t['steps']} (first left out as warm-up)"
+        why = [
+            w
+            for w, on in (
+                ("first left out as warm-up", t["warmup_excluded"]),
+                ("last left out as a partial step", t.get("partial_excluded")),
+            )
+            if on
+        ]
+        if why:
+            steps += f" of {t['steps']} ({'; '.join(why)})"
         if t["median_step_ns"] is not None:
             steps += f", median {fmt_duration(t['median_step_ns'])}"
     else:
