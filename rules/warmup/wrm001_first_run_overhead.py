@@ -30,6 +30,14 @@ One-time costs that a steady-state measurement should not contain:
   `step_0`, `train_step_0`) more than `first_step_factor` times the median of the later ones (needs at
   least 3 iterations); only the part not already explained by the items above is added.
 
+Only the measured window counts: in a trace with steps, warm-up before the first step starts is not a
+finding. The capture began before the loop (a whole-process `nsys profile` holds Python start-up, imports, the
+model build and CUDA context creation), and that time is no part of any step a benchmark or the analysed
+window measures; the summary gives it as `before_first_step_ns` (time before the first step), never ranked. An item that starts before
+the first step and ends inside it counts from the step's start. Warm-up inside the steps (a first step that
+compiles, lazy module loads in the first iterations) is found as above. Without steps the whole capture is the
+window.
+
 ## Why it matters
 Compilation and loading happen once, but inside a profile of a few steps they dominate: every ratio (GPU
 utilisation, idle time, launch overhead) computed over such a window is wrong, and a benchmark that times
@@ -58,8 +66,10 @@ are far below the 100-1000x seen on real warm-ups and well above run-to-run jitt
 
 Predicted saving (the replay, docs/impact.md): the fix is "warm up before measuring" (or a compile cache):
 the merged warm-up intervals are removed (host time on every thread of the rank, GPU work starting in them)
-and the replay measures the whole capture, since the analysed window already leaves the warm-up out; the
-finding's `window_ns` is then the window, its `prediction` the capture before and after.
+and the replay measures the saving on the whole capture, since the analysed window already leaves a warm-up
+first step out; the window it is a share of (the finding's `window_ns`, the headline's "% of the window") is
+the steps with the warm-up step included (the whole capture without steps), and `prediction` gives that window
+before and after.
 
 ## Known false positives
 A GPU-idle stretch of a data loader starting its worker processes (or reading many small files) carries the
@@ -94,7 +104,7 @@ RULE = Rule(
     title="Compile and warm-up inside the measured window",
     summary=(
         "{impact_ms:.0f} ms of one-time warm-up inside the measured window: {breakdown}; warming up before "
-        "the window would save {saving_ms:.0f} ms ({saving_pct:.1f}% of the capture)"
+        "the window would save {saving_ms:.0f} ms ({saving_pct:.1f}% of the window)"
     ),
     advice={
         "common": (
@@ -494,12 +504,28 @@ def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.Laz
     )
 
 
+def _from_first_step(lf: pl.LazyFrame, iv: pl.LazyFrame) -> pl.LazyFrame:
+    """``iv`` from the first step's start on, per rank with steps: what ran before the loop began (Python
+    start-up, imports, the model build of a whole-process capture) is outside the measured window."""
+    s0 = _iterations(lf).group_by("_rk").agg(_s0=pl.col("start_ns").min())
+    return (
+        iv.join(s0, on="_rk", how="left")
+        .with_columns(start_ns=pl.max_horizontal("start_ns", pl.col("_s0").fill_null(pl.col("start_ns"))))
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+        .drop("_s0")
+    )
+
+
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     min_total = int(options["min_total_ns"])
     merged = _merge(
-        pl.concat(
-            [*_explicit(lf), *_first_calls(lf, options), _compile_gaps(lf, options)], how="vertical_relaxed"
+        _from_first_step(
+            lf,
+            pl.concat(
+                [*_explicit(lf), *_first_calls(lf, options), _compile_gaps(lf, options)],
+                how="vertical_relaxed",
+            ),
         )
     )
     rows = pl.concat([merged, _first_step(lf, merged, options)], how="diagonal_relaxed")

@@ -136,3 +136,51 @@ def test_amd_module_loads_and_first_step():
     # step 0 is 7 ms over the median; 3 ms of it is the module load, so the step adds 4 ms
     assert cats["first step"] == pytest.approx(4.0)
     assert f.advice["stack"] == "amd" and "MIOPEN_FIND_MODE" in f.advice["primary"]
+
+
+def _loop(compile_at_us: float | None, steps: int = 5):
+    """Steady 1.5 ms steps from t = 400 ms on; a 350 ms compile span at ``compile_at_us`` (None: none)."""
+    b = TraceBuilder(name="loop")
+    if compile_at_us is not None:
+        b.cpu_op("_compile.compile_inner (dynamo_timed)", compile_at_us, 350_000.0)
+    t = 400_000.0
+    for i in range(steps):
+        dur = 351_500.0 if compile_at_us is not None and compile_at_us >= 400_000.0 and i == 0 else 1_500.0
+        b.step(i, t, dur)
+        for k in range(4):
+            b.launch(
+                "triton_poi_fused_gelu_0", t + dur - 1_000.0 + 100.0 * k, t + dur - 980.0 + 100.0 * k, 80.0
+            )
+        t += dur
+    return b.build()
+
+
+def test_warm_up_before_the_first_step_is_outside_the_window():
+    """A capture that began before the loop: a compile before the first step is no finding."""
+    assert _run(_loop(10_000.0)).findings == []
+
+
+def test_compile_inside_the_first_step_is_a_share_of_the_steps():
+    (f,) = _run(_loop(400_010.0)).findings
+    assert f.evidence["by_category_ms"]["torch.compile"] == pytest.approx(350.0, rel=0.01)
+    assert f.impact_ns == pytest.approx(350e6, rel=0.02)
+    # the window is the steps, the warm-up step included: 351.5 ms + 4 x 1.5 ms
+    assert f.window_ns == pytest.approx(357.5e6, rel=0.02) and "% of the window" in f.summary
+    assert f.share == pytest.approx(f.impact_ns / f.window_ns)
+
+
+def test_straddling_warm_up_counts_from_the_first_step():
+    rows = RM.module.detect(_loop(300_000.0), DEFAULTS).collect()
+    assert rows["start_ns"].min() >= 400_000_000  # clipped at the first step's start
+
+
+def test_whole_process_nsys_capture_start_up_is_not_warm_up():
+    """fixtures/nsys/h200_gpt2_profile_nsys.sqlite: 13 s of Python start-up, imports and model build (module
+    loads, file lookups) before ProfilerStep#0; the steps themselves are steady (15-16 ms each)."""
+    from conftest import ROOT
+
+    import traceadvisor as ta
+
+    r = ta.analyze(ROOT / "fixtures" / "nsys" / "h200_gpt2_profile_nsys.sqlite", cache=False)
+    assert r.findings.filter(pl.col("rule") == "WRM001").height == 0
+    assert r.analysis.summary(0).totals["before_first_step_ns"] > 13e9

@@ -198,7 +198,7 @@ def build_findings(
         if pred is None and isinstance(no_fix, str):
             note = f"not modelled: {no_fix}"
         window = span
-        if pred is not None and pred.scope == "capture":  # measured on the whole capture (warm-up)
+        if pred is not None and pred.scope == "capture":  # measured on every step, warm-up included
             window = max(pred.before_ns, 1)
         # a rule with a fix reports the replayed saving (0 where the fix cannot be expressed on this trace);
         # its own bound goes to bound_ns, never to impact_ns

@@ -62,7 +62,12 @@ class Replayer:
         self.trace = trace
         warm_up_for(trace.events.height)  # numba loads while the graph is built
         self.g = G.build(trace)
+        if summary is None and (self.g.ntype == G.MARKER).any():
+            from traceadvisor.summary import summarize
+
+            summary = summarize(trace)
         self.mask = window_nodes(self.g, _analysed_starts(trace, summary, self.g))
+        self._steps_starts = _analysed_starts(trace, summary, self.g, "full")
         self.before = queued_before(self.g, self.mask)
         self._own = self.g.edge_of(G.E_OWN)
         self._launch = self.g.edge_of(G.E_LAUNCH)
@@ -81,6 +86,14 @@ class Replayer:
             self.base_w[ch] = np.maximum(0, self.g.w[ch] - self._ovh[ch])
         self.times, self.via = self.run(None)
         self.window_ns = span(self.times, self.mask, self.before, self.g)
+
+    @property
+    def steps_mask(self) -> np.ndarray:
+        """What a capture-scope fix's saving is a share of: every full step, a warm-up first step included (not
+        the trailing partial step, nor what ran before the first step); the whole capture without steps."""
+        if self._steps_starts is None:
+            return self.capture_mask
+        return window_nodes(self.g, self._steps_starts)
 
     @property
     def capture_mask(self) -> np.ndarray:
@@ -188,8 +201,12 @@ class Replayer:
     def predict(self, fix: Fix) -> Prediction:
         t, _ = self.run(fix)
         if fix.scope == "capture":
+            # the saving is replayed on the whole capture (what follows the removed warm-up moves up) and stated
+            # against the steps it was found in (every full step, the warm-up step included)
             every = self.capture_mask
-            return Prediction(span(self.times, every), span(t, every), fix.method, scope="capture")
+            saving = max(0, span(self.times, every) - span(t, every))
+            before = span(self.times, self.steps_mask)
+            return Prediction(before, max(0, before - saving), fix.method, scope="capture")
         return Prediction(self.window_ns, span(t, self.mask, self.before, self.g), fix.method)
 
 
@@ -302,8 +319,9 @@ def _overhead_per_edge(trace: Trace, g: G.Graph, per_event_ns: float) -> np.ndar
     return out
 
 
-def _analysed_starts(trace: Trace, summary, g: G.Graph) -> np.ndarray | None:
-    """Start times of the analysed steps (the library summary's steady state); None without step markers."""
+def _analysed_starts(trace: Trace, summary, g: G.Graph, which: str = "analysed") -> np.ndarray | None:
+    """Start times of the analysed steps (the library summary's steady state; ``which="full"``: every step but a
+    trailing partial one); None without step markers."""
     if not (g.ntype == G.MARKER).any():
         return None
     if summary is None:
@@ -311,9 +329,10 @@ def _analysed_starts(trace: Trace, summary, g: G.Graph) -> np.ndarray | None:
 
         summary = summarize(trace)
     st = summary.steps
-    if not st.height or "analysed" not in st.columns:
+    if not st.height or not {"analysed", "partial"} <= set(st.columns):
         return None
-    return st.filter(pl.col("analysed"))["start_ns"].to_numpy().astype(np.int64)
+    keep = pl.col("analysed") if which == "analysed" else ~pl.col("partial")
+    return st.filter(keep)["start_ns"].to_numpy().astype(np.int64)
 
 
 _CACHE: dict[int, tuple[Trace, Replayer]] = {}

@@ -17,8 +17,9 @@ finds the rows of GPU activities or host calls from the keys a rule has). The pr
         .detach(eids)                        # nothing on the GPU queue waits for these (overlapped comm)
         .remove(rank, start_ns, end_ns)      # everything in these intervals gone (warm-up before the window)
 
-``scope="capture"`` measures the fix on the whole capture instead of the analysed window (a warm-up fix:
-the warm-up lies before the steady-state steps the window holds).
+``scope="capture"`` replays the fix on the whole capture instead of the analysed window (a warm-up fix: the
+warm-up lies before the steady-state steps the window holds) and states the saving against every step, a warm-up
+first step included (the whole capture without steps).
 
 Each takes numpy arrays or polars Series / columns; ``Fix.merge`` combines fixes (``prediction_all``).
 A rule whose fix cannot be expressed returns None from ``fix`` (or has no ``fix``): the engine then reports
