@@ -277,3 +277,28 @@ def test_rank_summary_is_the_library_summary(tmp_path):
         and row["analysed_steps"] == lib["analysed_steps"]
     )
     assert result_to_dict(res)["traces"][1]["summary"] == lib
+
+
+def test_job_html_times_are_on_the_jobs_aligned_clock(tmp_path):
+    """A job has no single trace to measure from: the HTML's start/end (ms) columns are measured from the job's
+    earliest aligned start (each rank's clock less its offset), never absolute rank-clock times."""
+    import re
+
+    from traceadvisor.report.html import write_html
+
+    make_job(DDP2, tmp_path, 3, straggler=1, delay_ms=8.0, clock_ms=2.0, seed=5)
+    res = analyze_job([tmp_path], workers=1)
+    job = res.job
+    t0, offsets = crossrank.aligned_clock(crossrank.JobTables.concat([], []))
+    assert t0 is None and offsets == {}
+    assert job.t0_ns is not None and set(job.offsets_ns) == {0, 1, 2}
+    span_ms = max(r["span_ms"] for r in job.ranks)
+    out = tmp_path / "job.html"
+    write_html(res, out)
+    html = out.read_text()
+    assert "start (ms)" in html and not re.search(r"<td>[\d,.]{7,} s</td>", html)
+    heads = re.findall(r"<thead><tr><th>start \(ms\)</th>.*?</thead>\s*<tbody>(.*?)</tbody>", html, re.S)
+    starts = [
+        float(v.replace(",", "")) for b in heads for v in re.findall(r"<tr[^>]*>\s*<td>([-\d,.]+)</td>", b)
+    ]
+    assert starts and all(-5.0 <= v <= span_ms + 5.0 for v in starts)

@@ -155,6 +155,10 @@ class JobSummary:
     timing: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     rank_findings: list[dict[str, Any]] = field(default_factory=list)  # every rank's findings, compact
+    t0_ns: int | None = None  # the job's earliest aligned start (crossrank.aligned_clock)
+    offsets_ns: dict[int, int] = field(
+        default_factory=dict
+    )  # rank -> clock offset (rank clock - aligned clock)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -170,6 +174,7 @@ class JobSummary:
             "timing": self.timing,
             "warnings": self.warnings,
             "rank_findings": self.rank_findings,
+            "t0_ns": self.t0_ns,
         }
 
 
@@ -371,6 +376,7 @@ def analyze_job(
         }
         for f in rank_findings
     ]
+    job.t0_ns, job.offsets_ns = crossrank.aligned_clock(tables)
     res.job = job
     return res
 

@@ -302,9 +302,29 @@ def _finding_label(i: int, f) -> str:
     return f"#{i} {f.rule} {f.name}"
 
 
-def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any]) -> dict[str, Any]:
+def _on_job_clock(ev: dict[str, Any], rank: int | None, job) -> dict[str, Any]:
+    """Evidence of a job finding with its absolute times (each on its rank's own clock: the row's ``rank``, else
+    the finding's) moved onto the job's aligned clock (``crossrank.aligned_clock``)."""
+
+    def shift(d: dict[str, Any], rk: int | None) -> dict[str, Any]:
+        off = job.offsets_ns.get(rk, 0) if rk is not None else 0
+        return {
+            k: v - off if k.lower() in ABSOLUTE_TIMES and isinstance(v, (int, float)) else v
+            for k, v in d.items()
+        }
+
+    out = shift(ev, rank)
+    for k, v in ev.items():
+        if isinstance(v, list):
+            out[k] = [shift(r, r.get("rank", rank)) if isinstance(r, dict) else r for r in v]
+    return out
+
+
+def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any], job=None) -> dict[str, Any]:
     ev = dict(f.evidence or {})
     t0 = t0s[f.trace_index] if f.trace_index < len(t0s) else None
+    if t0 is None and job is not None and job.t0_ns is not None:  # a job: no one trace to measure from
+        ev, t0 = _on_job_clock(ev, f.rank, job), job.t0_ns
     items = ev.pop("items", None) or []
     total = ev.pop("items_total", len(items))
     shapes = ev.pop("shapes", None)
@@ -489,7 +509,8 @@ def build_context(
     timeline_opts.setdefault("max_segments", min(5000, max(1000, 10_000 // max(len(result.traces), 1))))
     t0s = [int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces]
     docs = {rm.code: rm for rm in result.rules}
-    findings = [_finding_ctx(i, f, t0s, docs) for i, f in enumerate(result.findings, 1)]
+    job_summary = getattr(result, "job", None)
+    findings = [_finding_ctx(i, f, t0s, docs, job_summary) for i, f in enumerate(result.findings, 1)]
     figs: dict[str, Any] = {}
     traces = []
     for i, t in enumerate(result.traces):

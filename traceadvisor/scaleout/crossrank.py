@@ -107,6 +107,21 @@ def clock_offsets(colls: pl.DataFrame) -> pl.DataFrame:
     return every.join(off, on="rank", how="left").with_columns(pl.col("offset_ns").fill_null(0)).sort("rank")
 
 
+def aligned_clock(t: JobTables) -> tuple[int | None, dict[int, int]]:
+    """The job's clock for its reports: its earliest aligned start (the first step or collective of any rank,
+    rank clock less the rank's offset) and each rank's offset; a time ``x`` on rank ``r``'s own clock is
+    ``x - offsets[r] - t0`` on the job's clock. ``t0`` None when no rank has steps or collectives."""
+    off = t.offsets()
+    offsets = {int(r): int(o) for r, o in off.select("rank", "offset_ns").drop_nulls("rank").iter_rows()}
+    starts = pl.concat(
+        [t.steps.select("rank", "start_ns"), t.collectives.select("rank", "start_ns")], how="vertical_relaxed"
+    ).drop_nulls()
+    if not starts.height:
+        return None, offsets
+    a = starts.join(off, on="rank", how="left").select(pl.col("start_ns") - pl.col("offset_ns").fill_null(0))
+    return int(a.to_series().min()), offsets
+
+
 def arrivals(colls: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
     """Each rank's collectives with aligned times, the group's first/last arrival and this rank's wait."""
     a = colls.join(offsets, on="rank", how="left").with_columns(
