@@ -30,13 +30,10 @@ One-time costs that a steady-state measurement should not contain:
   `step_0`, `train_step_0`) more than `first_step_factor` times the median of the later ones (needs at
   least 3 iterations); only the part not already explained by the items above is added.
 
-Only the measured window counts: in a trace with steps, warm-up before the first step starts is not a
-finding. The capture began before the loop (a whole-process `nsys profile` holds Python start-up, imports, the
-model build and CUDA context creation), and that time is no part of any step a benchmark or the analysed
-window measures; the summary gives it as `before_first_step_ns` (time before the first step), never ranked. An item that starts before
-the first step and ends inside it counts from the step's start. Warm-up inside the steps (a first step that
-compiles, lazy module loads in the first iterations) is found as above. Without steps the whole capture is the
-window.
+With steps, warm-up before the first step is not a finding: the capture began before the loop (a whole-process
+`nsys profile` holds Python start-up, imports, the model build), outside any measured step; the summary gives
+it as `before_first_step_ns`, never ranked (13.3 s in `fixtures/nsys/h200_gpt2_profile_nsys`). An item
+straddling the first step's start counts from it.
 
 ## Why it matters
 Compilation and loading happen once, but inside a profile of a few steps they dominate: every ratio (GPU
@@ -505,13 +502,11 @@ def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.Laz
 
 
 def _from_first_step(lf: pl.LazyFrame, iv: pl.LazyFrame) -> pl.LazyFrame:
-    """``iv`` from the first step's start on, per rank with steps: what ran before the loop began (Python
-    start-up, imports, the model build of a whole-process capture) is outside the measured window."""
+    """``iv`` from the first step's start on, per rank with steps (before the loop is outside the window)."""
     s0 = _iterations(lf).group_by("_rk").agg(_s0=pl.col("start_ns").min())
     return (
         iv.join(s0, on="_rk", how="left")
-        .with_columns(start_ns=pl.max_horizontal("start_ns", pl.col("_s0").fill_null(pl.col("start_ns"))))
-        .filter(pl.col("end_ns") > pl.col("start_ns"))
+        .with_columns(start_ns=pl.max_horizontal("start_ns", "_s0"))  # _merge drops what ends before it
         .drop("_s0")
     )
 

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from traceadvisor import units
 from traceadvisor.report import figures as F
 from traceadvisor.report import timeline as TL
+from traceadvisor.report.job import ABSOLUTE_TIMES, job_context, on_job_clock
 from traceadvisor.roofline import gemm_points
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -102,7 +103,6 @@ fmt_bytes = units.fmt_bytes
 
 TIME_UNITS = {k: float(v) for k, v in units.NS_PER.items() if k != "µs"}
 UNIT_TOKENS = {*TIME_UNITS, "pct", "bytes", "gbps", "tflops"}
-ABSOLUTE_TIMES = ("start_ns", "end_ns", "t_ns", "ts_ns")
 
 
 def _unit(key: str) -> str | None:
@@ -302,29 +302,10 @@ def _finding_label(i: int, f) -> str:
     return f"#{i} {f.rule} {f.name}"
 
 
-def _on_job_clock(ev: dict[str, Any], rank: int | None, job) -> dict[str, Any]:
-    """Evidence of a job finding with its absolute times (each on its rank's own clock: the row's ``rank``, else
-    the finding's) moved onto the job's aligned clock (``crossrank.aligned_clock``)."""
-
-    def shift(d: dict[str, Any], rk: int | None) -> dict[str, Any]:
-        off = job.offsets_ns.get(rk, 0) if rk is not None else 0
-        return {
-            k: v - off if k.lower() in ABSOLUTE_TIMES and isinstance(v, (int, float)) else v
-            for k, v in d.items()
-        }
-
-    out = shift(ev, rank)
-    for k, v in ev.items():
-        if isinstance(v, list):
-            out[k] = [shift(r, r.get("rank", rank)) if isinstance(r, dict) else r for r in v]
-    return out
-
-
 def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any], job=None) -> dict[str, Any]:
     ev = dict(f.evidence or {})
     t0 = t0s[f.trace_index] if f.trace_index < len(t0s) else None
-    if t0 is None and job is not None and job.t0_ns is not None:  # a job: no one trace to measure from
-        ev, t0 = _on_job_clock(ev, f.rank, job), job.t0_ns
+    ev, t0 = on_job_clock(ev, t0, f.rank, job)  # a job has no one trace: times on its aligned clock
     items = ev.pop("items", None) or []
     total = ev.pop("items_total", len(items))
     shapes = ev.pop("shapes", None)
@@ -350,9 +331,7 @@ def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any], job=None) -> d
         "summary": f.summary,
         "sources": list(getattr(f, "sources", []) or []),
         "trace": f.trace,
-        "trace_idx": f.trace_index
-        if f.trace_index < len(t0s)
-        else None,  # a job's rank findings: no trace here
+        "trace_idx": f.trace_index if f.trace_index < len(t0s) else None,  # a job's findings: no trace
         "rank": f.rank,
         "device": f.device,
         "count": f.count,
@@ -543,9 +522,8 @@ def build_context(
                 "ranges": [[(a - tl["t0_ns"]) / 1e6, (b - tl["t0_ns"]) / 1e6] for a, b in f.ranges],
             }
         fc["zoomable"] = bool(tl and f.ranges)
-    from traceadvisor.report.job import job_context
 
-    job = job_context(getattr(result, "job", None), figs)
+    job = job_context(job_summary, figs)
     title = (
         job["name"]
         if job

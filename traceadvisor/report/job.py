@@ -34,6 +34,31 @@ RANK_COLUMNS = (
     ("findings", "Findings"),
 )
 MD_RANK_ROWS = 64
+ABSOLUTE_TIMES = ("start_ns", "end_ns", "t_ns", "ts_ns")  # the evidence keys report.html shows from a t0
+
+
+def on_job_clock(
+    ev: dict[str, Any], t0: int | None, rank: int | None, job
+) -> tuple[dict[str, Any], int | None]:
+    """A job finding's evidence and the time its (ms) columns count from: a job has no single trace to measure
+    from, so each absolute time (on its rank's own clock: the row's ``rank``, else the finding's) moves onto the
+    job's aligned clock and counts from the job's earliest aligned start (``crossrank.aligned_clock``).
+    Unchanged when ``t0`` is known (a trace) or there is no job."""
+    if t0 is not None or job is None or job.t0_ns is None:
+        return ev, t0
+
+    def shift(d: dict[str, Any], rk: int | None) -> dict[str, Any]:
+        off = job.offsets_ns.get(rk, 0) if rk is not None else 0
+        return {
+            k: v - off if k.lower() in ABSOLUTE_TIMES and isinstance(v, (int, float)) else v
+            for k, v in d.items()
+        }
+
+    out = shift(ev, rank)
+    for k, v in ev.items():
+        if isinstance(v, list):
+            out[k] = [shift(r, r.get("rank", rank)) if isinstance(r, dict) else r for r in v]
+    return out, job.t0_ns
 
 
 def rank_step_figure(matrix: pl.DataFrame) -> go.Figure:
