@@ -46,6 +46,7 @@ def traces_dir() -> Path:
     return TRACES
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     """xdist groups for ``--dist loadgroup``: a test file runs on one worker (its module fixtures are built
     once), except the tests parametrized by corpus file in ``GROUP_BY_PARAM``, which group by that file."""
