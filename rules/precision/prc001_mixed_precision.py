@@ -178,7 +178,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     k = _unaligned_gain_nothing(trace, k)
     k = k.with_columns(impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64))
     total = pl.col("impact_ns").sum().over("rank", "device")
-    return k.filter(total >= float(options.get("min_impact_us", 100.0)) * 1000).select(
+    return k.filter(total >= float(options["min_impact_ns"])).select(
         "rank",
         "device",
         "start_ns",
