@@ -117,7 +117,7 @@ def test_profile_runs_the_script_under_the_profiler_and_analyzes_its_output(tmp_
     assert (tmp_path / "ran.txt").read_text() == "ran a1"
     # then the profiler's output was analyzed: terminal summary and a report beside the trace
     assert f"wrote {trace}" in r.stderr
-    assert "findings, ranked by impact" in r.stdout or "No findings." in r.stdout
+    assert "findings, ranked by predicted saving" in r.stdout or "No findings." in r.stdout
     assert list((tmp_path / "out").rglob("*.html")), r.stderr
     assert not (tmp_path / "reports").exists()
 

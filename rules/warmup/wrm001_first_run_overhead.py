@@ -64,8 +64,8 @@ are far below the 100-1000x seen on real warm-ups and well above run-to-run jitt
 Predicted saving (the replay, docs/impact.md): the fix is "warm up before measuring" (or a compile cache):
 the merged warm-up intervals are removed (host time on every thread of the rank, GPU work starting in them)
 and the replay measures the saving on the whole capture, since the analysed window already leaves a warm-up
-first step out; the window it is a share of (the finding's `window_ns`, the headline's "% of the window") is
-the steps with the warm-up step included (the whole capture without steps), and `prediction` gives that window
+first step out; the window it is a share of (`window_ns`, the headline's "% of the window with its warm-up")
+is the steps with the warm-up step included (the whole capture without steps), and `prediction` gives that window
 before and after.
 
 ## Known false positives
@@ -101,7 +101,7 @@ RULE = Rule(
     title="Compile and warm-up inside the measured window",
     summary=(
         "{impact_ms:.0f} ms of one-time warm-up inside the measured window: {breakdown}; warming up before "
-        "the window would save {saving_ms:.0f} ms ({saving_pct:.1f}% of the window)"
+        "the window would save {saving_ms:.0f} ms ({saving_pct:.1f}% of the window with its warm-up)"
     ),
     advice={
         "common": (

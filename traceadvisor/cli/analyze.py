@@ -48,12 +48,17 @@ def print_summary(res) -> None:
     if not res.findings:
         con.print("No findings.")
     else:
-        tab = Table(title=f"{len(res.findings)} findings, ranked by impact")
+        ranked = [f for f in res.findings if not f.minor]
+        minor = [f for f in res.findings if f.minor]
+        title = f"{len(ranked)} findings, ranked by predicted saving"
+        if minor:
+            title += f" (+{len(minor)} minor: predicted saving under 0.5% of the window or 50 us, not ranked)"
+        tab = Table(title=title)
         for h in ("#", "rule", "impact", "share", "conf.", "count", "summary"):
             tab.add_column(h)
-        for i, f in enumerate(res.findings, 1):
+        for i, f in enumerate(ranked + minor, 1):
             tab.add_row(
-                str(i),
+                str(i) if i <= len(ranked) else "minor",
                 f"{f.rule} {f.name}",
                 fmt_ns(f.impact_ns),
                 f"{100 * f.share:.1f}%",
