@@ -324,7 +324,7 @@ def _finding_ctx(i: int, f, t0s: list[int], docs: dict[str, Any], job=None) -> d
     section = (lambda s: rm.section(s)) if rm is not None else (lambda s: "")
     return {
         "id": f"f{i}",
-        "index": i,
+        "index": "minor" if f.minor else i,  # minor findings: listed after the ranked ones, unranked
         "rule": f.rule,
         "name": f.name,
         "title": f.title,
@@ -489,7 +489,8 @@ def build_context(
     t0s = [int(t.events["start_ns"].min() or 0) if t.events.height else 0 for t in result.traces]
     docs = {rm.code: rm for rm in result.rules}
     job_summary = getattr(result, "job", None)
-    findings = [_finding_ctx(i, f, t0s, docs, job_summary) for i, f in enumerate(result.findings, 1)]
+    ordered = [f for f in result.findings if not f.minor] + [f for f in result.findings if f.minor]
+    findings = [_finding_ctx(i, f, t0s, docs, job_summary) for i, f in enumerate(ordered, 1)]
     figs: dict[str, Any] = {}
     traces = []
     for i, t in enumerate(result.traces):
