@@ -64,3 +64,18 @@ def pytest_collection_modifyitems(config, items):
 
 # test files whose per-corpus-file tests share a per-file fixture, not a per-module one
 GROUP_BY_PARAM = {"tests/rules/test_corpus.py"}
+
+
+# Headless Chromium for the report's browser tests: offline, no first-run work, a fixed virtual-time budget.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--virtual-time-budget=30000",
+)

@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM_FLAGS
 from test_report_html import PAYLOADS, hostile_result, parse
 
 from traceadvisor.report.html import write_html
@@ -27,18 +28,7 @@ pytestmark = pytest.mark.skipif(
     "(`apt-get install -y chromium`, as .ci/run does) to run the browser test",
 )
 
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--virtual-time-budget=30000",
-)
+FLAGS = CHROMIUM_FLAGS
 
 # Test-only hooks, injected into a copy of the report: any alert/confirm/prompt marks the page.
 HOOK = (

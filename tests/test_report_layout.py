@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import CHROMIUM_FLAGS, ROOT
 
 from traceadvisor.cli.main import main
 
@@ -20,18 +20,7 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium: `apt-get install -y chromium` (as .ci/run does) to run it"
 )
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--virtual-time-budget=30000",
-)
+FLAGS = CHROMIUM_FLAGS
 WIDTH = 1280
 PROBE = """<pre id="ta-widths"></pre><script>
 window.addEventListener("load", function () { setTimeout(function () {
