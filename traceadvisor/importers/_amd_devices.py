@@ -35,6 +35,24 @@ def _int_prefix(s: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# rocprofiler-sdk agent fields kept as device properties (rocpd's agent extdata and rocprofv3's JSON agents)
+AGENT_PROPS = (
+    "num_xcc",
+    "simd_per_cu",
+    "wave_front_size",
+    "max_engine_clk_fcompute",
+    "gfx_target_version",
+    "family_id",
+)
+
+
+def agent_memory_and_props(a: dict, extra: tuple[str, ...] = ()) -> tuple[int | None, dict]:
+    """A rocprofiler-sdk agent record's device memory (its largest memory bank) and its kept properties."""
+    banks = a.get("mem_banks") or []
+    mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
+    return mem, {k: a[k] for k in (*AGENT_PROPS, *extra) if k in a}
+
+
 def parse_rocminfo(text: str) -> list[Agent]:
     """GPU agents from a ``rocminfo`` dump (rocprof ``results.sysinfo.txt``)."""
     blocks_ = re.split(r"\n\*{5,}\s*\nAgent \d+\s*\n\*{5,}\s*\n", text)

@@ -240,21 +240,7 @@ def agent_devices(agents: pl.DataFrame) -> list[Device]:
             ext = json.loads(r["extdata"]) if r["extdata"] else {}
         except ValueError:
             ext = {}
-        banks = ext.get("mem_banks") or []
-        mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
-        props = {
-            k: ext[k]
-            for k in (
-                "num_xcc",
-                "simd_per_cu",
-                "wave_front_size",
-                "max_engine_clk_fcompute",
-                "gfx_target_version",
-                "family_id",
-                "lds_size_in_kb",
-            )
-            if k in ext
-        }
+        mem, props = amd_dev.agent_memory_and_props(ext, extra=("lds_size_in_kb",))
         agent = amd_dev.Agent(
             name=r["product_name"] or r["model_name"] or None,
             arch=r["name"] or None,

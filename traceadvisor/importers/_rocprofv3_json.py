@@ -211,20 +211,7 @@ def _gpu_agents(proc: Process) -> tuple[dict[int, int], list[Device], dict[int, 
         idx = a.get("logical_node_type_id")
         idx = int(idx) if isinstance(idx, int) else len(ordinal)
         ordinal[h] = idx
-        banks = a.get("mem_banks") or []
-        mem = max((b.get("size_in_bytes") or 0 for b in banks if isinstance(b, dict)), default=0) or None
-        props = {
-            k: a[k]
-            for k in (
-                "num_xcc",
-                "simd_per_cu",
-                "wave_front_size",
-                "max_engine_clk_fcompute",
-                "gfx_target_version",
-                "family_id",
-            )
-            if k in a
-        }
+        mem, props = amd_dev.agent_memory_and_props(a)
         agent = amd_dev.Agent(
             name=a.get("product_name") or None,
             arch=a.get("name") or None,
