@@ -3,6 +3,7 @@ tools/make_job.py from real rank traces (time-shifted copies with a planted stra
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 
@@ -302,3 +303,27 @@ def test_job_html_times_are_on_the_jobs_aligned_clock(tmp_path):
         float(v.replace(",", "")) for b in heads for v in re.findall(r"<tr[^>]*>\s*<td>([-\d,.]+)</td>", b)
     ]
     assert starts and all(-5.0 <= v <= span_ms + 5.0 for v in starts)
+
+
+def test_make_job_repeat_copies_stay_in_step_across_ranks(tmp_path):
+    """--repeat: ids offset and steps renumbered per copy; the planted work is where the truth says; after the
+    clock offsets every collective kernel ends at the same instant on both ranks (the planted wait)."""
+    truth = make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, repeat=2, seed=2)
+    src = json.loads(gzip.open(DDP2).read())["traceEvents"]
+    n_kernels = sum(e.get("cat") == "kernel" for e in src)
+    ends = []
+    for r, name in enumerate(truth["files"]):
+        events = json.loads(gzip.open(tmp_path / name).read())["traceEvents"]
+        kernels = [e for e in events if e.get("cat") == "kernel" and not e["args"].get("planted")]
+        assert len(kernels) == 2 * n_kernels == len({e["args"]["correlation"] for e in kernels})
+        steps = [
+            e["name"] for e in events if e.get("cat") == "user_annotation" and "ProfilerStep" in e["name"]
+        ]
+        assert steps == sorted(set(steps), key=steps.index) and len(steps) == len(truth["steps"])
+        planted = [e for e in events if e.get("args", {}).get("planted")]
+        want = [s["delay_ms"][r] for s in truth["steps"]]
+        assert [e["dur"] / 1e3 for e in planted] == pytest.approx(want, abs=1e-5)
+        off = truth["clock_offsets_ms"][r] * 1e3
+        ends.append(sorted(e["ts"] + e["dur"] - off for e in kernels if "nccl" in e["name"].lower()))
+    assert len(ends[0]) == len(ends[1]) > 0
+    assert max(abs(a - b) for a, b in zip(*ends, strict=True)) < 0.01

@@ -25,20 +25,29 @@ by ``D`` and stretches the host spans that enclose ``p``; GPU work that is runni
 ``--repeat K`` first repeats the source K times in time (ids offset, step names renumbered), for big traces.
 ``OUT_DIR/job_truth.json`` records everything planted: the straggler, each rank's delay per step, the expected skew
 (``max_r d - min_r d``) and last rank of each step's first collective, and the clock offsets.
-Standard library only; memory is bounded by the source trace (ranks are written one event per line).
+How it is written: the source is parsed once per process; each event becomes a format string once per copy
+(its JSON without ``ts`` / ``dur``, ids and step names of that copy already in it), and each rank's timestamps
+are one vectorised pass (numpy: the insertion points' cumulative sums looked up with ``searchsorted``) then
+``format % (ts, dur)`` per event. With ``--repeat`` a process writes a group of ranks side by side, copy by copy,
+so each copy's format strings are made once for the group. Memory is bounded by the source trace (times two for
+one copy's text), whatever the rank count; ranks are written one event per line.
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import gzip
 import json
+import multiprocessing as mp
 import random
 import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
+
+import msgspec
+import numpy as np
 
 ID_KEYS = ("correlation", "External id", "Record function id", "Ev Idx")
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "Kernel", "Memcpy", "Memset"}
@@ -54,6 +63,17 @@ def _open(path: str | Path, mode: str):
     return open(p, mode)
 
 
+def _load(src: str | Path):
+    """The parsed source (msgspec, several times faster than ``json``; ``json`` for what msgspec refuses)."""
+    p = str(src)
+    with gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb") as f:
+        raw = f.read()
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
+
+
 def _is_gpu(e: dict) -> bool:
     return e.get("cat") in GPU_CATS
 
@@ -66,8 +86,7 @@ class Template:
     """The source trace, its steps and the first collective kernel of each step (indices into ``body``)."""
 
     def __init__(self, src: str | Path, repeat: int = 1) -> None:
-        with _open(src, "r") as f:
-            doc = json.load(f)
+        doc = _load(src)
         events = doc["traceEvents"] if isinstance(doc, dict) else doc
         self.head = {k: v for k, v in doc.items() if k != "traceEvents"} if isinstance(doc, dict) else {}
         self.meta = [e for e in events if e.get("ph") == "M"]
@@ -112,7 +131,8 @@ class Template:
             a, b = s["ts"], s["ts"] + s.get("dur", 0)
             inside = [i for i in kern if a <= self.body[i]["ts"] < b]
             colls = [i for i in inside if COLLECTIVE.search(str(self.body[i].get("name", "")))]
-            comp = [i for i in inside if i not in colls]
+            is_coll = set(colls)
+            comp = [i for i in inside if i not in is_coll]
             self.first_coll.append(colls[0] if colls else None)
             e = self.body[comp[0]] if comp else None
             self.compute_lane.append((e["pid"], e["tid"]) if e else None)
@@ -122,6 +142,55 @@ class Template:
             )
         step_num_span = max(self.step_nums) - min(self.step_nums) + 1
         self.step_num_stride = step_num_span
+        self._vectors()
+        self._formats: dict[int, list[str]] = {}
+
+    def _vectors(self) -> None:
+        """The body's times as arrays, for the vectorised shift of every rank."""
+        body = self.body
+        timed = [_timed(e) for e in body]
+        self.timed = np.array(timed, dtype=bool)
+        self.ts = np.array([float(e["ts"]) if ok else 0.0 for e, ok in zip(body, timed, strict=True)])
+        self.dur = np.array(
+            [
+                float(e.get("dur") or 0) if ok and _number(e.get("dur")) else 0.0
+                for e, ok in zip(body, timed, strict=True)
+            ]
+        )
+        self.gpu = np.array([_is_gpu(e) for e in body], dtype=bool)
+        self.steps = np.array(self.step_idx, dtype=np.int64)
+        self.coll_j = np.array([j for j, c in enumerate(self.first_coll) if c is not None], dtype=np.int64)
+        self.colls = np.array([c for c in self.first_coll if c is not None], dtype=np.int64)
+
+    def copy_event(self, e: dict, c: int) -> dict:
+        """Event ``e`` of copy ``c``: ids offset by ``c`` strides, ProfilerStep names renumbered."""
+        if not c:
+            return e
+        x = dict(e)
+        if isinstance(x.get("id"), int):
+            x["id"] = x["id"] + c * self.stride
+        if x.get("args"):
+            a = dict(x["args"])
+            for k in ID_KEYS:
+                if isinstance(a.get(k), int) and a[k] > 0:
+                    a[k] = a[k] + c * self.stride
+            x["args"] = a
+        m = STEP.match(str(x.get("name", "")))
+        if m:
+            x["name"] = f"ProfilerStep#{int(m.group(1)) + c * self.step_num_stride}"
+        return x
+
+    def formats(self, c: int) -> list[str]:
+        """Per body event of copy ``c`` a ``%`` format of two values, its new ``ts`` and ``dur`` (the last copy
+        asked is remembered)."""
+        if c not in self._formats:
+            self._formats = {
+                c: [
+                    _format(self.copy_event(e, c), bool(ok))
+                    for e, ok in zip(self.body, self.timed, strict=True)
+                ]
+            }
+        return self._formats[c]
 
     def step_names(self) -> list[str]:
         return [
@@ -149,31 +218,46 @@ def plan(
     return d, clock
 
 
-def _insertions(
-    t: Template, delays: list[float], wmax: list[float]
-) -> tuple[list[float], list[float], dict[tuple[int, int], float]]:
-    """Sorted insertion points (template µs, one copy at a time) with their amounts, and the anchors that stretch."""
-    pts: list[tuple[float, float]] = []
-    anchors: dict[tuple[int, int], float] = {}
-    ns = len(t.step_idx)
-    for c in range(t.repeat):
-        off = c * t.span
-        for j, si in enumerate(t.step_idx):
-            k = c * ns + j
-            s = t.body[si]
-            pts.append((s["ts"] + off, delays[k]))
-            anchors[(c, si)] = delays[k]
-            ci = t.first_coll[j]
-            if ci is not None:
-                w = wmax[k] - delays[k]
-                pts.append((t.body[ci]["ts"] + off, w))
-                anchors[(c, ci)] = w
-    pts.sort()
-    at = [p for p, _ in pts]
-    cum = [0.0]
-    for _, dd in pts:
-        cum.append(cum[-1] + dd)
-    return at, cum, anchors
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _format(e: dict, timed: bool) -> str:
+    """``e`` as JSON with ``%.3f`` slots for ``ts`` and ``dur`` (``%.0s`` swallows a value it does not have)."""
+    if not timed:
+        return "%.0s%.0s" + json.dumps(e).replace("%", "%%")
+    rest = json.dumps({k: v for k, v in e.items() if k not in ("ts", "dur")}).replace("%", "%%")
+    head = '{"ts": %.3f, "dur": %.3f' if "dur" in e else '{"ts": %.3f%.0s'
+    return head + ("}" if rest == "{}" else ", " + rest[1:])
+
+
+class Warp:
+    """One rank's time warp: the sorted insertion points (template µs, all copies) with the cumulative amounts, and
+    per copy the amount each anchor event (step start, first collective) itself takes."""
+
+    def __init__(self, t: Template, delays: np.ndarray, wmax: np.ndarray) -> None:
+        ns = len(t.step_idx)
+        d = delays.reshape(t.repeat, ns)
+        w = (wmax.reshape(t.repeat, ns) - d)[:, t.coll_j]
+        off = (np.arange(t.repeat) * t.span)[:, None]
+        at = np.concatenate([(t.ts[t.steps][None, :] + off).ravel(), (t.ts[t.colls][None, :] + off).ravel()])
+        amount = np.concatenate([d.ravel(), w.ravel()])
+        order = np.argsort(at, kind="stable")
+        self.at = at[order]
+        self.cum = np.concatenate([[0.0], np.cumsum(amount[order])])
+        self.step_own = d
+        self.coll_own = w
+
+    def shift(self, t: Template, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """New ``ts`` and ``dur`` of every body event of copy ``c`` (before the clock offset)."""
+        own = np.zeros(len(t.body))
+        own[t.steps] = self.step_own[c]
+        own[t.colls] = self.coll_own[c]
+        ts = t.ts + c * t.span
+        nts = ts + self.cum[np.searchsorted(self.at, ts, "right")] - own
+        end = ts + t.dur
+        host = np.where(t.dur > 0, end + self.cum[np.searchsorted(self.at, end, "left")] - nts, 0.0)
+        return nts, np.where(t.gpu, t.dur + own, host)
 
 
 _TEMPLATES: dict[tuple[str, int], Template] = {}
@@ -188,19 +272,7 @@ def template(src: str | Path, repeat: int) -> Template:
     return _TEMPLATES[key]
 
 
-def write_rank(args: tuple) -> str:
-    src, repeat, out, rank, ranks, delays, wmax, clock, cause = args
-    t = template(src, repeat)
-    at, cum, anchors = _insertions(t, delays, wmax)
-
-    def upto(x: float) -> float:  # sum of insertions at points <= x
-        return cum[bisect.bisect_right(at, x)]
-
-    def before(x: float) -> float:  # sum of insertions at points < x
-        return cum[bisect.bisect_left(at, x)]
-
-    names = t.step_names()
-    ns = len(t.step_idx)
+def _head(t: Template, src: str, rank: int, ranks: int) -> str:
     head = dict(t.head)
     di = dict(head.get("distributedInfo") or {})
     di.update(rank=rank, world_size=ranks)
@@ -211,56 +283,44 @@ def write_rank(args: tuple) -> str:
         "rank": rank,
         "note": "time-shifted copy of a real rank trace with planted delays; not a real multi-GPU run",
     }
-    with _open(out, "w") as f:
-        f.write(json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [\n')
-        first = True
+    return json.dumps(head)[:-1] + ", " + '"traceEvents": [\n'
 
-        def emit(e: dict) -> None:
-            nonlocal first
-            f.write(("" if first else ",\n") + json.dumps(e))
-            first = False
 
-        for e in t.meta:
-            emit(e)
+def _copy_lines(t: Template, c: int, warp: Warp, delays, clock: float, cause: str) -> list[str]:
+    """The JSON lines of copy ``c`` of one rank: every body event shifted, then the planted work of each step."""
+    nts, dur = warp.shift(t, c)
+    ts = nts + clock
+    lines = [f % v for f, v in zip(t.formats(c), zip(ts.tolist(), dur.tolist(), strict=True), strict=True)]
+    names = t.step_names()
+    ns = len(t.step_idx)
+    for j, si in enumerate(t.step_idx):
+        k = c * ns + j
+        start = float(nts[si])
+        e = _planted(cause, start, float(delays[k]), t.body[si], t.compute_lane[j], names[k])
+        lines.append(json.dumps(e | {"ts": round(start + clock, 3)}))
+    return lines
+
+
+def write_ranks(args: tuple) -> list[str]:
+    """Write a group of ranks side by side, copy by copy (each copy's format strings made once for the group)."""
+    src, repeat, group, ranks, wmax, cause = args
+    t = template(src, repeat)
+    wmax = np.asarray(wmax, dtype=float)
+    meta = ",\n".join(json.dumps(e) for e in t.meta)
+    with ExitStack() as stack:
+        files = []
+        for out, rank, delays, clock in group:
+            f = stack.enter_context(_open(out, "w"))
+            f.write(_head(t, src, rank, ranks) + meta)
+            files.append((f, Warp(t, np.asarray(delays, dtype=float), wmax), delays, clock, bool(meta)))
         for c in range(t.repeat):
-            off = c * t.span
-            for i, e in enumerate(t.body):
-                x = dict(e)
-                if _timed(e):
-                    ts = e["ts"] + off
-                    dur = e.get("dur", 0) or 0
-                    own = anchors.get((c, i), 0.0)
-                    nts = ts + upto(ts) - own
-                    if "dur" in e:
-                        if _is_gpu(e):
-                            ndur = dur + own
-                        else:
-                            ndur = (ts + dur + before(ts + dur)) - nts if dur > 0 else 0
-                        x["dur"] = round(ndur, 3)
-                    x["ts"] = round(nts + clock, 3)
-                if isinstance(x.get("id"), int):
-                    x["id"] = x["id"] + c * t.stride
-                if x.get("args"):
-                    a = dict(x["args"])
-                    for k in ID_KEYS:
-                        if isinstance(a.get(k), int) and a[k] > 0:
-                            a[k] = a[k] + c * t.stride
-                    x["args"] = a
-                m = STEP.match(str(x.get("name", "")))
-                if m and c:
-                    x["name"] = f"ProfilerStep#{int(m.group(1)) + c * t.step_num_stride}"
-                emit(x)
-            for j, si in enumerate(t.step_idx):
-                k = c * ns + j
-                s = t.body[si]
-                p = s["ts"] + off
-                start = p + upto(p) - anchors[(c, si)]
-                emit(
-                    _planted(cause, start, delays[k], s, t.compute_lane[j], names[k])
-                    | {"ts": round(start + clock, 3)}
-                )
-        f.write("\n]}\n")
-    return str(out)
+            for i, (f, warp, delays, clock, started) in enumerate(files):
+                lines = _copy_lines(t, c, warp, delays, clock, cause)
+                f.write((",\n" if started else "") + ",\n".join(lines))
+                files[i] = (f, warp, delays, clock, started or bool(lines))
+        for f, *_ in files:
+            f.write("\n]}\n")
+    return [str(g[0]) for g in group]
 
 
 def _planted(cause: str, start: float, dur: float, step: dict, lane, step_name: str) -> dict:
@@ -300,15 +360,18 @@ def make_job(
     wmax = [max(d[r][k] for r in range(ranks)) for k in range(n_steps)]
     suffix = ".json.gz" if compress else ".json"
     width = max(4, len(str(ranks - 1)))
-    tasks = [
-        (str(src), repeat, out / f"rank{r:0{width}d}{suffix}", r, ranks, d[r], wmax, clock[r], cause)
-        for r in range(ranks)
-    ]
+    specs = [(out / f"rank{r:0{width}d}{suffix}", r, d[r], clock[r]) for r in range(ranks)]
+    # one rank per task when the source is not repeated (its formats are made once per process anyway), else
+    # groups that share the per-copy formats: as many groups as jobs, at most 32 open files each
+    size = 1 if t.repeat == 1 else min(32, -(-ranks // max(1, jobs)))
+    tasks = [(str(src), repeat, specs[i : i + size], ranks, wmax, cause) for i in range(0, ranks, size)]
     if jobs > 1:
-        with ProcessPoolExecutor(jobs) as ex:
-            files = list(ex.map(write_rank, tasks))
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+            files = [
+                f for fs in ex.map(write_ranks, tasks, chunksize=max(1, len(tasks) // (8 * jobs))) for f in fs
+            ]
     else:
-        files = [write_rank(a) for a in tasks]
+        files = [f for task in tasks for f in write_ranks(task)]
     has_coll = [c is not None for c in t.first_coll] * t.repeat
     truth = {
         "synthetic": True,
