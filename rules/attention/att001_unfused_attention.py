@@ -418,7 +418,11 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
-    shapes = rows.group_by("shape", "dtype").agg(pl.len().alias("chains")).sort("chains", descending=True)
+    shapes = (
+        rows.group_by("shape", "dtype")
+        .agg(pl.len().alias("chains"))
+        .sort("chains", "shape", "dtype", descending=[True, False, False], nulls_last=True)
+    )
     return {
         "shapes": ", ".join(f"{s} {d}" if d else str(s) for s, d, _ in shapes.head(3).iter_rows()),
         "chain_ms": float(rows["chain_gpu_us"].sum()) / 1e3,
