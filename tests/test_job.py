@@ -327,3 +327,31 @@ def test_make_job_repeat_copies_stay_in_step_across_ranks(tmp_path):
         ends.append(sorted(e["ts"] + e["dur"] - off for e in kernels if "nccl" in e["name"].lower()))
     assert len(ends[0]) == len(ends[1]) > 0
     assert max(abs(a - b) for a, b in zip(*ends, strict=True)) < 0.01
+
+
+def test_findings_folded_as_ranks_arrive_whatever_the_order():
+    """The job's parent folds each rank's findings as it arrives (keeping one whole finding per rule): the fold
+    is the same in any arrival order, and names the worst rank."""
+    from types import SimpleNamespace
+
+    from traceadvisor.engine.rule import Finding
+    from traceadvisor.job import FindingFold
+
+    def finding(rank, rule, impact):
+        return Finding(rule, rule, "t", "s", f"rank{rank}", rank, 0, 1, impact, impact / 1e9, "high", {}, {})
+
+    ranks = [
+        SimpleNamespace(rank=r, path=f"rank{r}", findings=[finding(r, "A", 10 * r % 7), finding(r, "B", r)])
+        for r in range(6)
+    ]
+    out = []
+    for order in (ranks, ranks[::-1], ranks[3:] + ranks[:3]):
+        fold = FindingFold()
+        for r in order:
+            fold.take(SimpleNamespace(rank=r.rank, path=r.path, findings=list(r.findings)))
+        out.append(([f.to_dict() for f in fold.folded(6)], fold.compact_rows()))
+    assert out[0] == out[1] == out[2]
+    folded = {f["rule"]: f for f in out[0][0]}
+    assert folded["A"]["rank"] == 2 and folded["B"]["rank"] == 5  # 10*2 % 7 = 6 is A's largest
+    assert folded["B"]["evidence"]["ranks_with_finding"] == 6
+    assert [r["rank"] for r in out[0][1]] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]

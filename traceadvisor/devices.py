@@ -227,7 +227,7 @@ def guess_arch(trace) -> ArchGuess | None:
         .to_series()
         .to_list()
     )
-    return _infer_arch_of(tuple(n for n in names if n))
+    return _infer_arch_of(tuple(sorted(n for n in names if n)))  # sorted: unique() has no order
 
 
 @functools.lru_cache(maxsize=64)

@@ -264,12 +264,14 @@ def analyze_job(
     dask = dask if dask is not None else (os.environ.get(DASK_ENV) or None)
     if progress is not None:
         progress.start(len(paths), "analyzing ranks", unit="ranks")
+    fold = FindingFold()
     results = run_ranks(
         paths,
         settings,
         dask=dask,
         workers=workers,
         on_done=(lambda: progress.advance(1)) if progress else None,
+        on_result=fold.take,
     )
     t_ranks = time.perf_counter()
     failed = [r for r in results if r.failed]
@@ -291,8 +293,7 @@ def analyze_job(
     view = JobView(TraceMeta(path=name, format="job", vendor=vendor, world_size=world), span)
 
     res = JobResult(traces=[], rules=list(rules))
-    rank_findings = [f for r in results for f in r.findings]
-    res.findings.extend(fold_findings(rank_findings, len(results)))
+    res.findings.extend(fold.folded(len(results)))
     for r in results:
         res.errors.extend(r.errors)
     res.skipped = _dedupe_skipped(results)
@@ -369,13 +370,7 @@ def analyze_job(
             "worker_peak_rss_bytes": {str(pid): rss for pid, rss in _worker_rss(results).items()},
         },
     )
-    job.rank_findings = [
-        {
-            k: getattr(f, k)
-            for k in ("rule", "name", "trace", "rank", "device", "count", "impact_ns", "share", "summary")
-        }
-        for f in rank_findings
-    ]
+    job.rank_findings = fold.compact_rows()
     job.t0_ns, job.offsets_ns = crossrank.aligned_clock(tables)
     res.job = job
     return res
@@ -397,40 +392,74 @@ def _library_totals(s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fold_findings(findings: list, n_ranks: int) -> list:
-    """One finding per rule over the ranks: the worst rank's finding, saying on how many ranks it fired.
+COMPACT = ("rule", "name", "trace", "rank", "device", "count", "impact_ns", "share", "summary")
 
-    Ranks run in parallel, so the job loses about the worst rank's impact, not the sum; ``by_rank`` in the
-    evidence lists every rank's impact.
-    """
-    groups: dict[str, list] = {}
-    for f in findings:
-        groups.setdefault(f.rule, []).append(f)
-    out = []
-    for fs in groups.values():
-        fs = sorted(fs, key=lambda f: (-f.impact_ns, f.rank if f.rank is not None else -1, f.device or 0))
-        worst = fs[0]
-        ranks = sorted({f.rank for f in fs if f.rank is not None})
-        if len(fs) == 1:
-            out.append(worst)
-            continue
-        by_rank: dict[int | None, dict[str, Any]] = {}
-        for f in fs:
-            e = by_rank.setdefault(f.rank, {"rank": f.rank, "impact_ms": 0.0, "count": 0, "share_pct": 0.0})
-            e["impact_ms"] = round(e["impact_ms"] + f.impact_ns / 1e6, 6)
-            e["count"] += f.count
-            e["share_pct"] = round(max(e["share_pct"], 100 * f.share), 4)
-        ev = dict(worst.evidence or {})
-        ev["ranks_with_finding"] = len(ranks)
-        ev["by_rank"] = sorted(by_rank.values(), key=lambda e: (-e["impact_ms"], e["rank"] or 0))[:64]
-        out.append(
-            dataclasses.replace(
-                worst,
-                summary=f"on {len(ranks)} of {n_ranks} ranks (worst: rank {worst.rank}): {worst.summary}",
-                evidence=ev,
+
+class FindingFold:
+    """Findings folded over ranks as they arrive: per rule the worst finding is kept whole, every finding as
+    its compact row (``COMPACT``), so the job's parent holds one whole finding per rule whatever the rank count.
+    The result does not depend on the order in which ranks arrive."""
+
+    def __init__(self) -> None:
+        self.worst: dict[str, tuple[tuple, Any]] = {}  # rule -> (worst key, finding)
+        self.rows: list[tuple[tuple, dict[str, Any]]] = []  # (position, compact row)
+
+    def add(self, f, at: tuple) -> None:
+        row = {k: getattr(f, k) for k in COMPACT}
+        self.rows.append((at, row))
+        key = _worst_key(row)
+        if f.rule not in self.worst or key < self.worst[f.rule][0]:
+            self.worst[f.rule] = (key, f)
+
+    def take(self, r):
+        """Fold the findings of rank result ``r`` in and return ``r`` without them."""
+        for i, f in enumerate(r.findings):
+            self.add(f, (r.rank if r.rank is not None else 1 << 30, r.path, i))
+        r.findings = []
+        return r
+
+    def compact_rows(self) -> list[dict[str, Any]]:
+        """Every rank's findings, compact, in rank order (a rank's own findings in their order)."""
+        return [row for _, row in sorted(self.rows, key=lambda x: x[0])]
+
+    def folded(self, n_ranks: int) -> list:
+        """One finding per rule over the ranks: the worst rank's finding, saying on how many ranks it fired.
+
+        Ranks run in parallel, so the job loses about the worst rank's impact, not the sum; ``by_rank`` in the
+        evidence lists every rank's impact."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in self.compact_rows():
+            groups.setdefault(row["rule"], []).append(row)
+        out = []
+        for rule, fs in groups.items():
+            worst = self.worst[rule][1]
+            if len(fs) == 1:
+                out.append(worst)
+                continue
+            ranks = sorted({f["rank"] for f in fs if f["rank"] is not None})
+            by_rank: dict[int | None, dict[str, Any]] = {}
+            for f in sorted(fs, key=_worst_key):
+                e = by_rank.setdefault(
+                    f["rank"], {"rank": f["rank"], "impact_ms": 0.0, "count": 0, "share_pct": 0.0}
+                )
+                e["impact_ms"] = round(e["impact_ms"] + f["impact_ns"] / 1e6, 6)
+                e["count"] += f["count"]
+                e["share_pct"] = round(max(e["share_pct"], 100 * f["share"]), 4)
+            ev = dict(worst.evidence or {})
+            ev["ranks_with_finding"] = len(ranks)
+            ev["by_rank"] = sorted(by_rank.values(), key=lambda e: (-e["impact_ms"], e["rank"] or 0))[:64]
+            out.append(
+                dataclasses.replace(
+                    worst,
+                    summary=f"on {len(ranks)} of {n_ranks} ranks (worst: rank {worst.rank}): {worst.summary}",
+                    evidence=ev,
+                )
             )
-        )
-    return out
+        return out
+
+
+def _worst_key(row: dict[str, Any]) -> tuple:
+    return (-row["impact_ns"], row["rank"] if row["rank"] is not None else -1, row["device"] or 0)
 
 
 def _worker_rss(results) -> dict[int, int]:
@@ -441,6 +470,8 @@ def _worker_rss(results) -> dict[int, int]:
 
 
 def _check_ranks(results) -> None:
+    from collections import Counter
+
     ranks = [r.rank for r in results]
     missing = [r.path for r in results if r.rank is None]
     if missing:
@@ -448,7 +479,7 @@ def _check_ranks(results) -> None:
             f"{Path(missing[0]).name} does not record its rank (no distributedInfo) and its name has no rankN",
             "Name the files rank0..., rank1... or profile with torch.distributed initialised",
         )
-    dup = sorted({r for r in ranks if ranks.count(r) > 1})
+    dup = sorted(r for r, n in Counter(ranks).items() if n > 1)
     if dup:
         paths = [Path(r.path).name for r in results if r.rank == dup[0]]
         raise UsageError(

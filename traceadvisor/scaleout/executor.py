@@ -156,12 +156,16 @@ def run_ranks(
     dask: str | None = None,
     workers: int | None = None,
     on_done: Callable[[], None] | None = None,
+    on_result: Callable[[RankResult], RankResult] | None = None,
 ) -> list[RankResult]:
-    """All ranks' results, sorted by rank (then path): the same list whichever executor ran them."""
+    """All ranks' results, sorted by rank (then path): the same list whichever executor ran them.
+
+    ``on_result`` sees each result as it arrives and returns what to keep of it (``job`` folds the findings
+    there, so the parent holds the whole findings of one rank per rule, not of every rank)."""
     it = (
         run_dask(paths, settings, dask, workers, on_done)
         if dask
         else run_local(paths, settings, workers, on_done)
     )
-    out = list(it)
+    out = [on_result(r) for r in it] if on_result else list(it)
     return sorted(out, key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.path))
