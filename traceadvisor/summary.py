@@ -217,6 +217,37 @@ def trace_has_steps(trace: Trace) -> bool:
     )
 
 
+def _base_frames(
+    trace: Trace, has_steps: bool
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """(GPU work with its step, steps with the warm-up flags, GPU work with the left-out steps' work moved
+    outside, in-window GPU work with exclusive time): computed once per trace (``views.shared``) and read by
+    every summary view and by the rules that use the summary's window."""
+    launches = records_launches(trace)
+    g_steps = views.shared(
+        trace,
+        "summary.gpu_steps",
+        lambda lf: assign_steps(gpu_with_launch(lf, launches), step_frame(lf) if has_steps else None),
+    )
+    st = views.shared(trace, "summary.steps", lambda lf: with_warmup(step_frame(lf), g_steps))
+
+    def in_window(lf: pl.LazyFrame) -> pl.LazyFrame:
+        warm = st.filter(~pl.col("analysed")).select("rank", "step", _warm=pl.lit(True))
+        return (
+            g_steps.join(warm, on=["rank", "step"], how="left", maintain_order="left")
+            .with_columns(step=pl.when(pl.col("_warm").fill_null(False)).then(None).otherwise(pl.col("step")))
+            .drop("_warm")
+        )
+
+    g_all = views.shared(trace, "summary.gpu_all", in_window)
+    g = views.shared(
+        trace,
+        "summary.gpu_in_window",
+        lambda lf: exclusive(g_all.filter(pl.col("step").is_not_null()), DEVICE_KEY),
+    )
+    return g_steps, st, g_all, g
+
+
 @dataclass
 class SummaryPlan:
     """The lazy views of one trace's summary; ``frames`` are collected together with the rules."""
@@ -231,17 +262,7 @@ def plan(trace: Trace) -> SummaryPlan:
     tables rendered by the reports."""
     lf = trace.lazy()
     has_steps = trace_has_steps(trace)
-    g_steps = assign_steps(
-        gpu_with_launch(lf, records_launches(trace)), step_frame(lf) if has_steps else None
-    )
-    st = with_warmup(step_frame(lf), g_steps)
-    warm = st.filter(~pl.col("analysed")).select("rank", "step", _warm=pl.lit(True))
-    g_all = (
-        g_steps.join(warm, on=["rank", "step"], how="left")
-        .with_columns(step=pl.when(pl.col("_warm").fill_null(False)).then(None).otherwise(pl.col("step")))
-        .drop("_warm")
-    )
-    g = exclusive(g_all.filter(pl.col("step").is_not_null()), DEVICE_KEY)
+    g_steps, st, g_all, g = _base_frames(trace, has_steps)
     gw = g.group_by(DEVICE_KEY).agg(
         g0=pl.col("start_ns").min(),
         g1=pl.col("end_ns").max(),

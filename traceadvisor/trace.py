@@ -137,7 +137,11 @@ class Trace:
     meta: TraceMeta
 
     def lazy(self) -> pl.LazyFrame:
-        return self.events.lazy()
+        """The events as a LazyFrame, the same object on every call: views of it are computed once
+        (``schema.views.computed_once``)."""
+        from traceadvisor.schema.views import base
+
+        return base(self)
 
     @property
     def name(self) -> str:

@@ -5,13 +5,80 @@ All views take a canonical LazyFrame (``trace.lazy()``) and stay lazy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from traceadvisor.knowledge import apis
 
+if TYPE_CHECKING:
+    from traceadvisor.trace import Trace
+
 GPU_KINDS = ("kernel", "memcpy", "memset")
+
+# --- frames shared by the rules and the summary ------------------------------------------------------------
+
+_SHARED: dict[int, tuple[weakref.ref, weakref.ref, pl.LazyFrame, dict[str, pl.DataFrame]]] = {}
+_BASES: dict[int, tuple[weakref.ref, weakref.ref]] = {}  # id(base LazyFrame) -> (it, its trace)
+
+
+def _memo(trace: Trace) -> tuple[weakref.ref, weakref.ref, pl.LazyFrame, dict[str, pl.DataFrame]]:
+    hit = _SHARED.get(id(trace))
+    if hit is None or hit[0]() is not trace or hit[1]() is not trace.events:
+        if hit is None:
+            weakref.finalize(trace, _SHARED.pop, id(trace), None)
+        base = trace.events.lazy()
+        _BASES[id(base)] = (weakref.ref(base), weakref.ref(trace))
+        weakref.finalize(base, _BASES.pop, id(base), None)
+        hit = (weakref.ref(trace), weakref.ref(trace.events), base, {})
+        _SHARED[id(trace)] = hit
+    return hit
+
+
+def base(trace: Trace) -> pl.LazyFrame:
+    """The trace's events as one LazyFrame object (``Trace.lazy()``): the views below marked "computed once"
+    recognise it and return their frame of this trace, collected once, instead of a new plan."""
+    return _memo(trace)[2]
+
+
+def shared(trace: Trace, key: str, build: Callable[[pl.LazyFrame], pl.LazyFrame]) -> pl.LazyFrame:
+    """``build(trace.lazy())`` collected once per trace (and events table), as a LazyFrame over the result.
+
+    The intermediate frames that several rules and the summary read (GPU work with its launch and step, the
+    launch calls, the busy intervals) are computed once here instead of once per rule: ``pl.collect_all``
+    shares only subplans that are built identically, and the rules' fixes and evidence collect on their own.
+    ``key`` names what ``build`` computes (one key, one definition). The memo lives as long as the trace."""
+    hit = _memo(trace)
+    memo = hit[3]
+    if key not in memo:
+        memo[key] = build(hit[2]).collect()
+    return memo[key].lazy()
+
+
+def _trace_of(lf: pl.LazyFrame) -> Trace | None:
+    hit = _BASES.get(id(lf))
+    if hit is None or hit[0]() is not lf:
+        return None
+    return hit[1]()
+
+
+def computed_once(view: Callable[..., pl.LazyFrame]) -> Callable[..., pl.LazyFrame]:
+    """A view that, given a trace's own ``trace.lazy()`` and no other argument, is collected once per trace
+    (``shared``) and read from there by every rule, the summary and the replay; on any other frame it is the
+    plain lazy view."""
+    key = f"{view.__module__}.{view.__qualname__}"
+
+    @functools.wraps(view)
+    def once(lf: pl.LazyFrame, *args: object, **kw: object) -> pl.LazyFrame:
+        trace = None if args or kw else _trace_of(lf)
+        if trace is None:
+            return view(lf, *args, **kw)
+        return shared(trace, key, view)
+
+    return once
 
 
 def launched_in_capture(lf: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
@@ -38,6 +105,7 @@ def launched_in_capture(lf: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+@computed_once
 def gpu_work(lf: pl.LazyFrame, *, before_capture: bool = False) -> pl.LazyFrame:
     """GPU activities (kernel, memcpy, memset) launched inside the capture, with ``end_ns``; with
     ``before_capture`` also the work queued before it (``compare`` reports it as outside the compared steps)."""
@@ -47,6 +115,7 @@ def gpu_work(lf: pl.LazyFrame, *, before_capture: bool = False) -> pl.LazyFrame:
     return g.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
+@computed_once
 def kernels(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Kernel executions launched inside the capture, with ``end_ns``."""
     k = lf.filter(pl.col("kind") == "kernel")
@@ -101,6 +170,7 @@ def merge_intervals(lf: pl.LazyFrame, by: list[str], agg: Sequence[pl.Expr] = ()
     )
 
 
+@computed_once
 def gpu_busy(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Merged busy intervals of GPU work per (rank, device): when any kernel/copy/memset runs (work queued
     before the capture included: the GPU was busy with it, so it is never idle time)."""
@@ -108,6 +178,7 @@ def gpu_busy(lf: pl.LazyFrame) -> pl.LazyFrame:
     return merge_intervals(g, ["rank", "device"])
 
 
+@computed_once
 def gpu_idle_gaps(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Gaps between consecutive busy intervals per (rank, device): ``start_ns`` .. ``end_ns``, ``gap_ns``."""
     b = gpu_busy(lf)
@@ -131,6 +202,7 @@ def launch_calls(lf: pl.LazyFrame, **columns: str | pl.Expr) -> pl.LazyFrame:
     )
 
 
+@computed_once
 def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GPU activities joined to the host runtime call that launched them (by rank + correlation_id).
 
@@ -167,6 +239,7 @@ def api_name(col: str = "name") -> pl.Expr:
     return apis.bare_name(col)
 
 
+@computed_once
 def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Blocking host synchronisations, one row per call, with ``end_ns``, bare ``name`` and ``scope``.
 
