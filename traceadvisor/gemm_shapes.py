@@ -176,18 +176,7 @@ def linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
     k = views.kernels(lf).select(
         "rank", "device", "stream", "name", "start_ns", "dur_ns", "end_ns", "correlation_id", "external_id"
     )
-    rt = (
-        views.runtime(lf)
-        .filter(pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            pl.col("external_id").alias("rt_ext"),
-            pl.col("start_ns").alias("api_ns"),
-            pl.col("tid").alias("api_tid"),
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    rt = views.launch_calls(lf, rt_ext="external_id", api_ns="start_ns", api_tid="tid")
     # legacy Kineto (2020-2022): a kernel's and its launch's "External id" repeat the correlation id instead of
     # naming the op; such ids link nothing, so those ranks are linked by time containment only
     legacy = (pl.col("external_id") == pl.col("correlation_id")).mean().over("rank") >= 0.5

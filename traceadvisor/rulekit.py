@@ -6,7 +6,9 @@ and the summary in the engine's one ``pl.collect_all``.
 * ``merge_intervals(lf, by, agg)``: union of ``[start_ns, end_ns)`` intervals per group (``agg``: aggregations
   over the rows each merged interval holds).
 * ``latest_end_before(by)``: on rows in start order, the latest end of the group's earlier rows.
-* ``launch_calls(lf, **columns)``: the runtime call each GPU activity links to, one per (rank, correlation_id).
+* ``launch_calls(lf, *keep, **columns)``: the runtime call each GPU activity links to, one per (rank,
+  correlation_id): the one lookup "runtime call per correlation id" (rules, the summary, the replay's fixes,
+  the classification and ``gemm_shapes`` all use it); ``by_correlation(rows, ...)`` the same for any rows.
 * ``idle_between(busy, by)``: the gaps between consecutive merged busy intervals, with ``gap_ns``.
 * ``covered_ns(intervals, busy, by)``: how much of each interval a set of busy intervals covers.
 * ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
@@ -27,6 +29,7 @@ import polars as pl
 from traceadvisor.devices import BY_KEY, Model
 from traceadvisor.knowledge.apis import bare_name
 from traceadvisor.schema.views import (
+    by_correlation,
     covered_ns,
     gpu_busy,
     gpu_idle_gaps,
@@ -39,6 +42,7 @@ from traceadvisor.trace import Trace
 
 __all__ = [
     "api",
+    "by_correlation",
     "covered_ns",
     "device_model",
     "gpu_busy",

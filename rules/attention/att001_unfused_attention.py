@@ -64,7 +64,7 @@ from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_eids
-from traceadvisor.rulekit import without_queue_backpressure
+from traceadvisor.rulekit import launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -226,11 +226,7 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
 def _chain_kernels(trace: Trace, ch: pl.DataFrame) -> pl.LazyFrame:
     """Kernels whose launch call lies inside a chain's host range on its thread, with the chain's index."""
     lf = trace.lazy()
-    rt = (
-        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select("rank", "tid", "correlation_id", pl.col("start_ns").alias("api_ns"))
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    rt = launch_calls(lf, "tid", api_ns="start_ns")
     k = (
         lf.filter((pl.col("kind") == "kernel") & pl.col("correlation_id").is_not_null())
         .select("rank", "device", "stream", "correlation_id", "start_ns", "dur_ns", "name")

@@ -157,17 +157,7 @@ def _only_rate(trace: Trace, default_gbs: float) -> float:
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     default = float(options.get("default_pinned_gbs", 25.0))
-    host = (
-        views.runtime(lf)
-        .filter(pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            pl.col("name").alias("host_call"),
-            pl.col("dur_ns").alias("host_blocked_ns"),
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    host = views.launch_calls(lf, host_call="name", host_blocked_ns="dur_ns")
     host_side = (
         pl.when(pl.col("copy_kind") == "h2d").then(pl.col("src_memory")).otherwise(pl.col("dst_memory"))
     )

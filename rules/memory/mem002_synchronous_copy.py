@@ -126,18 +126,7 @@ COPY_CALLS = {
 
 
 def _gpu_copies(lf: pl.LazyFrame) -> pl.LazyFrame:
-    return (
-        views.copies(lf)
-        .filter(pl.col("correlation_id").is_not_null())
-        .select(
-            "rank",
-            "correlation_id",
-            "device",
-            pl.col("copy_kind").alias("direction"),
-            "bytes",
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    return views.by_correlation(views.copies(lf), "device", "bytes", direction="copy_kind")
 
 
 def _ops(lf: pl.LazyFrame) -> pl.LazyFrame:

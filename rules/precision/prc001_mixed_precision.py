@@ -315,13 +315,7 @@ def _launching_ops(trace: Trace) -> pl.DataFrame:
     """Per op that launched GPU work: its first kernel (``eid``, ``device``, ``dur_ns``), that kernel's launch call
     (``launch_eid``), the op's name, thread, start and recorded shapes."""
     ev = indexed(trace)
-    rt = (
-        ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select(
-            "rank", "correlation_id", pl.col("eid").alias("launch_eid"), pl.col("external_id").alias("ext")
-        )
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    rt = views.launch_calls(ev, launch_eid="eid", ext="external_id")
     ops = (
         ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
         .select(

@@ -203,12 +203,9 @@ def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
 def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """The host runtime calls (``eid``, ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``name``) that launched the GPU
     activities in ``gpu`` (``rank``, ``correlation_id``)."""
-    h = (
-        indexed(trace)
-        .filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    from traceadvisor.schema import views
+
+    h = views.launch_calls(indexed(trace), "eid", "pid", "tid", "start_ns", "dur_ns", "name")
     k = gpu.lazy().select("rank", "correlation_id").drop_nulls("correlation_id").unique()
     return k.join(h, on=["rank", "correlation_id"], how="inner", nulls_equal=True).collect()
 

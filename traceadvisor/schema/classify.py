@@ -159,6 +159,8 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
     need = {"kind", "name", "category", "external_id", "correlation_id", "rank"}
     if not need <= set(df.columns) or df.height == 0:
         return df
+    from traceadvisor.schema import views
+
     out = df
     for pat, cats, new in OP_RECLASSIFY:
         ops = (
@@ -168,12 +170,7 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
             .drop_nulls("external_id")
             .unique()
         )
-        launch_ext = (
-            out.lazy()
-            .filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-            .select("rank", "correlation_id", pl.col("external_id").alias("_rt_ext"))
-            .unique(subset=["rank", "correlation_id"], keep="first")
-        )
+        launch_ext = views.launch_calls(out.lazy(), _rt_ext="external_id")
         k = (
             out.lazy()
             .with_row_index("_row")

@@ -191,15 +191,22 @@ def gpu_idle_gaps(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def launch_calls(lf: pl.LazyFrame, **columns: str | pl.Expr) -> pl.LazyFrame:
-    """The host runtime calls that GPU work links to: one per (rank, correlation_id), the first, with ``rank``,
-    ``correlation_id`` and ``columns`` (output name -> a runtime column or an expression over them)."""
+def by_correlation(rows: pl.LazyFrame, *keep: str, **columns: str | pl.Expr) -> pl.LazyFrame:
+    """One row of ``rows`` per (rank, correlation_id), the first, with ``rank``, ``correlation_id``, the
+    ``keep`` columns and ``columns`` (output name -> a column or an expression over the rows)."""
     cols = [(pl.col(v) if isinstance(v, str) else v).alias(k) for k, v in columns.items()]
     return (
-        lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
-        .select("rank", "correlation_id", *cols)
+        rows.filter(pl.col("correlation_id").is_not_null())
+        .select("rank", "correlation_id", *keep, *cols)
         .unique(subset=["rank", "correlation_id"], keep="first")
     )
+
+
+def launch_calls(lf: pl.LazyFrame, *keep: str, **columns: str | pl.Expr) -> pl.LazyFrame:
+    """The host runtime calls that GPU work links to (the lookup "runtime call per correlation id"): one per
+    (rank, correlation_id), the first, with ``rank``, ``correlation_id``, the runtime columns ``keep`` under
+    their own names and ``columns`` (output name -> a runtime column or an expression over them)."""
+    return by_correlation(lf.filter(pl.col("kind") == "runtime"), *keep, **columns)
 
 
 @computed_once
@@ -261,11 +268,7 @@ def host_syncs(lf: pl.LazyFrame) -> pl.LazyFrame:
         )
         .filter(pl.col("scope").is_not_null())
     )
-    ev_dev = (
-        ev.filter(pl.col("correlation_id").is_not_null())
-        .select("rank", "correlation_id", pl.col("device").alias("sync_device"))
-        .unique(subset=["rank", "correlation_id"], keep="first")
-    )
+    ev_dev = by_correlation(ev, sync_device="device")
     rt = (
         rt.join(ev_dev, on=["rank", "correlation_id"], how="left", nulls_equal=True)
         .with_columns(device=pl.coalesce("device", "sync_device"))
