@@ -13,6 +13,7 @@ and an entry in ``IMPORTERS`` below (order matters: most specific first).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -36,20 +37,23 @@ IMPORTERS: tuple[str, ...] = (
 
 
 def importer_modules() -> list[ModuleType]:
-    mods = []
+    return list(_importer_modules())
+
+
+def _importer_modules() -> Iterator[ModuleType]:
+    """The importer modules in ``IMPORTERS`` order, each imported when it is reached."""
     for name in IMPORTERS:
         try:
-            mods.append(importlib.import_module(f"traceadvisor.importers.{name}"))
+            yield importlib.import_module(f"traceadvisor.importers.{name}")
         except ModuleNotFoundError as e:  # importer not written yet in this checkout
             if e.name != f"traceadvisor.importers.{name}":
                 raise
-    return mods
 
 
 def detect(path: str | Path) -> ModuleType:
-    """Return the importer module that recognises ``path``'s content."""
+    """Return the importer module that recognises ``path``'s content (the importers after it are not imported)."""
     probe = Probe.open(path)
-    for mod in importer_modules():
+    for mod in _importer_modules():
         if mod.sniff(probe):
             return mod
     if probe.is_gzip and probe.head.startswith(b"SQLite format 3\x00"):

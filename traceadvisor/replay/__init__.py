@@ -16,7 +16,7 @@ import polars as pl
 
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
-from traceadvisor.replay.rows import covered
+from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered
 from traceadvisor.replay.sim import relax, warm_up_for
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
@@ -27,6 +27,7 @@ __all__ = [
     "segments",
     "calls_at",
     "calls_within",
+    "PROFILED_HOST_KINDS",
     "Prediction",
     "Replayer",
     "gpu_eids",
@@ -61,7 +62,9 @@ class Replayer:
     def __init__(self, trace: Trace, summary=None, overhead_ns: float | None = None):
         self.trace = trace
         warm_up_for(trace.events.height)  # numba loads while the graph is built
-        self.g = G.build(trace)
+        # predictions are made on the program without the profiler: host time less its per-event cost
+        self.overhead_ns = profiler_overhead_ns(trace) if overhead_ns is None else float(overhead_ns)
+        self.g = G.build(trace, profiled=self.overhead_ns > 0)
         if summary is None and (self.g.ntype == G.MARKER).any():
             from traceadvisor.summary import summarize
 
@@ -77,10 +80,8 @@ class Replayer:
         self.base_w = self.g.w
         self.profiled_times, _ = self.run(None)
         self.profiled_window_ns = span(self.profiled_times, self.mask, self.before, self.g)
-        # predictions are made on the program without the profiler: host time less its per-event cost
-        self.overhead_ns = profiler_overhead_ns(trace) if overhead_ns is None else float(overhead_ns)
         if self.overhead_ns > 0:
-            self._ovh = _overhead_per_edge(trace, self.g, self.overhead_ns)
+            self._ovh = _overhead_per_edge(self.g, self.overhead_ns)
             ch = self.g.etype == G.E_CHAIN
             self.base_w = self.g.w.copy()
             self.base_w[ch] = np.maximum(0, self.g.w[ch] - self._ovh[ch])
@@ -273,10 +274,10 @@ def graph_launch_fix(trace: Trace, at_ns: np.ndarray | None = None, method: str 
     return fx.launch_latency(g.eid[nodes], lat)
 
 
-# What the profiler adds to the host per event it records (an op, a runtime call, a Python function, a range):
-# fitted on the calibration pairs' profiled vs unprofiled step times (docs/impact.md, tests/test_calibration.py)
+# What the profiler adds to the host per event it records (an op, a runtime call, a Python function, a range:
+# ``PROFILED_HOST_KINDS``): fitted on the calibration pairs' profiled vs unprofiled step times (docs/impact.md,
+# tests/test_calibration.py)
 PROFILER_OVERHEAD_NS = 2_500
-PROFILED_HOST_KINDS = ("cpu_op", "runtime", "python", "annotation", "memory")
 # producers whose host events carry the per-event cost (Kineto records every op; nsys/rocprof trace API calls)
 _PRODUCER_FACTOR = {"kineto": 1.0}
 
@@ -286,31 +287,18 @@ def profiler_overhead_ns(trace: Trace) -> float:
     return PROFILER_OVERHEAD_NS * _PRODUCER_FACTOR.get(trace.meta.format, 0.0)
 
 
-def _overhead_per_edge(trace: Trace, g: G.Graph, per_event_ns: float) -> np.ndarray:
+def _overhead_per_edge(g: G.Graph, per_event_ns: float) -> np.ndarray:
     """Per edge: the profiler's cost inside a host chain edge, ``per_event_ns`` times the recorded host events of
-    its thread that start inside it."""
+    its thread that start inside it (``g.host_events``, released here: nothing else reads them)."""
     out = np.zeros(len(g.w), np.int64)
-    ev = (
-        trace.lazy()
-        .filter(pl.col("kind").is_in(PROFILED_HOST_KINDS) & pl.col("tid").is_not_null())
-        .select(
-            pl.col("rank").fill_null(-1).cast(pl.Int64),
-            pl.col("pid").fill_null(-1).cast(pl.Int64),
-            pl.col("tid").fill_null(-1).cast(pl.Int64),
-            "start_ns",
-        )
-        .filter(pl.col("start_ns").is_not_null())
-        .collect()
-    )
-    tcode = G.thread_codes(g, [ev[c].to_numpy() for c in ("rank", "pid", "tid")])
-    ok = tcode >= 0
-    if not ok.any():
+    if g.host_events is None or not len(g.host_events[0]):
         return out
-    st = ev["start_ns"].to_numpy()[ok]
+    tcode, st = g.host_events
+    g.host_events = None
     rec = g.recorded_points()
     t0 = int(min(rec.min(), st.min())) - 1
     sc = np.int64(1) << np.int64(42)
-    keys = np.sort(tcode[ok] * sc + (st - t0))
+    keys = np.sort(tcode * sc + (st - t0))
     ch = np.nonzero(g.etype == G.E_CHAIN)[0]
     tc = g.thread[g.src[ch] // 2]
     a = np.searchsorted(keys, tc * sc + (rec[g.src[ch]] - t0), side="left")

@@ -85,6 +85,8 @@ class Graph:
     names: np.ndarray | None = None  # per node: event name (for reports)
     kind: np.ndarray | None = None  # per node: canonical kind
     category: np.ndarray | None = None  # per node: canonical category
+    # (thread code, start) of the recorded host events the profiler adds a cost for (``build(profiled=True)``)
+    host_events: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -120,9 +122,10 @@ def thread_codes(g: Graph, cols: list[np.ndarray]) -> np.ndarray:
     return lookup([th[c].to_numpy() for c in ("rank", "pid", "tid")], cols)
 
 
-def build(trace: Trace) -> Graph:
-    """Build the dependency graph of ``trace``."""
-    host, gpu, name_table, (node_names, node_cats), ops = events(trace)
+def build(trace: Trace, profiled: bool = False) -> Graph:
+    """Build the dependency graph of ``trace``; with ``profiled``, keep the thread and start of every profiled
+    host event (``Graph.host_events``: what the profiler's per-event cost is counted on)."""
+    host, gpu, name_table, (node_names, node_cats), ops, extra = events(trace, profiled)
     # thread codes of the host rows; the framework ops of those threads (other threads have no nodes)
     tcode, tkeys = group_codes([host.rank, host.pid, host.tid])
     threads = pl.DataFrame(
@@ -145,7 +148,8 @@ def build(trace: Trace) -> Graph:
     op_tcode = lookup(tkeys, list(ops[:3]))
     keep = op_tcode >= 0
     ops_tse = (op_tcode[keep], ops[3][keep], ops[4][keep])
-    del ops, op_tcode, keep  # memory: the benchmark trace has 600 k framework ops
+    host_events = _host_events(host, tcode, tkeys, op_tcode, ops, extra) if extra is not None else None
+    del ops, op_tcode, keep, extra  # memory: the benchmark trace has 600 k framework ops
     nh, ng = len(host.eid), len(gpu.eid)
     n = nh + ng
 
@@ -308,11 +312,23 @@ def build(trace: Trace) -> Graph:
         names=node_names,
         kind=np.array(NODE_KINDS, object)[np.concatenate([host.kind, gpu.kind])],
         category=node_cats,
+        host_events=host_events,
     )
     from traceadvisor.replay.sim import topo_order
 
     g.order, g.cyclic = topo_order(2 * n, g.src, g.dst)
     return g
+
+
+def _host_events(host: Rows, tcode, tkeys, op_tcode, ops, extra) -> tuple[np.ndarray, np.ndarray]:
+    """(thread code, start) of the profiled host events on the graph's threads: runtime calls, framework ops
+    with a recorded tid, and the ``extra`` events of ``rows.events``."""
+    rt = host.kind == 0
+    op = (op_tcode >= 0) & ops[5]
+    ex_tcode = lookup(tkeys, list(extra[:3]))
+    ex = ex_tcode >= 0
+    th = np.concatenate([tcode[rt], op_tcode[op], ex_tcode[ex]]).astype(np.int64)
+    return th, np.concatenate([host.start[rt], ops[3][op], extra[3][ex]]).astype(np.int64)
 
 
 def _concat(edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, ...]:

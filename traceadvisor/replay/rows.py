@@ -18,6 +18,10 @@ GPU_KINDS = ("kernel", "memcpy", "memset")
 # Host calls that wait for their GPU copy when they last about as long as it: the copy APIs.
 _COPY_APIS = set(views.BLOCKING_COPY_APIS) | set(views.ASYNC_COPY_APIS)
 
+# What the profiler adds a per-event cost for (docs/impact.md): the host events it records, an op, a runtime call,
+# a Python function, a range (``replay.profiler_overhead_ns`` says how much; PRC001 counts the same kinds)
+PROFILED_HOST_KINDS = ("cpu_op", "runtime", "python", "annotation", "memory")
+
 # kinds of the graph's nodes, by code (``kind`` of a node is ``NODE_KINDS[code]``)
 NODE_KINDS = ("runtime", "step", *GPU_KINDS)
 OP = len(NODE_KINDS)  # code of the framework ops (not nodes: they tell idle host gaps from busy ones)
@@ -42,9 +46,13 @@ class Rows:
     category: np.ndarray  # code into the category table
 
 
-def events(trace: Trace) -> tuple[Rows, Rows, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+def events(
+    trace: Trace, profiled: bool = False
+) -> tuple[Rows, Rows, np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...] | None]:
     """The rows the graph is built from, in one parallel pass over the events: host calls and markers, GPU
-    activities (each with its name and category table), and the framework ops (rank, pid, tid, start, end).
+    activities (each with its name and category table), the framework ops (rank, pid, tid, start, end, whether
+    the tid is recorded) and, with ``profiled``, the other profiled host events that are neither (rank, pid, tid,
+    start of the ``PROFILED_HOST_KINDS`` events with a tid; None without ``profiled``).
 
     Strings are read as dictionary codes (a trace has a few hundred distinct names), never as one Python
     object per event; ``rank``, ``pid``, ``tid``, ``device`` and ``stream`` are -1 where null."""
@@ -64,19 +72,27 @@ def events(trace: Trace) -> tuple[Rows, Rows, np.ndarray, np.ndarray, tuple[np.n
         pl.col("name").cast(pl.Categorical),
         pl.col("category").cast(pl.Categorical),
     ]
-    host, gpu, ops = pl.collect_all(
-        [
-            base.filter(kind.is_in(("runtime", "step")) & pl.col("tid").is_not_null()).select(cols),
-            base.filter(kind.is_in(GPU_KINDS) & pl.col("device").is_not_null()).select(cols),
-            base.filter(kind == "cpu_op").select(
-                *fill[:3], "start_ns", (pl.col("start_ns") + dur).alias("end")
-            ),
-        ]
-    )
+    plans = [
+        base.filter(kind.is_in(("runtime", "step")) & pl.col("tid").is_not_null()).select(cols),
+        base.filter(kind.is_in(GPU_KINDS) & pl.col("device").is_not_null()).select(cols),
+        base.filter(kind == "cpu_op").select(
+            *fill[:3],
+            "start_ns",
+            (pl.col("start_ns") + dur).alias("end"),
+            pl.col("tid").is_not_null().alias("has_tid"),
+        ),
+    ]
+    others = [k for k in PROFILED_HOST_KINDS if k not in ("cpu_op", "runtime")]
+    if profiled:
+        plans.append(
+            base.filter(kind.is_in(others) & pl.col("tid").is_not_null()).select(*fill[:3], "start_ns")
+        )
+    host, gpu, ops, *rest = pl.collect_all(plans)
     (h, h_names, h_cats), (g, g_names, g_cats) = _rows(host), _rows(gpu)
     names = np.concatenate([h_names[h.name], g_names[g.name]])
     cats = np.concatenate([h_cats[h.category], g_cats[g.category]])
-    return h, g, h_names, (names, cats), tuple(_numpy(ops).values())
+    extra = tuple(_numpy(rest[0]).values()) if rest else None
+    return h, g, h_names, (names, cats), tuple(_numpy(ops).values()), extra
 
 
 def _rows(df: pl.DataFrame) -> tuple[Rows, np.ndarray, np.ndarray]:
