@@ -59,9 +59,10 @@ class JobTables:
     @classmethod
     def from_trace(cls, trace) -> JobTables:
         """Tables of a trace holding several ranks (``job.merge_job``)."""
-        from traceadvisor.scaleout.tables import collective_table, step_table
+        from traceadvisor.scaleout.tables import rank_tables
 
-        return cls.concat([collective_table(trace)], [step_table(trace)], trace.meta.world_size)
+        colls, steps = rank_tables(trace)
+        return cls.concat([colls], [steps], trace.meta.world_size)
 
     @property
     def ranks(self) -> list[int]:

@@ -143,15 +143,38 @@ def _steps(trace: Trace) -> pl.LazyFrame:
     )
 
 
+SHARED = ("compute", "gpu", "coll", "fetch", "steps", "first")
+
+
+def _shared(trace: Trace) -> dict[str, pl.LazyFrame]:
+    """What both tables read (busy intervals, steps, each rank's first event), computed once: small frames."""
+    lf = trace.lazy()
+    plans = [*_busy(trace), _steps(trace), lf.group_by("rank").agg(pl.col("start_ns").min().alias("_t0"))]
+    return {k: df.lazy() for k, df in zip(SHARED, pl.collect_all(plans), strict=True)}
+
+
 def _cover(lf: pl.LazyFrame, busy: pl.LazyFrame, name: str) -> pl.LazyFrame:
     return views.covered_ns(lf, busy, ["rank"]).rename({"covered_ns": name})
 
 
+def rank_tables(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``collective_table`` and ``step_table`` of ``trace``, their shared intervals computed once."""
+    if trace.events.height == 0:
+        return pl.DataFrame(schema=COLLECTIVE_SCHEMA), pl.DataFrame(schema=STEP_SCHEMA)
+    sh = _shared(trace)
+    colls, steps = pl.collect_all([_collectives(trace, sh), _step_rows(sh)])
+    return colls, steps
+
+
 def collective_table(trace: Trace) -> pl.DataFrame:
     """One row per collective kernel with its op, match key, size, step and pre-arrival breakdown."""
-    lf = trace.lazy()
     if trace.events.height == 0:
         return pl.DataFrame(schema=COLLECTIVE_SCHEMA)
+    return _collectives(trace, _shared(trace)).collect()
+
+
+def _collectives(trace: Trace, sh: dict[str, pl.LazyFrame]) -> pl.LazyFrame:
+    lf = trace.lazy()
     k = views.kernels(lf).filter((pl.col("category") == "collective") & pl.col("device").is_not_null())
     recorded = _arg("Collective name")
     nelems = pl.max_horizontal(
@@ -169,7 +192,7 @@ def collective_table(trace: Trace) -> pl.DataFrame:
         seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg", "op"),
         prev_end=pl.col("end_ns").cum_max().shift(1).over("rank"),
     )
-    st = _steps(trace)
+    st = sh["steps"]
     c = (
         c.sort("start_ns")
         .join_asof(
@@ -185,12 +208,11 @@ def collective_table(trace: Trace) -> pl.DataFrame:
             step=pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("step")),
         )
     )
-    first = lf.group_by("rank").agg(pl.col("start_ns").min().alias("_t0"))
-    c = c.join(first, on="rank", how="left", nulls_equal=True).with_columns(
+    c = c.join(sh["first"], on="rank", how="left", nulls_equal=True).with_columns(
         _w0=pl.coalesce("prev_end", pl.when(pl.col("start_ns") < pl.col("_s1")).then(pl.col("_s0")), "_t0")
     )
     c = c.with_columns(_w0=pl.min_horizontal("_w0", "start_ns"))
-    compute, gpu, _, fetch = _busy(trace)
+    compute, gpu, fetch = sh["compute"], sh["gpu"], sh["fetch"]
     win = c.select(
         "rank",
         "device",
@@ -226,17 +248,20 @@ def collective_table(trace: Trace) -> pl.DataFrame:
         .sort("rank", "start_ns", "stream")
         .select([pl.col(n).cast(t) for n, t in COLLECTIVE_SCHEMA.items()])
     )
-    return out.collect()
+    return out
 
 
 def step_table(trace: Trace) -> pl.DataFrame:
     """One row per (rank, step): duration and where it went (compute, collectives, exposed, data, host)."""
     if trace.events.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA)
-    compute, gpu, coll, fetch = _busy(trace)
-    st = _steps(trace)
+    return _step_rows(_shared(trace)).collect()
+
+
+def _step_rows(sh: dict[str, pl.LazyFrame]) -> pl.LazyFrame:
+    compute, gpu, coll, fetch = sh["compute"], sh["gpu"], sh["coll"], sh["fetch"]
     st = _cover(
-        _cover(_cover(_cover(st, compute, "compute_ns"), gpu, "gpu_busy_ns"), coll, "collective_ns"),
+        _cover(_cover(_cover(sh["steps"], compute, "compute_ns"), gpu, "gpu_busy_ns"), coll, "collective_ns"),
         fetch,
         "_fetch",
     )
@@ -247,7 +272,7 @@ def step_table(trace: Trace) -> pl.DataFrame:
         .with_columns(_exp=(pl.col("end_ns") - pl.col("start_ns") - pl.col("_ov")).clip(lower_bound=0))
         .sort("start_ns")
         .join_asof(
-            _steps(trace)
+            sh["steps"]
             .select("rank", pl.col("start_ns").alias("_s0"), pl.col("end_ns").alias("_s1"), "step")
             .sort("_s0"),
             left_on="start_ns",
@@ -271,4 +296,4 @@ def step_table(trace: Trace) -> pl.DataFrame:
         .sort("rank", "start_ns")
         .select([pl.col(n).cast(t) for n, t in STEP_SCHEMA.items()])
     )
-    return out.collect()
+    return out

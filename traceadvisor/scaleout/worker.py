@@ -97,7 +97,7 @@ def _analyze_rank(path: str, settings: RankSettings) -> RankResult:
     from traceadvisor.analysis import run_analysis
     from traceadvisor.importers import load_trace
     from traceadvisor.report.json_report import trace_summary
-    from traceadvisor.scaleout.tables import collective_table, step_table
+    from traceadvisor.scaleout.tables import rank_tables
 
     t0 = time.perf_counter()
     trace = load_trace(path, cache=settings.cache)
@@ -118,6 +118,7 @@ def _analyze_rank(path: str, settings: RankSettings) -> RankResult:
         config=Path(settings.config) if settings.config else None,
         use_config=settings.config is not None,
     )
+    collectives, steps = rank_tables(trace)
     out = RankResult(
         path=str(path),
         rank=trace.meta.rank,
@@ -127,8 +128,8 @@ def _analyze_rank(path: str, settings: RankSettings) -> RankResult:
         findings=res.findings,
         skipped=res.skipped,
         errors=res.errors,
-        collectives=collective_table(trace),
-        steps=step_table(trace),
+        collectives=collectives,
+        steps=steps,
         vendor=trace.meta.vendor,
         models=sorted({d.model for d in trace.meta.devices if d.model}),
         world_size=trace.meta.world_size,
