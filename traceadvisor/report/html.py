@@ -548,12 +548,21 @@ def build_context(
     return ctx, figs
 
 
+def _plain(fig: Any) -> Any:
+    """A figure's data and layout as plotly holds them: ``to_json`` of a Figure deep-copies every list first
+    (``to_dict``; a second for the timeline's hover texts), and the JSON is the same."""
+    if isinstance(fig, dict) or not hasattr(fig, "_data") or not hasattr(fig, "_layout"):
+        return fig
+    return {"data": [dict(t) for t in fig._data], "layout": fig._layout}
+
+
 def figures_json(figs: dict[str, Any]) -> Markup:
     """All figures as one JSON object (id -> {data, layout}), escaped for a script block."""
     import plotly.io as pio
 
     parts = [
-        json.dumps(k) + ":" + pio.to_json(fig, validate=False, remove_uids=True) for k, fig in figs.items()
+        json.dumps(k) + ":" + pio.to_json(_plain(fig), validate=False, remove_uids=True)
+        for k, fig in figs.items()
     ]
     return json_text_for_script("{" + ",".join(parts) + "}")
 

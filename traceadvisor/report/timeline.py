@@ -9,6 +9,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
@@ -395,8 +396,9 @@ def _line_trace(
     opacity: float = 1,
     legend: bool = True,
     group: str | None = None,
-) -> go.Scatter:
-    return go.Scatter(
+) -> dict[str, Any]:
+    return dict(
+        type="scatter",
         x=x,
         y=y,
         mode="lines",
@@ -414,13 +416,13 @@ def _line_trace(
 def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
     """The zoomable timeline: lanes top to bottom, x in ms since the first event."""
     t0 = td.t0_ns
-    fig = new_figure()
+    data: list[dict[str, Any]] = []  # plain trace dicts: plotly validates nothing it did not build
     n_lanes = td.lanes.height
     width = lane_px * 0.55
     for key in [k for k in KEY_ORDER if k in set(td.blocks["key"].to_list())]:
         b = td.blocks.filter(pl.col("key") == key)
         x, y = _segment_xy(_ms(b["start_ns"], t0), _ms(b["end_ns"], t0), b["lane"])
-        fig.add_trace(
+        data.append(
             _line_trace(
                 key,
                 COLORS.get(key, "#888"),
@@ -437,15 +439,16 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
     for key in keys:
         s = td.segments.filter(pl.col("key") == key)
         x, y = _segment_xy(_ms(s["start_ns"], t0), _ms(s["end_ns"], t0), s["lane"])
-        fig.add_trace(
+        data.append(
             _line_trace(key, COLORS.get(key, "#888"), x, y, _segment_text(s["text"].to_list()), width)
         )
     for key in ("copy", "sync"):  # a tick above the lane per copy / sync: visible at any zoom
         m = td.markers.filter(pl.col("key") == key)
         if m.height:
             x, y = _tick_xy(_ms(m["t_ns"], t0), m["lane"].cast(pl.Float64) - 0.38, 0.1)
-            fig.add_trace(
-                go.Scatter(
+            data.append(
+                dict(
+                    type="scatter",
                     x=x,
                     y=y,
                     mode="lines",
@@ -469,8 +472,9 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
         txt = [
             f"{label}<br>range {j + 1} of {len(ranges)}: {fmt_dur(r[1] - r[0])}" for j, r in enumerate(ranges)
         ]
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=x,
                 y=y,
                 mode="lines",
@@ -483,8 +487,9 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
             )
         )
         x, y = _tick_xy((a + b) / 2, pl.Series([float(i)] * len(ranges)), 0.36)  # ranges too short to see
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=x,
                 y=y,
                 mode="lines",
@@ -499,6 +504,7 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
     shapes, annotations = _step_shapes(td.steps, t0)
     top, bottom = 56, 92
     height = max(280, top + bottom + lane_px * n_lanes)
+    fig = new_figure(data)
     fig.update_layout(
         height=height,
         margin={"l": 10, "r": 10, "t": top, "b": bottom},
