@@ -104,6 +104,7 @@ def dtype_expr(types: pl.Expr, kernel: pl.Expr) -> pl.Expr:
     return expr.otherwise(pl.lit(None, dtype=pl.String))
 
 
+@views.computed_once
 def gemm_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GEMM cpu_ops with parsed M, N, K, batch, the raw dtype string and FLOPs (rows that do not parse drop)."""
     table = pl.LazyFrame(
@@ -212,6 +213,13 @@ def linked_kernels(lf: pl.LazyFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat([direct, fallback], how="vertical_relaxed")
 
 
+@views.computed_once
+def gemm_kernels(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """``linked_kernels`` of the GEMM ops (``gemm_ops``): collected once per trace for the skip check, GEM001's
+    shape table and its fix."""
+    return linked_kernels(lf, gemm_ops(lf))
+
+
 def link_failure(trace: Trace) -> str | None:
     """A skip reason when the trace has GEMM ops with shapes and GEMM kernels but none of them could be linked."""
     lf = trace.lazy()
@@ -220,7 +228,7 @@ def link_failure(trace: Trace) -> str | None:
         [
             ops.select(pl.len()),
             views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()),
-            linked_kernels(lf, ops)
+            gemm_kernels(lf)
             .join(
                 ops.select("rank", "external_id"),
                 left_on=["rank", "ext"],
@@ -269,10 +277,14 @@ def achievable_ns(flops: pl.Expr, nbytes: pl.Expr, peak_tflops: pl.Expr, hbm_tbs
 
 
 def op_kernels(trace: Trace) -> pl.LazyFrame:
-    """GEMM ops joined to the kernels each launched: one row per kernel, with the op's shape and dtype."""
-    lf = trace.lazy()
+    """GEMM ops joined to the kernels each launched: one row per kernel, with the op's shape and dtype
+    (collected once per trace)."""
+    return views.shared(trace, "gemm_shapes.op_kernels", _op_kernels)
+
+
+def _op_kernels(lf: pl.LazyFrame) -> pl.LazyFrame:
     ops = gemm_ops(lf)
-    kern = linked_kernels(lf, ops).select(
+    kern = gemm_kernels(lf).select(
         "rank",
         "ext",
         "device",

@@ -98,13 +98,14 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.gemm_shapes import (
     device_peaks,
     dtype_expr,
+    gemm_kernels,
     gemm_ops,
     link_failure,
-    linked_kernels,
     with_peaks,
 )
 from traceadvisor.replay.fix import Fix, gpu_eids
 from traceadvisor.rulekit import without_queue_backpressure
+from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -167,10 +168,15 @@ def requires(trace: Trace) -> str | None:
 
 
 def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
-    """Every GEMM shape with calls, FLOPs, GPU time, TFLOP/s, utilization, roofline time, cause and fix."""
-    lf = trace.lazy()
+    """Every GEMM shape with calls, FLOPs, GPU time, TFLOP/s, utilization, roofline time, cause and fix
+    (collected once per trace and options: ``detect`` and ``evidence_plan`` both read it)."""
+    key = "GEM001.shape_table " + repr(sorted(options.items()))
+    return views.shared(trace, key, lambda lf: _shape_table(trace, lf, options))
+
+
+def _shape_table(trace: Trace, lf: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame:
     ops = gemm_ops(lf)
-    kern = linked_kernels(lf, ops)
+    kern = gemm_kernels(lf)
     per_op = (
         kern.sort("dur_ns", descending=True)
         .group_by("rank", "ext")

@@ -213,11 +213,19 @@ def _explicit(lf: pl.LazyFrame) -> list[pl.LazyFrame]:
 def _first(
     lf: pl.LazyFrame, keys: list[str], dur: str, start: str, factor: float, min_ns: int
 ) -> pl.LazyFrame:
-    """First occurrence per ``keys`` that is much slower than the median of the later ones, with ``excess``."""
+    """First occurrence per ``keys`` that is much slower than the median of the later ones, with ``excess``.
+    The groups are formed once, on one 64-bit hash of the keys (op name, shapes and dtypes are long strings:
+    grouping 600 k ops on them three times was most of the rule's time)."""
+    g = pl.struct(keys).hash() if len(keys) > 1 else pl.col(keys[0])
     return (
         lf.sort(start)
-        .with_columns(_idx=pl.int_range(pl.len()).over(keys), _n=pl.len().over(keys))
-        .with_columns(_med=pl.col(dur).filter(pl.col("_idx") > 0).median().over(keys))
+        .with_columns(_g=g)
+        .with_columns(
+            _idx=pl.int_range(pl.len()).over("_g"),
+            _n=pl.len().over("_g"),
+            _med=pl.col(dur).slice(1).median().over("_g"),
+        )
+        .drop("_g")
         .filter(
             (pl.col("_idx") == 0)
             & (pl.col("_n") >= 3)
