@@ -284,6 +284,7 @@ def flow_frame(raw: pl.DataFrame) -> pl.DataFrame:
     return (
         raw.lazy()
         .filter(pl.col("ph").is_in(("s", "f", "t")))
+        .sort("_pos")  # input order (the raw frame is grouped by args class)
         .select("ph", "cat", "flow_id", "ts_ns", pid=pl.col("pid_int"), tid=lane_tid())
         .collect()
     )
@@ -308,12 +309,15 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
     if rest.height == 0:
         return ev
     ev = ev.with_row_index("_row")
+    # slices with the same start in their final order (``_kineto_chunks.with_order_key``), so that a flow at
+    # a tie binds to the same slice whatever the order the ranges' rows came in
+    order = ["order_key"] if "order_key" in ev.columns else []
     slices = (
         ev.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null())
-        .select("_row", "pid", "tid", "start_ns", end_ns=pl.col("start_ns") + pl.col("dur_ns"))
-        .sort("start_ns")
+        .select("_row", "pid", "tid", "start_ns", *order, end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+        .sort("start_ns", *order, maintain_order=True)
     )
-    bound = rest.sort("ts_ns").join_asof(
+    bound = rest.sort("ts_ns", maintain_order=True).join_asof(
         slices,
         left_on="ts_ns",
         right_on="start_ns",

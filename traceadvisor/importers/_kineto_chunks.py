@@ -53,6 +53,7 @@ def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
     rows = (
         raw.lazy()
         .filter(pl.col("ph") == "M")
+        .sort("_pos")  # input order (the raw frame is grouped by args class)
         .select(
             "name",
             pid=pl.coalesce(pl.col("pid_int").cast(pl.String), pl.col("pid_str")),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from itertools import compress, count, repeat
-from operator import attrgetter, eq, ne
+from itertools import compress, repeat
+from operator import attrgetter, eq
 from typing import Any
 
 import msgspec
@@ -282,131 +282,156 @@ def _field(structs: list[Any], name: str) -> list[Any]:
     return list(map(attrgetter(name), structs))
 
 
-class RangeColumns:
-    """The raw per-event columns of a range of events, filled piece by piece (``add``), in input order.
+def _spread(n: int, rows: list[int], values: list[Any]) -> list[Any]:
+    """A list of ``n`` Nones with ``values`` at ``rows``."""
+    out: list[Any] = [None] * n
+    for i, v in zip(rows, values, strict=True):
+        out[i] = v
+    return out
 
-    Each piece (~3k events) is read while its Python objects are still in the CPU cache: its fields become
-    small polars columns or joined bytes right away, and its known args are decoded per class of category.
-    """
 
-    def __init__(self) -> None:
-        self.n = 0
-        self.parts: dict[str, list[pl.Series]] = {c: [] for c in _PIECE_COLUMNS}
+class ClassColumns:
+    """The raw columns of one args class's events of a range (``add`` piece by piece), in input order: every
+    column is dense, so a class's known args need no scatter into the range's rows. ``pos`` is each event's
+    position in the range (metadata and flow events are put back in input order with it)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.pos: list[int] = []
+        self.lists: dict[str, list[Any]] = {
+            c: [] for c in ("ph", "cat", "name", "pid", "tid", "dur", "id", "s")
+        }
         self.texts: dict[str, tuple[list[bytes], list[int]]] = {"ts": ([], []), "args_raw": ([], [])}
-        self.codes: list[int] = []
-        # columns set on few rows: column -> (rows, values), or (rows, joined bytes, lengths) for raw text
-        self.sparse: dict[str, tuple[list[int], list[Any]]] = {}
-        self.sparse_text: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
+        self.known: dict[str, list[Any]] = {attr: [] for attr, _, _ in _CLASSES[k - 1][2]} if k else {}
 
-    def add(self, evs: list[Event]) -> None:
-        base, n = self.n, len(evs)
-        self.n += n
-        parts = self.parts
-        ph, cat = _field(evs, "ph"), _field(evs, "cat")
-        parts["ph"].append(pl.Series(ph, dtype=pl.String, strict=False))
-        parts["cat"].append(pl.Series(cat, dtype=pl.String, strict=False))
-        names = _field(evs, "name")
-        parts["name"].append(pl.Series(names, dtype=pl.String, strict=False))
-        for lane in ("pid", "tid"):
-            ints, rows, strs = _lane(_field(evs, lane))
-            parts[f"{lane}_int"].append(ints)
-            if rows:
-                self._sparse(f"{lane}_str", base, rows, strs)
-        parts["dur"].append(pl.Series(_field(evs, "dur"), dtype=pl.Float64, strict=False))
+    def add(self, evs: list[Event], pos: Iterable[int], cat: list[Any]) -> None:
+        n = len(evs)
+        self.pos.extend(pos)
+        lists = self.lists
+        ph = _field(evs, "ph")
+        lists["ph"].extend(ph)
+        lists["cat"].extend(cat)
+        for f in ("name", "pid", "tid", "dur"):
+            lists[f].extend(map(attrgetter(f), evs))
+        if ph.count("X") < n:  # flow id and instant scope exist only on other phases
+            lists["id"].extend(map(attrgetter("id"), evs))
+            lists["s"].extend(map(attrgetter("s"), evs))
+        else:
+            nones = [None] * n
+            lists["id"].extend(nones)
+            lists["s"].extend(nones)
         self._text("ts", _field(evs, "ts"))
         args = _field(evs, "args")
         self._text("args_raw", args)
-        if ph.count("X") < n:  # flow id and instant scope exist only on other phases
-            rare = [i for i in compress(count(), map(ne, ph, repeat("X"))) if ph[i] is not None]
-            rare_evs = list(map(evs.__getitem__, rare))
-            for key, col in (("id", "flow_id"), ("s", "scope")):
-                vals = _field(rare_evs, key)
-                if vals.count(None) < len(vals):
-                    self._sparse(col, base, rare, vals)
-        del evs
-        codes = _class_codes(cat)
-        self.codes.extend(codes)
-        for k in sorted(set(codes) - {0}):
-            rows = list(compress(count(), map(eq, codes, repeat(k))))
-            self._decode_class(k, base, rows, list(map(args.__getitem__, rows)))
-            if k == _GPU_CLASS:
-                self._copies(base, [i for i in rows if cat[i] in COPY_CATS], names)
-
-    def _copies(self, base: int, rows: list[int], names: list[Any]) -> None:
-        """copy_kind / src_memory / dst_memory (and memory_inferred) of the memcpy and memset events at ``rows``,
-        parsed once per distinct name."""
-        if not rows:
-            return
-        fields = [copy_fields(names[i]) if names[i].__class__ is str else (None, None, None) for i in rows]
-        for j, col in enumerate(("copy_kind", "src_memory", "dst_memory")):
-            self._sparse(col, base, rows, [f[j] for f in fields])
-        self._sparse(
-            "memory_inferred",
-            base,
-            rows,
-            [False if f[1] is not None or f[2] is not None else None for f in fields],
-        )
+        if self.k:
+            self._decode_known(args)
 
     def _text(self, col: str, raws: list[Any]) -> None:
         data, lens = self.texts[col]
         data.append(b"".join(raws))
         lens.extend(map(len, raws))
 
-    def _sparse(self, col: str, base: int, rows: list[int], values: list[Any]) -> None:
-        at, vals = self.sparse.setdefault(col, ([], []))
-        at.extend(map(base.__add__, rows))
-        vals.extend(values)
-
-    def _decode_class(self, k: int, base: int, rows: list[int], args: list[Raw]) -> None:
-        """Decode the known args of the piece's events of class ``k`` (at ``rows``)."""
-        _, decoder, fields, one = _CLASSES[k - 1]
+    def _decode_known(self, args: list[Raw]) -> None:
+        _, decoder, fields, one = _CLASSES[self.k - 1]
         try:
             known = decoder.decode(b"".join((b"[", b",".join(args), b"]")))
         except msgspec.ValidationError:  # an args value that is not an object: it has no known keys
             known = [_one_args(one, a) for a in args]
-        for attr, col, how in fields:
-            vals = _field(known, attr)
-            if vals.count(NO_RAW if how == "raw" else None) == len(vals):  # absent (the default, by identity)
-                continue
-            if how == "raw":
-                at, data, lens = self.sparse_text.setdefault(col, ([], [], []))
-                at.extend(map(base.__add__, rows))
-                data.append(b"".join(vals))
-                lens.extend(map(len, vals))
-            else:
-                self._sparse(col, base, rows, vals)
+        for attr, _, _ in fields:
+            self.known[attr].extend(map(attrgetter(attr), known))
 
     def frame(self) -> pl.DataFrame:
-        """The raw frame: one row per event; arg columns no event of the range has stay absent."""
-        n = self.n
-        cols = {
-            c: pl.concat(p) if p else pl.Series([], dtype=t)
-            for (c, t), p in zip(_PIECE_COLUMNS.items(), self.parts.values(), strict=True)
-        }
+        n, lists = len(self.pos), self.lists
+        cols = {c: pl.Series(lists[c], dtype=pl.String, strict=False) for c in ("ph", "cat", "name")}
+        for lane in ("pid", "tid"):
+            cols[f"{lane}_int"], rows, strs = _lane(lists[lane])
+            if rows:
+                cols[f"{lane}_str"] = pl.Series(_spread(n, rows, strs), dtype=pl.String)
+        cols["dur"] = pl.Series(lists["dur"], dtype=pl.Float64, strict=False)
         cols["ts_ns"] = us_to_ns(text_column(*self.texts["ts"]))
         cols["args_raw"] = text_column(*self.texts["args_raw"])
-        cols["class_code"] = pl.Series(self.codes, dtype=pl.Int8)
-        for col, dtype in _LANE_COLUMNS.items():
-            cols[col] = self._scatter(col, n, dtype) if col in self.sparse else _nulls(n, dtype)
-        for col in self.sparse:
-            if col not in cols:
-                cols[col] = self._scatter(col, n, COPY_COLUMNS.get(col) or ARG_COLUMNS[col])
-        for col, (at, data, lens) in self.sparse_text.items():
-            text = text_column(data, lens)
-            if col in DIMS:  # launch geometry: parsed on the few rows that have it
-                for c, v in text.to_frame(col).select(**xyz(DIMS[col])).to_dict().items():
-                    cols[c] = _nulls(n, pl.Int32).scatter(at, v)
-            else:
-                cols[col] = _nulls(n, pl.String).scatter(at, text)
+        cols["class_code"] = pl.repeat(self.k, n, dtype=pl.Int8, eager=True)
+        cols["_pos"] = pl.Series(self.pos, dtype=pl.Int32)
+        for key, col in (("id", "flow_id"), ("s", "scope")):
+            vals = lists[key]
+            if vals.count(None) < n:
+                cols[col] = (
+                    _int_series(vals) if col == "flow_id" else pl.Series(vals, dtype=pl.String, strict=False)
+                )
+        if self.k:
+            self._known_columns(cols)
+        if self.k == _GPU_CLASS:
+            self._copies(cols, lists["cat"], lists["name"])
         return pl.DataFrame(cols)
 
-    def _scatter(self, col: str, n: int, dtype: pl.DataType) -> pl.Series:
-        at, vals = self.sparse[col]
-        if dtype == pl.String or dtype == pl.Boolean:
-            values = pl.Series(vals, dtype=dtype, strict=False)
-        else:
-            values = _int_series(vals).cast(dtype)
-        return _nulls(n, dtype).scatter(at, values)
+    def _known_columns(self, cols: dict[str, pl.Series]) -> None:
+        for attr, col, how in _CLASSES[self.k - 1][2]:
+            vals = self.known[attr]
+            if vals.count(NO_RAW if how == "raw" else None) == len(vals):  # absent (the default, by identity)
+                continue
+            if how != "raw":
+                cols[col] = _int_series(vals)
+                continue
+            text = text_column([b"".join(vals)], list(map(len, vals)))
+            if col in DIMS:  # launch geometry: "[x, y, z]" parsed into x/y/z columns
+                cols.update(text.to_frame(col).select(**xyz(DIMS[col])).to_dict())
+            else:
+                cols[col] = text
+
+    @staticmethod
+    def _copies(cols: dict[str, pl.Series], cats: list[Any], names: list[Any]) -> None:
+        """copy_kind / src_memory / dst_memory (and memory_inferred) of the memcpy and memset events, parsed once
+        per distinct name."""
+        if COPY_CATS.isdisjoint(cats):
+            return
+        fields = [
+            copy_fields(nm) if c in COPY_CATS and nm.__class__ is str else _NO_COPY
+            for c, nm in zip(cats, names, strict=True)
+        ]
+        for j, col in enumerate(("copy_kind", "src_memory", "dst_memory")):
+            cols[col] = pl.Series([f[j] for f in fields], dtype=pl.String)
+        inferred = [False if f[1] is not None or f[2] is not None else None for f in fields]
+        cols["memory_inferred"] = pl.Series(inferred, dtype=pl.Boolean)
+
+
+_NO_COPY = (None, None, None)
+
+
+class RangeColumns:
+    """The raw per-event columns of a range of events, filled piece by piece (``add``): each piece's events
+    go to the columns of their args class (``ClassColumns``); ``frame`` stacks the classes, in class order."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.classes: dict[int, ClassColumns] = {}
+
+    def add(self, evs: list[Event]) -> None:
+        base, n = self.n, len(evs)
+        self.n += n
+        cat = _field(evs, "cat")
+        codes = _class_codes(cat)
+        present = set(codes)
+        if len(present) == 1:
+            self._of(codes[0]).add(evs, range(base, base + n), cat)
+            return
+        for k in sorted(present):
+            mask = list(map(eq, codes, repeat(k)))
+            rows = compress(range(base, base + n), mask)
+            self._of(k).add(list(compress(evs, mask)), rows, list(compress(cat, mask)))
+
+    def _of(self, k: int) -> ClassColumns:
+        cols = self.classes.get(k)
+        if cols is None:
+            cols = self.classes[k] = ClassColumns(k)
+        return cols
+
+    def frame(self) -> pl.DataFrame:
+        """The raw frame: one row per event, grouped by args class (input order within a class; ``_pos`` is
+        the input position); arg columns no event of the range has stay absent."""
+        frames = [c.frame() for _, c in sorted(self.classes.items())] or [ClassColumns(0).frame()]
+        raw = pl.concat(frames, how="diagonal") if len(frames) > 1 else frames[0]
+        missing = [pl.lit(None, dtype=t).alias(c) for c, t in _LANE_COLUMNS.items() if c not in raw.columns]
+        return raw.with_columns(missing) if missing else raw
 
 
 # recorded "[x, y, z]" texts -> the prefix of their x/y/z columns
@@ -426,14 +451,6 @@ COPY_COLUMNS: dict[str, pl.DataType] = {
     "memory_inferred": pl.Boolean,
 }
 COPY_CATS = frozenset(("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"))
-_PIECE_COLUMNS: dict[str, pl.DataType] = {
-    "ph": pl.String,
-    "cat": pl.String,
-    "name": pl.String,
-    "pid_int": pl.Int64,
-    "tid_int": pl.Int64,
-    "dur": pl.Float64,
-}
 
 
 def _class_codes(cats: list[Any]) -> list[int]:
