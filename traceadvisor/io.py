@@ -66,8 +66,13 @@ def write_parquet(trace: Trace, path: str | Path, compression: str = "zstd") -> 
         "input_dims",
         "input_types",
     ]
+    # no min/max statistics for the free text columns (JSON and names: no reader prunes row groups by them;
+    # 0.2 of the benchmark's 1.2 CPU-s write)
+    stats = [c for c in schema.names if c not in ("name", "args", "input_dims", "input_types")]
     newest = pl.CompatLevel.newest()
-    with pq.ParquetWriter(str(path), schema, compression=compression, use_dictionary=dictionary) as writer:
+    with pq.ParquetWriter(
+        str(path), schema, compression=compression, use_dictionary=dictionary, write_statistics=stats
+    ) as writer:
         for start in range(0, max(events.height, 1), WRITE_BATCH_ROWS):
             part = events.slice(start, WRITE_BATCH_ROWS).to_arrow(compat_level=newest).cast(schema)
             writer.write_table(part, row_group_size=WRITE_BATCH_ROWS)

@@ -282,6 +282,14 @@ def _field(structs: list[Any], name: str) -> list[Any]:
     return list(map(attrgetter(name), structs))
 
 
+def _str_series(values: list[Any]) -> pl.Series:
+    """A String column; one repeated string (a class's phase or category, mostly) without a pass in Python."""
+    first = values[0] if values else None
+    if first.__class__ is str and values.count(first) == len(values):  # list.count compares in C
+        return pl.repeat(first, len(values), dtype=pl.String, eager=True)
+    return pl.Series(values, dtype=pl.String, strict=False)
+
+
 def _spread(n: int, rows: list[int], values: list[Any]) -> list[Any]:
     """A list of ``n`` Nones with ``values`` at ``rows``."""
     out: list[Any] = [None] * n
@@ -342,7 +350,7 @@ class ClassColumns:
 
     def frame(self) -> pl.DataFrame:
         n, lists = len(self.pos), self.lists
-        cols = {c: pl.Series(lists[c], dtype=pl.String, strict=False) for c in ("ph", "cat", "name")}
+        cols = {c: _str_series(lists[c]) for c in ("ph", "cat", "name")}
         for lane in ("pid", "tid"):
             cols[f"{lane}_int"], rows, strs = _lane(lists[lane])
             if rows:
