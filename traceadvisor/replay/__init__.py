@@ -151,6 +151,12 @@ class Replayer:
             e = np.nonzero((g.etype == G.E_STREAM) & (g.src % 2 == 1) & hit[g.src // 2])[0]
             own = self._own[g.src[e] // 2]
             w[e] -= np.where(own >= 0, w[np.maximum(own, 0)], 0)
+        if len(fix.gone_eid):  # removed GPU work keeps no dispatch gap to the activity queued after it
+            j = node(fix.gone_eid)
+            hit = np.zeros(g.n, bool)
+            hit[j[j >= 0]] = True
+            e = np.nonzero((g.etype == G.E_STREAM) & hit[g.src // 2])[0]
+            w[e] = np.minimum(w[e], 0)
         cuts = fix.cuts
         if len(fix.host_eid):
             j = node(fix.host_eid)

@@ -80,6 +80,7 @@ class Fix:
     detach_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gone_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     scope: str = "window"  # "window": the analysed window; "capture": the whole capture (warm-up fixes)
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
@@ -128,8 +129,10 @@ class Fix:
         return self
 
     def remove(self, trace: Trace, rank, start_ns, end_ns) -> Fix:
-        """Everything inside these intervals is gone: host time on every thread of the rank, GPU work that
-        starts in them."""
+        """Everything inside these intervals is gone: host time on every thread of the rank, the waits of host
+        calls that start in them, and the GPU work that starts in them (its duration, its launch latency and its
+        queue's dispatch gap after it: a removed cuDNN algorithm search's thousands of kernels leave nothing
+        behind)."""
         iv = pl.DataFrame({"rank": _bc(rank if rank is not None else -1, len(_arr(start_ns))), "s": _arr(start_ns),
                            "e": _bc(end_ns, len(_arr(start_ns)))})  # fmt: skip
         ev = (
@@ -142,7 +145,12 @@ class Fix:
         self.cut_host(cuts["rank"], cuts["pid"], cuts["tid"], cuts["s"], cuts["e"])
         g = ev.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset"))).join(iv, on="rank", how="inner")
         g = g.filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
-        return self.gpu_duration(g["eid"], 0)
+        h = ev.filter(pl.col("kind") == "runtime").join(iv, on="rank", how="inner")
+        h = h.filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
+        self.no_wait(h["eid"].unique())
+        eids = g["eid"].unique()
+        self.gone_eid = np.concatenate([self.gone_eid, _arr(eids)])
+        return self.gpu_duration(eids, 0).launch_latency(eids, 0)
 
     def detach(self, eids) -> Fix:
         self.detach_eid = np.concatenate([self.detach_eid, _arr(eids)])
@@ -158,6 +166,7 @@ class Fix:
             or len(self.lat_eid)
             or len(self.detach_eid)
             or len(self.delay_eid)
+            or len(self.gone_eid)
         )
 
     @classmethod
@@ -177,6 +186,7 @@ class Fix:
             out.detach_eid = np.concatenate([out.detach_eid, f.detach_eid])
             out.delay_eid = np.concatenate([out.delay_eid, f.delay_eid])
             out.delay_ns = np.concatenate([out.delay_ns, f.delay_ns])
+            out.gone_eid = np.concatenate([out.gone_eid, f.gone_eid])
         return out
 
 
