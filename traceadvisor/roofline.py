@@ -7,7 +7,8 @@ normalization, elementwise, reduction) whose input shapes are recorded (``record
   trace has them, concrete scalar inputs (convolution stride/padding/dilation, SDPA ``is_causal``);
 * ``gpu_ns``: the GPU time of every kernel launched while the op ran (launch call inside the op's host time on
   the same thread; only the outermost op of a family chain counts, so ``aten::linear`` -> ``aten::addmm`` or
-  ``aten::conv2d`` -> ``aten::cudnn_convolution`` are counted once);
+  ``aten::conv2d`` -> ``aten::cudnn_convolution`` are counted once), costed on the inputs of its innermost op of
+  the same family (under autocast ``aten::linear`` records FP32 inputs, its ``aten::addmm`` the bf16 ones);
 * per (op, shapes, dtype) group: achieved ``tflops`` and ``tbps``, arithmetic ``intensity`` (FLOP/byte), the
   device's ``ridge`` (peak / bandwidth), ``roofline_ns`` per call (``max(flops / peak, bytes / bandwidth,
   launch floor)``), ``pct_of_roofline`` (roofline time / GPU time) and ``bound`` (``compute`` when the
@@ -246,6 +247,42 @@ def _concrete_expr() -> pl.Expr:
     return pl.col("args").str.extract(r'"Concrete Inputs":\s*(\[[^\]]*(?:\][^\]]*)*?\])\s*,\s*"', 1)
 
 
+def _family_expr() -> pl.Expr:
+    expr = pl.lit(None, dtype=pl.String)
+    for fam, pat in reversed(ROOFLINE_OPS):
+        expr = pl.when(pl.col("name").str.contains(pat)).then(pl.lit(fam)).otherwise(expr)
+    return expr
+
+
+def _cost_inputs(ops: pl.LazyFrame, inner: pl.LazyFrame) -> pl.LazyFrame:
+    """The inputs each outermost op is costed on (``c_name``, ``c_dims``, ``c_types``, ``c_concrete``): for a
+    matrix family, its innermost nested op of the same family when there is one, else its own. Under autocast ``aten::linear`` is
+    recorded with its FP32 inputs and casts them inside; the ``aten::addmm`` it calls holds the bf16 inputs the
+    GEMM kernel runs on (costing the outer op would use the FP32 peak and bytes: over 100% of the roofline)."""
+    rk = pl.col("rank").fill_null(-1).alias("_rk")  # join_asof's ``by`` never matches nulls
+    spans = ops.select(rk, "tid", "op_id", pl.col("start_ns").alias("o_start"), pl.col("end_ns").alias("o_end"),
+                       pl.col("_fam").alias("o_fam")).sort("o_start")  # fmt: skip
+    last = (
+        inner.with_columns(rk)
+        .sort("start_ns")
+        .join_asof(spans, left_on="start_ns", right_on="o_start", by=["_rk", "tid"], check_sortedness=False)
+        .filter((pl.col("start_ns") < pl.col("o_end")) & (pl.col("_fam") == pl.col("o_fam")))
+        .filter(pl.col("o_fam").is_in(MATRIX_FAMILIES))  # the dtype picks a matrix op's peak
+        .group_by("op_id")
+        .agg(pl.col("name", "input_dims", "input_types", "concrete").sort_by("start_ns").last())
+    )
+    return (
+        ops.join(last, on="op_id", how="left", suffix="_in")
+        .with_columns(
+            c_name=pl.coalesce("name_in", "name"),
+            c_dims=pl.coalesce("input_dims_in", "input_dims"),
+            c_types=pl.coalesce("input_types_in", "input_types"),
+            c_concrete=pl.coalesce("concrete_in", "concrete"),
+        )
+        .drop("name_in", "input_dims_in", "input_types_in", "concrete_in", "_fam")
+    )
+
+
 def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Cost-model ops (outermost of nested ones on a thread) with the GPU time of the kernels they launched."""
     ops = (
@@ -264,10 +301,11 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
         .sort("rank", "tid", "start_ns")
     )
     # outermost only: an op that starts before the running maximum end of earlier ops on its thread is nested
-    ops = ops.with_columns(_prev_end=views.latest_end_before(["rank", "tid"])).filter(
-        pl.col("_prev_end").is_null() | (pl.col("start_ns") >= pl.col("_prev_end"))
-    )
-    ops = ops.drop("_prev_end").with_row_index("op_id")
+    ops = ops.with_columns(_prev_end=views.latest_end_before(["rank", "tid"]), _fam=_family_expr())
+    nested = pl.col("_prev_end").is_not_null() & (pl.col("start_ns") < pl.col("_prev_end"))
+    inner = ops.filter(nested)
+    ops = ops.filter(~nested).drop("_prev_end").with_row_index("op_id")
+    ops = _cost_inputs(ops, inner)
     rt = views.launch_calls(lf, tid="tid", api_ns="start_ns")
     k = (
         lf.filter(
@@ -333,7 +371,7 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
     ops = _op_gpu_time(trace.lazy()).collect()
     if ops.height == 0:
         return empty
-    keys = ["name", "input_dims", "input_types", "concrete"]
+    keys = ["c_name", "c_dims", "c_types", "c_concrete"]
     uniq = ops.select(keys).unique()
     costs = [cost(*r) for r in uniq.iter_rows()]
     uniq = uniq.with_columns(
@@ -345,7 +383,18 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
     g = (
         ops.join(uniq, on=keys, how="inner")
         # one order whatever the join produced: the group's first() is the same op variant on every run
-        .sort("rank", "device", "name", "input_dims", "input_types", "concrete", "gpu_ns", nulls_last=True)
+        .sort(
+            "rank",
+            "device",
+            "name",
+            "input_dims",
+            "input_types",
+            "concrete",
+            "c_name",
+            "c_types",
+            "gpu_ns",
+            nulls_last=True,
+        )  # fmt: skip
         .group_by("rank", "device", "family", "name", "input_dims", "dtype", maintain_order=True)
         .agg(
             pl.len().alias("calls"),
@@ -353,7 +402,7 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
             pl.col("gpu_ns").sum(),
             pl.col("flops_per_call").first(),
             pl.col("bytes_per_call").first(),
-            pl.col("input_types").first(),
+            pl.col("c_types").first().alias("input_types"),
         )
     )
     g = g.join(peaks, on="device", how="left")
@@ -441,9 +490,9 @@ def roofline_summary(trace: Trace, top: int = 400) -> dict[str, Any]:
             pl.col("calls").sum(),
             (pl.col("gpu_ns").sum() / 1e6).alias("gpu_ms"),
             (pl.col("above_roofline_ns").sum() / 1e6).alias("above_roofline_ms"),
-            ((pl.col("roofline_ns") * pl.col("calls")).sum() / pl.col("gpu_ns").sum() * 100).alias(
-                "pct_of_roofline"
-            ),
+            ((pl.col("roofline_ns") * pl.col("calls")).sum() / pl.col("gpu_ns").sum() * 100)
+            .clip(upper_bound=100.0)
+            .alias("pct_of_roofline"),
         )
         .sort(["gpu_ms", "family"], descending=[True, False])
     )
