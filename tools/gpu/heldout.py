@@ -131,10 +131,22 @@ def bert_warm(out: Path) -> None:
     p2 = prof_plain(step, out, "h200_ho_bert_warm_plain", 5)
     what = "BERT (6 layers) training, bf16 autocast, batch 64x128, data on the GPU, no host reads, warmed"
     absent = ["WRM001", "MEM001", "MEM002", "SYN001", "DLD001", "PRC001"]
-    record(out, "bert_warm_sched", {"what": what + "; schedule wait1/warmup1/active4", **p1, "measured": t,
-                                    "expect": [], "absent": absent})
-    record(out, "bert_warm_plain", {"what": what + "; no schedule, 5 iterations", **p2, "measured": t,
-                                    "expect": [], "absent": absent})
+    record(
+        out,
+        "bert_warm_sched",
+        {
+            "what": what + "; schedule wait1/warmup1/active4",
+            **p1,
+            "measured": t,
+            "expect": [],
+            "absent": absent,
+        },
+    )
+    record(
+        out,
+        "bert_warm_plain",
+        {"what": what + "; no schedule, 5 iterations", **p2, "measured": t, "expect": [], "absent": absent},
+    )
 
 
 def convnext_cold(out: Path) -> None:
@@ -158,9 +170,12 @@ def convnext_cold(out: Path) -> None:
     sync()
     times = []
     path = out / "h200_ho_convnext_cold.pt.trace.json"
-    with profile(activities=ACT, record_shapes=True,
-                 schedule=schedule(wait=0, warmup=0, active=6, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as p:
+    with profile(
+        activities=ACT,
+        record_shapes=True,
+        schedule=schedule(wait=0, warmup=0, active=6, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as p:
         for i in range(6):
             t0 = time.perf_counter()
             step(i)
@@ -168,20 +183,35 @@ def convnext_cold(out: Path) -> None:
             times.append((time.perf_counter() - t0) * 1e3)
             p.step()
     t = timed_pair(step, None)
-    record(out, "convnext_cold", {
-        "what": "timm convnext_tiny training bf16 batch 64, cudnn.benchmark, profiled from the process's first "
-                "iteration (schedule active=6, no wait/warmup), synchronized steps",
-        "trace": gz(path).name, "profiled_step_ms": times, "measured": t,
-        "first_step_extra_ms": times[0] - t["base_ms"],
-        "expect": ["WRM001"], "absent": ["MEM001", "DLD001"]})
+    record(
+        out,
+        "convnext_cold",
+        {
+            "what": "timm convnext_tiny training bf16 batch 64, cudnn.benchmark, profiled from the process's first "
+            "iteration (schedule active=6, no wait/warmup), synchronized steps",
+            "trace": gz(path).name,
+            "profiled_step_ms": times,
+            "measured": t,
+            "first_step_extra_ms": times[0] - t["base_ms"],
+            "expect": ["WRM001"],
+            "absent": ["MEM001", "DLD001"],
+        },
+    )
 
 
 def llama_decode(out: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
-                      num_key_value_heads=16, vocab_size=32000, max_position_embeddings=2048)
+    cfg = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+    )
     model = LlamaForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
     state = {}
 
@@ -208,10 +238,18 @@ def llama_decode(out: Path) -> None:
     sync()
     p = prof_sched(step, out, "h200_ho_llama_decode", wait=2, warmup=2, active=20)
     # GPU busy per token, measured with CUDA events around the token (kernel time is at most this)
-    record(out, "llama_decode", {
-        "what": "Llama (8 layers, d=1024, bf16) batch-1 greedy decode, eager, DynamicCache, warmed; one "
-                "ProfilerStep per token, no host reads", **p, "measured": t,
-        "expect": ["LNC001"], "absent": ["WRM001", "MEM001", "MEM002", "DLD001"]})
+    record(
+        out,
+        "llama_decode",
+        {
+            "what": "Llama (8 layers, d=1024, bf16) batch-1 greedy decode, eager, DynamicCache, warmed; one "
+            "ProfilerStep per token, no host reads",
+            **p,
+            "measured": t,
+            "expect": ["LNC001"],
+            "absent": ["WRM001", "MEM001", "MEM002", "DLD001"],
+        },
+    )
 
 
 def resnet18_pageable(out: Path) -> None:
@@ -243,18 +281,33 @@ def resnet18_pageable(out: Path) -> None:
     t = timed_pair(base, fixed)
     p = prof_sched(base, out, "h200_ho_resnet18_pageable")
     pf = prof_sched(fixed, out, "h200_ho_resnet18_pinned")
-    record(out, "resnet18_pageable", {
-        "what": "torchvision ResNet-18 training bf16 channels_last batch 256x3x224x224 (154 MB per step) copied "
-                "from pageable host memory with .to('cuda'); fix: pinned buffers + non_blocking", **p,
-        "fixed_trace": pf["trace"], "measured": t, "expect": ["MEM001"], "absent": ["WRM001", "DLD001"]})
+    record(
+        out,
+        "resnet18_pageable",
+        {
+            "what": "torchvision ResNet-18 training bf16 channels_last batch 256x3x224x224 (154 MB per step) copied "
+            "from pageable host memory with .to('cuda'); fix: pinned buffers + non_blocking",
+            **p,
+            "fixed_trace": pf["trace"],
+            "measured": t,
+            "expect": ["MEM001"],
+            "absent": ["WRM001", "DLD001"],
+        },
+    )
 
 
 def opt_item(out: Path) -> None:
     from transformers import OPTConfig, OPTForCausalLM
 
     torch.manual_seed(0)
-    cfg = OPTConfig(num_hidden_layers=6, hidden_size=768, ffn_dim=3072, num_attention_heads=12,
-                    vocab_size=50272, max_position_embeddings=2048)
+    cfg = OPTConfig(
+        num_hidden_layers=6,
+        hidden_size=768,
+        ffn_dim=3072,
+        num_attention_heads=12,
+        vocab_size=50272,
+        max_position_embeddings=2048,
+    )
     model = OPTForCausalLM(cfg).to(DEV).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, cfg.vocab_size, (8, 512), device=DEV)
@@ -282,10 +335,18 @@ def opt_item(out: Path) -> None:
     base, fixed = make(True), make(False)
     t = timed_pair(base, fixed)
     p = prof_sched(base, out, "h200_ho_opt_item_end")
-    record(out, "opt_item_end", {
-        "what": "transformers OPT (6 layers, d=768) training bf16 batch 8x512; loss.item() at the END of every "
-                "step (after optimizer.step); fix: accumulate on the GPU, read every 20 steps", **p,
-        "measured": t, "expect": [], "absent": ["WRM001", "MEM001", "DLD001"]})
+    record(
+        out,
+        "opt_item_end",
+        {
+            "what": "transformers OPT (6 layers, d=768) training bf16 batch 8x512; loss.item() at the END of every "
+            "step (after optimizer.step); fix: accumulate on the GPU, read every 20 steps",
+            **p,
+            "measured": t,
+            "expect": [],
+            "absent": ["WRM001", "MEM001", "DLD001"],
+        },
+    )
 
 
 def effnet_loader(out: Path) -> None:
@@ -295,10 +356,17 @@ def effnet_loader(out: Path) -> None:
     class Synth(torch.utils.data.Dataset):
         def __init__(self):
             g = torch.Generator().manual_seed(0)
-            self.imgs = [torch.randint(0, 256, (3, 320, 320), dtype=torch.uint8, generator=g) for _ in range(64)]
-            self.tf = T.Compose([T.RandomResizedCrop(224, antialias=True), T.RandomHorizontalFlip(),
-                                 T.ToDtype(torch.float32, scale=True),
-                                 T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+            self.imgs = [
+                torch.randint(0, 256, (3, 320, 320), dtype=torch.uint8, generator=g) for _ in range(64)
+            ]
+            self.tf = T.Compose(
+                [
+                    T.RandomResizedCrop(224, antialias=True),
+                    T.RandomHorizontalFlip(),
+                    T.ToDtype(torch.float32, scale=True),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+                ]
+            )
 
         def __len__(self):
             return 100000
@@ -311,8 +379,14 @@ def effnet_loader(out: Path) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def make(workers: int):
-        dl = torch.utils.data.DataLoader(Synth(), batch_size=128, num_workers=workers, pin_memory=workers > 0,
-                                         persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
+        dl = torch.utils.data.DataLoader(
+            Synth(),
+            batch_size=128,
+            num_workers=workers,
+            pin_memory=workers > 0,
+            persistent_workers=workers > 0,
+            prefetch_factor=4 if workers else None,
+        )
         it = iter(dl)
 
         def step(i: int) -> None:
@@ -329,16 +403,26 @@ def effnet_loader(out: Path) -> None:
     base, fixed = make(0), make(8)
     t = timed_pair(base, fixed, n=10, rounds=3, warm=4)
     p = prof_sched(base, out, "h200_ho_effnet_loader0", active=3)
-    record(out, "effnet_loader", {
-        "what": "timm efficientnet_b0 training bf16 batch 128, DataLoader num_workers=0 with CPU RandomResizedCrop "
-                "+ flip + normalize of uint8 images; fix: num_workers=8, pin_memory", **p,
-        "measured": t, "expect": ["DLD001"], "absent": ["WRM001"]})
+    record(
+        out,
+        "effnet_loader",
+        {
+            "what": "timm efficientnet_b0 training bf16 batch 128, DataLoader num_workers=0 with CPU RandomResizedCrop "
+            "+ flip + normalize of uint8 images; fix: num_workers=8, pin_memory",
+            **p,
+            "measured": t,
+            "expect": ["DLD001"],
+            "absent": ["WRM001"],
+        },
+    )
 
 
 def mlp_fp32(out: Path) -> None:
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
-    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(8192, 8192), torch.nn.GELU())])
+    model = torch.nn.Sequential(
+        *[m for _ in range(4) for m in (torch.nn.Linear(8192, 8192), torch.nn.GELU())]
+    )
     model = model.to(DEV)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(4096, 8192, device=DEV)
@@ -358,10 +442,18 @@ def mlp_fp32(out: Path) -> None:
 
     t = timed_pair(step, fixed, n=10)
     p = prof_sched(step, out, "h200_ho_mlp_fp32", active=3)
-    record(out, "mlp_fp32", {
-        "what": "plain 4-layer 8192-wide MLP training in FP32 (batch 4096), TF32 off (PyTorch's default); "
-                "fix: allow_tf32 (float32_matmul_precision high)", **p, "measured": t,
-        "expect": ["GEM002|PRC001"], "absent": ["WRM001", "MEM001", "MEM002", "DLD001"]})
+    record(
+        out,
+        "mlp_fp32",
+        {
+            "what": "plain 4-layer 8192-wide MLP training in FP32 (batch 4096), TF32 off (PyTorch's default); "
+            "fix: allow_tf32 (float32_matmul_precision high)",
+            **p,
+            "measured": t,
+            "expect": ["GEM002|PRC001"],
+            "absent": ["WRM001", "MEM001", "MEM002", "DLD001"],
+        },
+    )
 
 
 def cold_small(out: Path) -> None:
@@ -385,9 +477,12 @@ def cold_small(out: Path) -> None:
     sync()
     times = []
     path = out / "h200_ho_convnext_atto_cold.pt.trace.json"
-    with profile(activities=ACT, record_shapes=True,
-                 schedule=schedule(wait=0, warmup=0, active=5, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as p:
+    with profile(
+        activities=ACT,
+        record_shapes=True,
+        schedule=schedule(wait=0, warmup=0, active=5, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as p:
         for i in range(5):
             t0 = time.perf_counter()
             step(i)
@@ -395,11 +490,20 @@ def cold_small(out: Path) -> None:
             times.append((time.perf_counter() - t0) * 1e3)
             p.step()
     t = timed_pair(step, None)
-    record(out, "convnext_atto_cold", {
-        "what": "timm convnext_atto training bf16 batch 16x3x128x128, cudnn.benchmark, the process's first "
-                "iterations profiled (schedule active=5, no wait/warmup), synchronized steps",
-        "trace": gz(path).name, "profiled_step_ms": times, "measured": t,
-        "first_step_extra_ms": times[0] - t["base_ms"], "expect": ["WRM001"], "absent": ["MEM001", "DLD001"]})
+    record(
+        out,
+        "convnext_atto_cold",
+        {
+            "what": "timm convnext_atto training bf16 batch 16x3x128x128, cudnn.benchmark, the process's first "
+            "iterations profiled (schedule active=5, no wait/warmup), synchronized steps",
+            "trace": gz(path).name,
+            "profiled_step_ms": times,
+            "measured": t,
+            "first_step_extra_ms": times[0] - t["base_ms"],
+            "expect": ["WRM001"],
+            "absent": ["MEM001", "DLD001"],
+        },
+    )
 
 
 def compile_warm(out: Path) -> None:
@@ -427,10 +531,18 @@ def compile_warm(out: Path) -> None:
     compile_s = time.perf_counter() - t0
     t = timed_pair(step, None)
     p = prof_sched(step, out, "h200_ho_bert_compiled_warm", wait=1, warmup=1, active=4)
-    record(out, "bert_compiled_warm", {
-        "what": "BERT (4 layers) torch.compile'd (default mode), bf16 autocast, fused AdamW, batch 32x128; compiled "
-                "and warmed for 6 steps before the profiler starts", **p, "measured": {**t, "compile_s": compile_s},
-        "expect": [], "absent": ["WRM001", "MEM001", "MEM002", "SYN001", "DLD001", "PRC001"]})
+    record(
+        out,
+        "bert_compiled_warm",
+        {
+            "what": "BERT (4 layers) torch.compile'd (default mode), bf16 autocast, fused AdamW, batch 32x128; compiled "
+            "and warmed for 6 steps before the profiler starts",
+            **p,
+            "measured": {**t, "compile_s": compile_s},
+            "expect": [],
+            "absent": ["WRM001", "MEM001", "MEM002", "SYN001", "DLD001", "PRC001"],
+        },
+    )
 
 
 def sync_pair(out: Path, key: str, what: str, step) -> None:
@@ -440,7 +552,9 @@ def sync_pair(out: Path, key: str, what: str, step) -> None:
 
     t = timed_pair(base, step)
     p = prof_sched(base, out, f"h200_ho_{key}", active=4)
-    record(out, key, {"what": what, **p, "measured": t, "expect": [], "absent": ["WRM001", "MEM001", "DLD001"]})
+    record(
+        out, key, {"what": what, **p, "measured": t, "expect": [], "absent": ["WRM001", "MEM001", "DLD001"]}
+    )
 
 
 def sync_gpubound(out: Path) -> None:
@@ -459,8 +573,13 @@ def sync_gpubound(out: Path) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    sync_pair(out, "sync_gpubound", "GPU-bound ResNet-50 training bf16 channels_last batch 256, data on the GPU, "
-              "torch.cuda.synchronize() at the end of every step; fix: no synchronize", step)
+    sync_pair(
+        out,
+        "sync_gpubound",
+        "GPU-bound ResNet-50 training bf16 channels_last batch 256, data on the GPU, "
+        "torch.cuda.synchronize() at the end of every step; fix: no synchronize",
+        step,
+    )
 
 
 def sync_hostbound(out: Path) -> None:
@@ -479,9 +598,14 @@ def sync_hostbound(out: Path) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    sync_pair(out, "sync_hostbound", "host-bound 24-block MLP (Linear 1024 + LayerNorm + GELU) training bf16 batch 512, "
-              "per-parameter Adam (foreach=False), torch.cuda.synchronize() at the end of every step; fix: no "
-              "synchronize", step)
+    sync_pair(
+        out,
+        "sync_hostbound",
+        "host-bound 24-block MLP (Linear 1024 + LayerNorm + GELU) training bf16 batch 512, "
+        "per-parameter Adam (foreach=False), torch.cuda.synchronize() at the end of every step; fix: no "
+        "synchronize",
+        step,
+    )
 
 
 def pageable_nsys(out: Path) -> None:
@@ -520,12 +644,19 @@ def llama_time(out: Path) -> None:
     from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
-                      num_key_value_heads=16, vocab_size=32000, max_position_embeddings=2048)
+    cfg = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+    )
     model = LlamaForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
     rounds = []
     with torch.no_grad():
-        for r in range(4):
+        for _ in range(4):
             ids = torch.randint(0, 32000, (1, 64), device=DEV)
             o = model(input_ids=ids, past_key_values=DynamicCache(), use_cache=True)
             pkv, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
@@ -539,12 +670,31 @@ def llama_time(out: Path) -> None:
                 pkv, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
             sync()
             rounds.append((time.perf_counter() - t0) * 1e3 / 24)
-    record(out, "llama_time", {"what": "llama_decode timed: 24 tokens after a 64-token prompt and 4 tokens, 4 rounds",
-                               "measured": {"base_ms": statistics.median(rounds[1:]), "base_rounds_ms": rounds}})
+    record(
+        out,
+        "llama_time",
+        {
+            "what": "llama_decode timed: 24 tokens after a 64-token prompt and 4 tokens, 4 rounds",
+            "measured": {"base_ms": statistics.median(rounds[1:]), "base_rounds_ms": rounds},
+        },
+    )
 
 
-ALL = [convnext_cold, bert_warm, llama_decode, resnet18_pageable, opt_item, effnet_loader, mlp_fp32,
-       cold_small, compile_warm, sync_gpubound, sync_hostbound, pageable_nsys, llama_time]
+ALL = [
+    convnext_cold,
+    bert_warm,
+    llama_decode,
+    resnet18_pageable,
+    opt_item,
+    effnet_loader,
+    mlp_fp32,
+    cold_small,
+    compile_warm,
+    sync_gpubound,
+    sync_hostbound,
+    pageable_nsys,
+    llama_time,
+]
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
