@@ -38,6 +38,7 @@ from traceadvisor.replay.rows import (
     events,
     group_codes,
     launchers,
+    lexsort,
     lookup,
 )
 from traceadvisor.trace import Trace
@@ -182,7 +183,7 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         is_s = np.concatenate([np.ones(nh, bool), np.zeros(nh, bool)])
         tie = np.where(is_s, 1, np.where(zero, 2, 0))
         sub = np.where(is_s, -np.concatenate([h_dur, h_dur]), -np.concatenate([h_start, h_start]))
-        o = np.lexsort((pts, sub, tie, t, th))
+        o = lexsort((pts, sub, tie, t, th))
         pts, t, th = pts[o], t[o], th[o]
         same = th[1:] == th[:-1]
         a, b, wt = pts[:-1][same], pts[1:][same], (t[1:] - t[:-1])[same]
@@ -210,7 +211,7 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         blocking_copy_host = h_api["blocking_copy"]
         has = g_launcher >= 0
         # queue order; per activity the end of its predecessor (NEG when first on its queue)
-        o = np.lexsort((gn, g_start, stream[gn]))
+        o = lexsort((gn, g_start, stream[gn]))
         gs = gn[o]
         same = stream[gs][1:] == stream[gs][:-1]
         prev, nxt = gs[:-1][same], gs[1:][same]
@@ -422,7 +423,7 @@ def _wake_edges(ops, threads, proc, pts, t, th, a, b, first):
         return None
     # points in time order per process
     pp = proc[th]
-    o = np.lexsort((t, pp))
+    o = lexsort((t, pp))
     sp, st, sth = pp[o], t[o], th[o]
     spts = pts[o]
     sc = np.int64(1) << np.int64(42)

@@ -121,12 +121,49 @@ def _table(cat: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, table
 
 
+def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key sorts first; ties keep the input order), several times faster on
+    integer keys: the most significant keys whose value ranges fit one int64 together are packed into one key
+    and sorted by one stable argsort (fast on the time-ordered runs of a trace), and only the runs of equal
+    packed keys are sorted by the remaining keys."""
+    keys = [np.asarray(k) for k in keys]
+    n = len(keys[0])
+    packed, span, used = None, 1, 0
+    for k in reversed(keys):
+        if not n or k.dtype.kind not in "biu":
+            break
+        lo = int(k.min())
+        r = int(k.max()) - lo + 1
+        if span * r >= 1 << 62:
+            break
+        kk = k.astype(np.int64) - lo
+        packed = kk if packed is None else packed * r + kk
+        span, used = span * r, used + 1
+    if packed is None:
+        return np.lexsort(keys)
+    o = np.argsort(packed, kind="stable")
+    rest = keys[: len(keys) - used]
+    if not rest:
+        return o
+    ps = packed[o]
+    dup = ps[1:] == ps[:-1]
+    if not dup.any():
+        return o
+    tied = np.zeros(n, bool)
+    tied[1:] |= dup
+    tied[:-1] |= dup
+    at = np.nonzero(tied)[0]
+    rows = o[at]
+    o[at] = rows[np.lexsort((*[k[rows] for k in rest], ps[at]))]
+    return o
+
+
 def group_codes(cols: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
     """Per row, the index of its distinct ``cols`` combination in sorted order; and the sorted combinations."""
     n = len(cols[0])
     if not n:
         return np.zeros(0, np.int64), [c[:0] for c in cols]
-    o = np.lexsort(cols[::-1])
+    o = lexsort(cols[::-1])
     sc = [c[o] for c in cols]
     new = np.zeros(n, bool)
     new[0] = True
