@@ -2,10 +2,11 @@
 
 The two kernels (``kahn``: a topological order of the edges, ``relax``: the earliest time of every point) are
 plain Python over numpy arrays. Graphs with more than ``JIT_MIN_EDGES`` edges run them compiled with numba
-(``cache=True``: numba writes the compiled code beside this file, or under the user's cache directory when the
-package directory is read-only, or under ``$NUMBA_CACHE_DIR``); smaller graphs run them as they are, so a small
-trace never imports numba (its import and cached-code load cost about a CPU-second). Both paths run the same
-source, and ``tests/test_replay.py`` checks that they agree on the corpus.
+(``cache=True``: numba writes the compiled code under ``$NUMBA_CACHE_DIR``, else beside this file, else under the
+user's cache directory when the package directory is read-only, else under traceadvisor's cache directory:
+``_njit``); smaller graphs run them as they are, so a small trace never imports numba (its import and
+cached-code load cost about a CPU-second). Both paths run the same source, and ``tests/test_replay.py`` checks
+that they agree on the corpus.
 """
 
 from __future__ import annotations
@@ -130,15 +131,34 @@ def _jit():
     """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
     with _LOCK:
         if not _KERNELS:
-            import numba
-
-            kahn, relax = numba.njit(cache=True)(_kahn), numba.njit(cache=True)(_relax)
+            kahn, relax = _njit(_kahn), _njit(_relax)
             # load (or compile and cache) the one signature the replay uses, on tiny inputs
             i, b = np.zeros(1, np.int64), np.ones(1, bool)
             kahn(2, i, i + 1)
             relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
             _KERNELS.extend((kahn, relax))
         return _KERNELS
+
+
+def _njit(f):
+    """``f`` compiled by numba with its on-disk cache: beside this file, else in the user's cache directory, else
+    (a read-only install without a writable home: numba finds no place and refuses) in traceadvisor's own cache
+    directory (``traceadvisor.cache.cache_dir``); compiled on every run (about 2 CPU-s) only when none is
+    writable."""
+    import numba
+
+    try:
+        return numba.njit(cache=True)(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        from traceadvisor.cache import cache_dir
+
+        if not numba.config.CACHE_DIR:
+            numba.config.CACHE_DIR = str(cache_dir() / "numba")
+            try:
+                return numba.njit(cache=True)(f)
+            except RuntimeError:
+                pass
+        return numba.njit(f)
 
 
 def warm_up() -> None:
