@@ -184,6 +184,7 @@ def compare(
         "memory": _memory_table(sides),
         "cold_start": _cold_table(sides, steps),
         "findings": _findings_table(analysis, steps),
+        "analysed": analysis is not None,
     }
     headline = _headline(parts, base_i, new_i, n)
     timeline, marks = _timeline(sides, steps)
