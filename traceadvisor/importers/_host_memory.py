@@ -114,16 +114,20 @@ def infer_host_memory(
     ev = ev.with_columns(  # an unknown host side is not a recorded fact
         memory_inferred=pl.when(host_unknown).then(None).otherwise(pl.col("memory_inferred"))
     )
-    cand_mask = (
-        host_unknown
-        & (pl.col("bytes") >= MIB)
-        & (pl.col("dur_ns") > 0)
-        & ~pl.col("args").fill_null("").str.contains('"memory_inference"', literal=True)
-    )
+    # the args text is searched on the few copies that pass the cheap tests only
+    cheap = host_unknown & (pl.col("bytes") >= MIB) & (pl.col("dur_ns") > 0)
+    not_done = ~pl.col("args").fill_null("").str.contains('"memory_inference"', literal=True)
     alloc_names = PINNED_ALLOC_NAMES.get(vendor, "pinned host allocations")
-    if ev.select(cand_mask.any()).item() is not True:
+    cand = (
+        ev.lazy()
+        .with_row_index("_i")
+        .filter(cheap)
+        .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind", "args")
+        .collect()  # here, so that the two filters are not evaluated as one on every row
+        .filter(not_done)
+    )
+    if cand.height == 0:
         return ev, 0
-    ev = ev.with_row_index("_i")
     rt = ev.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null())
     n_pinned = count_pinned_allocs(rt.get_column("name")) if runtime_traced else None
     api = rt.select(
@@ -132,11 +136,7 @@ def infer_host_memory(
         pl.col("start_ns").alias("_api_start"),
         pl.col("dur_ns").alias("_api_dur"),
     ).unique(subset=["correlation_id"], keep="first")
-    c = (
-        ev.filter(cand_mask)
-        .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind")
-        .join(api, on="correlation_id", how="left")
-    )
+    c = cand.join(api, on="correlation_id", how="left")
     used = [int(x) for x in c.get_column("device").drop_nulls().unique()]
     c = c.join(_device_links(devices, used), on="device", how="left")
     link_known = pl.col("_link").is_not_null()
@@ -258,32 +258,34 @@ def infer_host_memory(
         json_object(
             ["result", "confidence", "reason", "gbps", "link_pinned_gbs", "api", "api_dur_ns", "copy_dur_ns"]
         ).alias("_ev"),
-    )
-    # looked up by row index, not joined: a join rebuilt every column of the frame (+70 MB on the benchmark)
-    evid = evid.unique("_i", keep="first", maintain_order=True)
-    ids = evid.get_column("_i")
-    ev = ev.with_columns(
-        result=pl.col("_i").replace_strict(
-            ids, evid.get_column("result"), default=None, return_dtype=pl.String
+        "args",
+    ).unique("_i", keep="first", maintain_order=True)
+    evid = evid.select(
+        "_i",
+        "result",
+        _args=merge_json(
+            pl.col("args"), pl.concat_str([pl.lit('{"memory_inference":'), pl.col("_ev"), pl.lit("}")])
         ),
-        _ev=pl.col("_i").replace_strict(ids, evid.get_column("_ev"), default=None, return_dtype=pl.String),
     )
+    # the copies' results put in by row index: a join rebuilt every column of the frame and the args were
+    # rewritten on every row (+70 MB and +250 MB peak on the benchmark and its x4)
+    row = pl.int_range(pl.len(), dtype=pl.UInt32)
+    ids = evid.get_column("_i")
+
+    def lookup(col: str) -> pl.Expr:
+        return row.replace_strict(ids, evid.get_column(col), default=None, return_dtype=pl.String)
+
+    ev = ev.with_columns(result=lookup("result"), _args=lookup("_args"))
     inferred = pl.col("result").is_in(["pageable", "pinned"])
     host_side_src = pl.col("copy_kind") == "h2d"
     ev = ev.with_columns(
         src_memory=pl.when(inferred & host_side_src).then(pl.col("result")).otherwise(pl.col("src_memory")),
         dst_memory=pl.when(inferred & ~host_side_src).then(pl.col("result")).otherwise(pl.col("dst_memory")),
         memory_inferred=pl.when(inferred).then(pl.lit(True)).otherwise(pl.col("memory_inferred")),
-        args=pl.when(pl.col("_ev").is_not_null())
-        .then(
-            merge_json(
-                pl.col("args"), pl.concat_str([pl.lit('{"memory_inference":'), pl.col("_ev"), pl.lit("}")])
-            )
-        )
-        .otherwise(pl.col("args")),
+        args=pl.coalesce("_args", "args"),
     )
     n = int(ev.select(inferred.sum()).item() or 0)
-    return ev.drop("_i", "_ev", "result"), n
+    return ev.drop("_args", "result"), n
 
 
 def with_memory_inference(trace: Trace) -> Trace:
