@@ -429,7 +429,7 @@ def test_timeline_aggregates_what_cannot_be_drawn():
     assert kept.select((pl.col("end_ns") - pl.col("start_ns")).min()).item() >= 6000
     assert any("merged into" in n for n in td.notes) and any("host thread" in n for n in td.notes)
     fig = F.timeline_figure(td)
-    n_points = sum(len(t.text or ()) for t in fig.data)
+    n_points = sum(len(t.get("text") or ()) for t in fig["data"])
     assert n_points <= 3 * (3000 + td.blocks.height) + 10
     html = render_html(AnalysisResult(traces=[tr], findings=[]), timeline_opts={"max_segments": 3000})
     assert "Aggregated for speed" in html and "busy blocks" in html

@@ -58,15 +58,14 @@ NAME_CHARS = 90  # hover labels show at most this many characters of a name
 TEMPLATE = "plotly_white"
 
 
-def new_figure(data: list[dict[str, Any]] | None = None) -> go.Figure:
-    """A Figure with the report's template. Assigning a template to a validating figure deep-copies and
+def new_figure() -> go.Figure:
+    """An empty Figure with the report's template. Assigning a template to a validating figure deep-copies and
     validates the whole template (0.05-0.25 s per figure, most of a small report's time), so it is set with
     validation off (plotly's own ``_validate`` switch, as plotly.express uses it) and validation is switched
-    back on for everything added afterwards. ``data``: trace dicts built by the report itself (the timeline's
-    tens of thousands of hover texts), taken as they are: validating and copying them cost seconds."""
+    back on for everything added afterwards."""
     import plotly.io as pio
 
-    fig = go.Figure(data=data or [], _validate=False)
+    fig = go.Figure(_validate=False)
     fig.update_layout(template=pio.templates[TEMPLATE])
     fig._validate = fig.layout._validate = True
     return fig

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
 
 from traceadvisor.report.figures import (
@@ -413,10 +412,12 @@ def _line_trace(
     )
 
 
-def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
-    """The zoomable timeline: lanes top to bottom, x in ms since the first event."""
+def timeline_figure(td: TimelineData, lane_px: int = 24) -> dict[str, Any]:
+    """The zoomable timeline, lanes top to bottom, x in ms since the first event, as a plotly figure dict
+    (``data``: trace dicts, ``layout``): a ``go.Figure`` would deep-copy and validate every trace's tens of
+    thousands of hover texts, seconds for a large trace, and write the same JSON."""
     t0 = td.t0_ns
-    data: list[dict[str, Any]] = []  # plain trace dicts: plotly validates nothing it did not build
+    data: list[dict[str, Any]] = []
     n_lanes = td.lanes.height
     width = lane_px * 0.55
     for key in [k for k in KEY_ORDER if k in set(td.blocks["key"].to_list())]:
@@ -504,7 +505,7 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
     shapes, annotations = _step_shapes(td.steps, t0)
     top, bottom = 56, 92
     height = max(280, top + bottom + lane_px * n_lanes)
-    fig = new_figure(data)
+    fig = new_figure()
     fig.update_layout(
         height=height,
         margin={"l": 10, "r": 10, "t": top, "b": bottom},
@@ -542,7 +543,7 @@ def timeline_figure(td: TimelineData, lane_px: int = 24) -> go.Figure:
         },
         hoverlabel={"namelength": -1, "font": {"size": 11}},
     )
-    return fig
+    return {"data": data, "layout": fig.to_plotly_json()["layout"]}
 
 
 def _step_shapes(steps: pl.DataFrame, t0: int, width_px: int = 1100) -> tuple[list[dict], list[dict]]:
