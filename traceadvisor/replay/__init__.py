@@ -307,8 +307,16 @@ def _overhead_per_edge(g: G.Graph, per_event_ns: float) -> np.ndarray:
     keys = np.sort(tcode * sc + (st - t0), kind="stable")  # timsort: the events come in time-ordered runs
     ch = np.nonzero(g.etype == G.E_CHAIN)[0]
     tc = g.thread[g.src[ch] // 2]
-    a = np.searchsorted(keys, tc * sc + (rec[g.src[ch]] - t0), side="left")
-    b = np.searchsorted(keys, tc * sc + (rec[g.dst[ch]] - t0), side="left")
+    src, dst = g.src[ch], g.dst[ch]
+    a = np.searchsorted(keys, tc * sc + (rec[src] - t0), side="left")
+    # a thread's chain edges follow each other (one's end point is the next one's start): their ends are
+    # searched once, as the next edge's start
+    b = np.empty_like(a)
+    tiled = np.zeros(len(ch), bool)
+    tiled[:-1] = dst[:-1] == src[1:]
+    b[:-1][tiled[:-1]] = a[1:][tiled[:-1]]
+    rest = ~tiled
+    b[rest] = np.searchsorted(keys, tc[rest] * sc + (rec[dst[rest]] - t0), side="left")
     out[ch] = np.round((b - a) * per_event_ns).astype(np.int64)
     return out
 
