@@ -202,9 +202,13 @@ def _explicit(lf: pl.LazyFrame) -> list[pl.LazyFrame]:
             "module load / JIT",
         ),
         _iv(
-            lf.filter((pl.col("api_class") == "library_init") | name.str.contains(FIND_RE)).with_columns(
-                name=name
-            ),
+            lf.filter(  # FIND_RE is anchored on vendor prefixes the bare name keeps: a cheap pre-filter first
+                (pl.col("api_class") == "library_init")
+                | pl.col("name").str.starts_with("cudnn")
+                | pl.col("name").str.starts_with("miopen")
+            )
+            .filter((pl.col("api_class") == "library_init") | name.str.contains(FIND_RE))
+            .with_columns(name=name),
             "library init / tuning",
         ),
     ]
@@ -236,7 +240,29 @@ def _first(
     )
 
 
-def _first_calls(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
+def _gate_open(trace: Trace, options: dict) -> bool:
+    """Whether ``_steady_window_gate`` can keep anything: some rank has no steps, fewer than 3, or a slow first
+    one (a steady trace's first calls are all gated out: they are not computed at all)."""
+    st = _iterations(trace.lazy()).select("_rk", "start_ns", "dur_ns").sort("start_ns").collect()
+    ranks = trace.events.select(_rk()).unique()
+    if ranks.join(st.select("_rk").unique(), on="_rk", how="anti").height:
+        return True
+    factor = float(options.get("first_step_factor", 2.0))
+    min_ns = int(options["first_step_min_ns"])
+    for _, g in st.group_by("_rk"):
+        d = g["dur_ns"]
+        med = d.slice(1).median()
+        if g.height < 3 or d[0] is None or med is None:
+            return True
+        if d[0] >= factor * med and d[0] - med >= min_ns:
+            return True
+    return False
+
+
+def _first_calls(trace: Trace, options: dict) -> list[pl.LazyFrame]:
+    if not _gate_open(trace, options):
+        return []
+    lf = trace.lazy()
     factor = float(options.get("first_call_factor", 5.0))
     min_ns = int(options["first_call_min_ns"])
     # only ops with recorded shapes: a first call is compared with later calls of the same op, input shapes and
@@ -526,7 +552,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         _from_first_step(
             lf,
             pl.concat(
-                [*_explicit(lf), *_first_calls(lf, options), _compile_gaps(lf, options)],
+                [*_explicit(lf), *_first_calls(trace, options), _compile_gaps(lf, options)],
                 how="vertical_relaxed",
             ),
         )
