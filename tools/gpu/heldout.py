@@ -788,6 +788,8 @@ ALL = [
     sync_hostbound,
     pageable_nsys,
     llama_time,
+    bert_graphs,
+    bert_compiled_graphs,
 ]
 
 if __name__ == "__main__":
