@@ -723,6 +723,11 @@ def bert_graphs(out: Path) -> None:
         graph.replay()
 
     t = timed_pair(eager, graphed)
+    if os.environ.get("HO_PROFILE_GRAPHS") == "1":  # what the GPU does in each variant, same process
+        t["profiled"] = {
+            "eager": prof_sched(eager, out, "h200_ho_bert_eager_again")["trace"],
+            "graphed": prof_sched(graphed, out, "h200_ho_bert_graphed")["trace"],
+        }
     record(
         out,
         "bert_graphs",
