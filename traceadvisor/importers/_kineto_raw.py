@@ -305,20 +305,25 @@ class ClassColumns:
 
     def __init__(self, k: int) -> None:
         self.k = k
+        self.flows = k == FLOW_CLASS  # flow events need only their lane, time and id (see ``flow_frame``)
         self.pos: list[int] = []
         self.lists: dict[str, list[Any]] = {
             c: [] for c in ("ph", "cat", "name", "pid", "tid", "dur", "id", "s")
         }
         self.texts: dict[str, tuple[list[bytes], list[int]]] = {"ts": ([], []), "args_raw": ([], [])}
-        self.known: dict[str, list[Any]] = {attr: [] for attr, _, _ in _CLASSES[k - 1][2]} if k else {}
+        self.known: dict[str, list[Any]] = {attr: [] for attr, _, _ in _CLASSES[k - 1][2]} if k > 0 else {}
 
-    def add(self, evs: list[Event], pos: Iterable[int], cat: list[Any]) -> None:
+    def add(self, evs: list[Event], pos: Iterable[int], cat: list[Any], ph: list[Any]) -> None:
         n = len(evs)
         self.pos.extend(pos)
         lists = self.lists
-        ph = _field(evs, "ph")
         lists["ph"].extend(ph)
         lists["cat"].extend(cat)
+        self._text("ts", _field(evs, "ts"))
+        if self.flows:
+            for f in ("pid", "tid", "id"):
+                lists[f].extend(map(attrgetter(f), evs))
+            return
         for f in ("name", "pid", "tid", "dur"):
             lists[f].extend(map(attrgetter(f), evs))
         if ph.count("X") < n:  # flow id and instant scope exist only on other phases
@@ -328,7 +333,6 @@ class ClassColumns:
             nones = [None] * n
             lists["id"].extend(nones)
             lists["s"].extend(nones)
-        self._text("ts", _field(evs, "ts"))
         args = _field(evs, "args")
         self._text("args_raw", args)
         if self.k:
@@ -350,22 +354,25 @@ class ClassColumns:
 
     def frame(self) -> pl.DataFrame:
         n, lists = len(self.pos), self.lists
-        cols = {c: _str_series(lists[c]) for c in ("ph", "cat", "name")}
+        cols = {c: _str_series(lists[c]) for c in ("ph", "cat")}
         for lane in ("pid", "tid"):
             cols[f"{lane}_int"], rows, strs = _lane(lists[lane])
             if rows:
                 cols[f"{lane}_str"] = pl.Series(_spread(n, rows, strs), dtype=pl.String)
-        cols["dur"] = pl.Series(lists["dur"], dtype=pl.Float64, strict=False)
         cols["ts_ns"] = us_to_ns(text_column(*self.texts["ts"]))
-        cols["args_raw"] = text_column(*self.texts["args_raw"])
-        cols["class_code"] = pl.repeat(self.k, n, dtype=pl.Int8, eager=True)
+        cols["class_code"] = pl.repeat(max(self.k, 0), n, dtype=pl.Int8, eager=True)
         cols["_pos"] = pl.Series(self.pos, dtype=pl.Int32)
         for key, col in (("id", "flow_id"), ("s", "scope")):
             vals = lists[key]
-            if vals.count(None) < n:
+            if vals.count(None) < len(vals):
                 cols[col] = (
                     _int_series(vals) if col == "flow_id" else pl.Series(vals, dtype=pl.String, strict=False)
                 )
+        if self.flows:  # no name, duration or args: never imported as rows
+            return pl.DataFrame(cols)
+        cols["name"] = _str_series(lists["name"])
+        cols["dur"] = pl.Series(lists["dur"], dtype=pl.Float64, strict=False)
+        cols["args_raw"] = text_column(*self.texts["args_raw"])
         if self.k:
             self._known_columns(cols)
         if self.k == _GPU_CLASS:
@@ -416,16 +423,18 @@ class RangeColumns:
     def add(self, evs: list[Event]) -> None:
         base, n = self.n, len(evs)
         self.n += n
-        cat = _field(evs, "cat")
-        codes = _class_codes(cat)
+        ph, cat = _field(evs, "ph"), _field(evs, "cat")
+        codes = _flow_codes(ph, _class_codes(cat))
         present = set(codes)
         if len(present) == 1:
-            self._of(codes[0]).add(evs, range(base, base + n), cat)
+            self._of(codes[0]).add(evs, range(base, base + n), cat, ph)
             return
         for k in sorted(present):
             mask = list(map(eq, codes, repeat(k)))
             rows = compress(range(base, base + n), mask)
-            self._of(k).add(list(compress(evs, mask)), rows, list(compress(cat, mask)))
+            self._of(k).add(
+                list(compress(evs, mask)), rows, list(compress(cat, mask)), list(compress(ph, mask))
+            )
 
     def _of(self, k: int) -> ClassColumns:
         cols = self.classes.get(k)
@@ -438,7 +447,8 @@ class RangeColumns:
         the input position); arg columns no event of the range has stay absent."""
         frames = [c.frame() for _, c in sorted(self.classes.items())] or [ClassColumns(0).frame()]
         raw = pl.concat(frames, how="diagonal") if len(frames) > 1 else frames[0]
-        missing = [pl.lit(None, dtype=t).alias(c) for c, t in _LANE_COLUMNS.items() if c not in raw.columns]
+        always = {**_LANE_COLUMNS, "name": pl.String, "dur": pl.Float64, "args_raw": pl.String}  # flows only
+        missing = [pl.lit(None, dtype=t).alias(c) for c, t in always.items() if c not in raw.columns]
         return raw.with_columns(missing) if missing else raw
 
 
@@ -467,6 +477,18 @@ def _class_codes(cats: list[Any]) -> list[int]:
         return list(map(_CLASS_OF.get, cats, repeat(0)))
     except TypeError:  # an unhashable category (a JSON list or object)
         return [_CLASS_OF.get(c, 0) if c.__class__ is str else 0 for c in cats]
+
+
+FLOW_CLASS = -1  # flow events (ph s/f/t), whatever their category
+_FLOW_PHASES = {"s": FLOW_CLASS, "f": FLOW_CLASS, "t": FLOW_CLASS}
+
+
+def _flow_codes(ph: list[Any], codes: list[int]) -> list[int]:
+    """``codes`` with ``FLOW_CLASS`` for the flow events."""
+    try:
+        return list(map(_FLOW_PHASES.get, ph, codes))
+    except TypeError:  # an unhashable phase (a JSON list or object)
+        return [_FLOW_PHASES.get(p, c) if p.__class__ is str else c for p, c in zip(ph, codes, strict=True)]
 
 
 def range_frame(pieces: Iterable[list[Event]]) -> pl.DataFrame:
