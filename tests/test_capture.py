@@ -26,6 +26,8 @@ class _Torch:
     """torch, imported when a test first uses it: collecting this file (in every xdist worker) stays cheap."""
 
     def __getattr__(self, name: str):
+        if name.startswith("__"):  # pytest's collection probes dunders (e.g. __mro_entries__): not torch's
+            raise AttributeError(name)
         return getattr(importlib.import_module("torch"), name)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 
 import polars as pl
@@ -32,6 +33,28 @@ def _make_job():
 
 
 make_job = _make_job()
+
+
+def _ranks_in_this_process(paths, settings, workers=None, on_done=None):
+    """``executor.run_local`` without worker processes: each rank analysed here, one after the other."""
+    from traceadvisor.scaleout.worker import analyze_rank
+
+    for p in paths:
+        r = analyze_rank(p, settings)
+        if on_done:
+            on_done()
+        yield r
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_processes(request, monkeypatch):
+    """Spawning a process pool costs seconds of start-up per call: the job tests analyse their ranks in this
+    process, except ``test_pool_and_dask_local_cluster_give_identical_results``, which runs the real spawned
+    pool and the real dask LocalCluster (the one place the executors themselves are the point)."""
+    if request.node.get_closest_marker("real_executors") is None:
+        from traceadvisor.scaleout import executor
+
+        monkeypatch.setattr(executor, "run_local", _ranks_in_this_process)
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +139,22 @@ def _comparable(res) -> dict:
     return d
 
 
-def test_dask_local_cluster_gives_identical_results(tmp_path):
+@pytest.mark.real_executors
+def test_pool_and_dask_local_cluster_give_identical_results(tmp_path):
+    """The real executors, on a small job (3 ranks, 2 workers each): a spawned process pool and a
+    dask.distributed LocalCluster of processes give the same result."""
     pytest.importorskip("distributed")
-    make_job(DDP2, tmp_path, 6, straggler=4, delay_ms=15.0, seed=3)
+    make_job(JOB128, tmp_path, 3, straggler=1, delay_ms=15.0, seed=3)
     opts = {"select": ["STR001", "COM001", "IDL001"]}
     local = analyze_job([tmp_path], workers=2, **opts)
     remote = analyze_job([tmp_path], dask="local", workers=2, **opts)
-    assert remote.job.executor == "dask local"
+    assert local.job.executor == "local process pool" and remote.job.executor == "dask local"
+    # the ranks really ran in other processes: two pool workers, then two dask workers
+    for res in (local, remote):
+        pids = {int(pid) for pid in res.job.timing["worker_peak_rss_bytes"]}
+        assert os.getpid() not in pids and 1 <= len(pids) <= 2, pids
     assert _comparable(local) == _comparable(remote)
-    assert [f.rank for f in remote.findings if f.rule == "STR001"] == [4]
+    assert [f.rank for f in remote.findings if f.rule == "STR001"] == [1]
 
 
 @pytest.mark.parametrize(
@@ -132,7 +162,7 @@ def test_dask_local_cluster_gives_identical_results(tmp_path):
     [(DDP2, "data", "data loading"), (DDP2, "compute", "GPU compute"), (MI300, "host", "host work")],
 )
 def test_straggler_cause_is_named(tmp_path, src, cause, want):
-    truth = make_job(src, tmp_path, 4, straggler=2, delay_ms=8.0, cause=cause, seed=5)
+    truth = make_job(src, tmp_path, 3, straggler=2, delay_ms=8.0, cause=cause, seed=5)
     from traceadvisor.analysis import run_analysis
 
     res, _ = run_analysis([_load_job(tmp_path)], select=["STR001"], use_config=False)
@@ -262,7 +292,7 @@ def test_rank_summary_is_the_library_summary(tmp_path):
     from traceadvisor.scaleout.worker import RankSettings, analyze_rank
     from traceadvisor.summary import summarize
 
-    make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, seed=3)
+    make_job(JOB128, tmp_path, 2, straggler=1, delay_ms=5.0, seed=3)
     path = str(tmp_path / "rank0001.json.gz")
     r = analyze_rank(path, RankSettings(cache=False, select=("COM001",), cross_rank=("STR001",)))
     trace = load_trace(path, cache=False)
@@ -287,7 +317,7 @@ def test_job_html_times_are_on_the_jobs_aligned_clock(tmp_path):
 
     from traceadvisor.report.html import write_html
 
-    make_job(DDP2, tmp_path, 3, straggler=1, delay_ms=8.0, clock_ms=2.0, seed=5)
+    make_job(JOB128, tmp_path, 3, straggler=1, delay_ms=8.0, clock_ms=2.0, seed=5)
     res = analyze_job([tmp_path], workers=1)
     job = res.job
     t0, offsets = crossrank.aligned_clock(crossrank.JobTables.concat([], []))

@@ -1,7 +1,12 @@
-"""QA: bad and damaged inputs through the installed console script (a real subprocess, as a user runs it).
+"""QA: bad and damaged inputs through the CLI, as a user runs it.
 
 Unreadable input: exit code 2 and exactly one stderr line ``Error: <message>. <hint>.`` (never a traceback).
 Truncated but readable input: exit code 0 and a warning that says how much was recovered.
+
+Most cases run the real entry point (``traceadvisor.cli.main.main``) in this process, click's runner capturing the
+streams; a few of each kind (``real=True``: a command of the cases in ``SUBPROCESS``, a truncated import, odd
+paths, usage errors, permissions) run the installed console script in a real subprocess, for what only a process
+shows: its exit status and everything that reaches its stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import TRACES
+
+from traceadvisor.cli.main import main
 
 EXE = Path(sys.executable).parent / "traceadvisor"
 KINETO = TRACES / "torch" / "h200_gemm_mix.pt.trace.json.gz"
@@ -25,13 +33,30 @@ RPD = TRACES / "rpd" / "rocmprofiledata_mi300x_vllm_fp8_autograd_callstack.rpd"
 NSYS = TRACES / "nsys" / "h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite"
 
 
-def cli(*args: str | Path, cwd: Path) -> tuple[int, str, str]:
+def cli(*args: str | Path, cwd: Path, real: bool = False) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of ``traceadvisor ARGS`` run in ``cwd``: in this process, or with ``real``
+    as the installed console script in a subprocess."""
+    return (_subprocess if real else _in_process)([str(a) for a in args], cwd)
+
+
+def _in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        mp.delenv("TRACEADVISOR_DEBUG", raising=False)
+        with CliRunner().isolation() as streams:
+            try:
+                main(args)
+                code = 0
+            except SystemExit as e:
+                code = e.code
+            return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+
+def _subprocess(args: list[str], cwd: Path) -> tuple[int, str, str]:
     if not EXE.is_file():
         pytest.fail(f"console script not installed at {EXE}")
     env = {k: v for k, v in os.environ.items() if k != "TRACEADVISOR_DEBUG"}
-    r = subprocess.run(
-        [str(EXE), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
+    r = subprocess.run([str(EXE), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -149,6 +174,13 @@ ERRORS = {
 
 # the three commands share one loading path; all three run on these cases, `info` alone on the others
 ALL_COMMANDS = {"missing file", "binary garbage", "corrupt gzip", "SQLite with unrelated tables"}
+# (case, command) run as a real console-script process
+SUBPROCESS = {
+    ("missing file", "info"),
+    ("binary garbage", "analyze"),
+    ("corrupt gzip", "import"),
+    ("nsys SQLite cut at half", "info"),
+}
 
 
 @pytest.mark.parametrize("case", list(ERRORS))
@@ -156,7 +188,7 @@ def test_unreadable_input_is_one_error_line_and_exit_2(case: str, tmp_path: Path
     make, words = ERRORS[case]
     path = make(tmp_path)
     for args in commands(path, tmp_path, all_commands=case in ALL_COMMANDS):
-        code, out, err = cli(*args, cwd=tmp_path)
+        code, out, err = cli(*args, cwd=tmp_path, real=(case, args[0]) in SUBPROCESS)
         assert_one_line_error(code, err, words)
         assert out == ""
     assert not (tmp_path / "o.parquet").exists()
@@ -177,7 +209,7 @@ def test_unreadable_file_permissions(tmp_path: Path) -> None:
     p = tmp_path / "locked.json.gz"
     shutil.copyfile(KINETO, p)
     p.chmod(0)
-    code, _, err = cli("info", p, cwd=tmp_path)
+    code, _, err = cli("info", p, cwd=tmp_path, real=True)
     assert_one_line_error(code, err, ("cannot read",))
 
 
@@ -214,7 +246,7 @@ def test_truncated_kineto_imports_with_a_recovery_warning(packed: bool, tmp_path
         path.write_text(text)
     n = recovered_events(text)
     assert 0 < n < len(json.loads(raw)["traceEvents"])
-    code, out, err = cli("import", path, "-o", tmp_path / "o.parquet", cwd=tmp_path)
+    code, out, err = cli("import", path, "-o", tmp_path / "o.parquet", cwd=tmp_path, real=packed)
     assert code == 0, err
     assert "Traceback" not in err
     warnings = [ln for ln in err.splitlines() if ln.startswith("Warning: ")]
@@ -248,7 +280,7 @@ def test_path_with_spaces_and_unicode(tmp_path: Path) -> None:
     d.mkdir(parents=True)
     p = d / "träce mit leerzeichen.pt.trace.json.gz"
     shutil.copyfile(KINETO, p)
-    code, out, err = cli("info", p, cwd=tmp_path)
+    code, out, err = cli("info", p, cwd=tmp_path, real=True)
     assert code == 0, err
     flat = " ".join(out.split())  # the terminal view may wrap a long path
     assert "träce mit leerzeichen.pt.trace.json.gz" in flat and "kernel 25" in flat
@@ -261,7 +293,7 @@ def test_path_with_spaces_and_unicode(tmp_path: Path) -> None:
 
 
 def test_no_argument_and_bad_option_are_usage_errors(tmp_path: Path) -> None:
-    code, _, err = cli("info", cwd=tmp_path)
+    code, _, err = cli("info", cwd=tmp_path, real=True)
     assert_one_line_error(code, err, ("no trace given",))
     code, _, err = cli("import", KINETO, cwd=tmp_path)
     assert_one_line_error(code, err, ("--output",))
