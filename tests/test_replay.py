@@ -59,14 +59,15 @@ def test_baseline_replay_reproduces_the_window(path, errors):
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_interpreted_and_compiled_replay_agree(path):
-    """The small-graph path (interpreted kernels, no numba) gives the compiled kernels' results exactly."""
+    """The small-graph path (interpreted kernels, no numba) gives the compiled kernels' results exactly: the order,
+    the replayed times, the edge that set each, and the critical path walked back."""
     from traceadvisor.replay import sim
 
     t = _timeline(path)
     g = Replayer(t).g
     if not len(g.src):
         pytest.skip(f"{path.name}: empty graph")
-    kahn, relax = sim._jit()
+    kahn, relax, walk = sim._jit()
     order, dropped = kahn(2 * g.n, g.src, g.dst)
     order_py, dropped_py = sim._kahn_py(2 * g.n, g.src, g.dst)
     assert dropped == dropped_py
@@ -78,6 +79,11 @@ def test_interpreted_and_compiled_replay_agree(path):
         t_py, via_py = sim._relax_py(g.release, g.src, g.dst, g.w, order, act)
         np.testing.assert_array_equal(t_jit, t_py)
         np.testing.assert_array_equal(via_jit, via_py)
+        p = int(np.argmax(t_jit))  # the critical path back from the latest point
+        w0 = int(t_jit.min())
+        np.testing.assert_array_equal(
+            walk(p, w0, t_jit, via_jit, g.src), sim._walk_py(p, w0, t_py, via_py, g.src)
+        )
 
 
 def _loop(sync: bool):

@@ -14,7 +14,7 @@ import json, numpy as np
 from numba.core import caching
 caching.CacheImpl._locator_classes = [caching.UserProvidedCacheLocator]  # numba's own places all unusable
 from traceadvisor.replay import sim
-kahn, relax = sim._jit()
+kahn = sim._jit()[0]
 order, dropped = kahn(3, np.array([0, 1]), np.array([1, 2]))
 st = kahn.stats
 print(json.dumps({"order": order.tolist(), "cached": st.cache_path, "hits": sum(st.cache_hits.values())}))

@@ -10,6 +10,7 @@ The replayed window is the analysed window (``replay.window``) measured on the r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -88,7 +89,7 @@ class Replayer:
         self.times, self.via = self.run(None)
         self.window_ns = span(self.times, self.mask, self.before, self.g)
 
-    @property
+    @cached_property
     def steps_mask(self) -> np.ndarray:
         """What a capture-scope fix's saving is a share of: every full step, a warm-up first step included (not
         the trailing partial step, nor what ran before the first step); the whole capture without steps."""
@@ -96,7 +97,7 @@ class Replayer:
             return self.capture_mask
         return window_nodes(self.g, self._steps_starts)
 
-    @property
+    @cached_property
     def capture_mask(self) -> np.ndarray:
         """Nodes of the whole capture: GPU work and the host threads of the processes that launched it."""
         g = self.g
@@ -157,49 +158,53 @@ class Replayer:
             hit[j[j >= 0]] = True
             e = np.nonzero((g.etype == G.E_STREAM) & hit[g.src // 2])[0]
             w[e] = np.minimum(w[e], 0)
-        cuts = fix.cuts
-        if len(fix.host_eid):
-            j = node(fix.host_eid)
-            ok = j >= 0
-            jj = j[ok]
-            th = g.threads.select("tcode", "rank", "pid", "tid")
-            extra = (
-                pl.DataFrame({"tcode": g.thread[jj], "s": g.start[jj] + fix.host_dur[ok], "e": g.end[jj]})
-                .join(th, on="tcode", how="left")
-                .select("rank", "pid", "tid", pl.col("s").alias("start_ns"), pl.col("e").alias("end_ns"))
-            )
-            cuts = pl.concat([cuts, extra], how="vertical_relaxed")
-        if cuts.height:
-            w = self._apply_cuts(w, cuts)
+        cut = self._cut_intervals(fix)
+        if len(cut[0]):
+            self._apply_cuts(w, cut)
         if len(fix.delay_eid):  # added host work: the chain edge into each call's start point grows
             j = node(fix.delay_eid)
             ok = j >= 0
             add = np.zeros(2 * g.n, np.int64)
             np.add.at(add, 2 * j[ok], fix.delay_ns[ok])
-            ch = g.etype == G.E_CHAIN
-            w = w.copy()
+            ch = self._chain[0]
             w[ch] += add[g.dst[ch]]
         return g.release, w, active
 
-    def _apply_cuts(self, w: np.ndarray, cuts: pl.DataFrame) -> np.ndarray:
+    def _cut_intervals(self, fix: Fix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(thread code, start, end) of the host time ``fix`` removes: its cut intervals on the graph's threads,
+        and the part of each shortened host call past its new duration."""
         g = self.g
-        c = (
-            cuts.filter(pl.col("end_ns") > pl.col("start_ns"))
-            .with_columns(
-                pl.col("rank").fill_null(-1), pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1)
-            )
-            .join(g.threads, on=["rank", "pid", "tid"], how="inner")
-        )
-        if not c.height:
-            return w
-        rec = g.recorded_points()
+        parts = []
+        if fix.cuts.height:
+            c = fix.cuts.filter(pl.col("end_ns") > pl.col("start_ns"))
+            cols = [c[k].fill_null(-1).cast(pl.Int64).to_numpy() for k in ("rank", "pid", "tid")]
+            parts.append((G.thread_codes(g, cols), c["start_ns"].to_numpy(), c["end_ns"].to_numpy()))
+        if len(fix.host_eid):
+            j = g.node_of_eid(fix.host_eid)
+            ok = j >= 0
+            jj = j[ok]
+            parts.append((g.thread[jj], g.start[jj] + fix.host_dur[ok], g.end[jj]))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        tc, s, e = (np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(3))
+        keep = (tc >= 0) & (e > s)
+        return tc[keep], s[keep], e[keep]
+
+    @cached_property
+    def _chain(self) -> tuple[np.ndarray, ...]:
+        """The host chain edges (index, thread code, recorded start and end point, recorded span less the
+        profiler's cost), computed once for every fix that cuts host time."""
+        g = self.g
         ch = np.nonzero(g.etype == G.E_CHAIN)[0]
-        cut = [c[k].to_numpy().astype(np.int64) for k in ("tcode", "start_ns", "end_ns")]
-        overlap = covered(*cut, g.thread[g.src[ch] // 2], rec[g.src[ch]], rec[g.dst[ch]])
-        delta = rec[g.dst[ch]] - rec[g.src[ch]] - self._ovh[ch]
-        w = w.copy()
+        rec = g.recorded_points()
+        rs, rd = rec[g.src[ch]], rec[g.dst[ch]]
+        return ch, g.thread[g.src[ch] // 2], rs, rd, rd - rs - self._ovh[ch]
+
+    def _apply_cuts(self, w: np.ndarray, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it."""
+        ch, tc, rs, rd, delta = self._chain
+        overlap = covered(*cut, tc, rs, rd)
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
-        return w
 
     def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:
         release, w, active = self.arrays(fix)

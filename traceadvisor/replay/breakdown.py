@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from traceadvisor.replay import graph as G
+from traceadvisor.replay.sim import walk_back
 
 HOST_CATS = ("python_launch", "sync_wait", "copy_wait", "data_loading")
 GPU_CATS = ("gpu_compute", "gpu_copy", "gpu_comm", "gpu_queue")
@@ -32,9 +33,14 @@ def _fetch_edges(rp) -> np.ndarray:
     """Per edge: host chain edges that lie mostly inside a DataLoader batch fetch of their thread."""
     g = rp.g
     out = np.zeros(len(g.src), bool)
+    spans = rp.trace.lazy().filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")))
+    # the pattern is matched once per distinct name, not once per event
+    names = spans.select(pl.col("name").unique()).collect().to_series()
+    names = names.filter(names.str.contains(FETCH))
+    if not len(names):
+        return out
     sp = (
-        rp.trace.lazy()
-        .filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")) & pl.col("name").str.contains(FETCH))
+        spans.filter(pl.col("name").is_in(names.implode()))
         .select(
             pl.col("rank").fill_null(-1).cast(pl.Int64),
             pl.col("pid").fill_null(-1).cast(pl.Int64),
@@ -65,14 +71,10 @@ def critical_path(rp) -> dict[str, Any]:
         return {}
     fetch = _fetch_edges(rp)
     is_copy_api = np.zeros(g.n, bool)
-    is_copy_api[: g.nh] = (
-        pl.Series(g.names[: g.nh].tolist(), dtype=pl.String, strict=False)
-        .str.contains("(?i)memcpy")
-        .fill_null(False)
-    )
+    is_copy_api[: g.nh] = _host_names_match(g, "(?i)memcpy")
     p = int(2 * j[np.argmax(t[2 * j + 1])] + 1)
     w0 = int(t[2 * j].min())
-    edges = _walk(p, w0, t, via, g.src)
+    edges = walk_back(p, w0, t, via, g.src)
     pts = np.concatenate([[p], g.src[edges[:-1]]]).astype(np.int64) if len(edges) else np.zeros(0, np.int64)
     dur = t[pts] - np.maximum(t[g.src[edges]], w0)
     end = t[pts]
@@ -91,7 +93,9 @@ def critical_path(rp) -> dict[str, Any]:
                 **{c: int(per_step[k, i]) for i, c in enumerate(CATEGORIES)},
             }
         )
-    total = {c: int(dur[cat == c].sum()) for c in CATEGORIES}
+    sums = np.zeros(len(CATEGORIES), np.int64)
+    np.add.at(sums, code, dur)
+    total = {c: int(sums[i]) for i, c in enumerate(CATEGORIES)}
     length = int(dur.sum())
     return {
         "window_ns": rp.window_ns,
@@ -105,17 +109,14 @@ def critical_path(rp) -> dict[str, Any]:
     }
 
 
-def _walk(p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray) -> np.ndarray:
-    """The edges of the critical path, walked back from point ``p`` to the window start ``w0``."""
-    tl, vl, sl = t.tolist(), via.tolist(), src.tolist()
-    out = []
-    while p >= 0 and tl[p] > w0:
-        e = vl[p]
-        if e < 0:
-            break
-        out.append(e)
-        p = sl[e]
-    return np.array(out, np.int64)
+def _host_names_match(g, pattern: str) -> np.ndarray:
+    """Per host node: its name matches ``pattern`` (matched once per distinct name when the graph keeps its
+    host names as codes into a table)."""
+    if g.host_name_table is not None:
+        tab = pl.Series(g.host_name_table.tolist(), dtype=pl.String, strict=False)
+        return tab.str.contains(pattern).fill_null(False).to_numpy()[g.host_name_code]
+    names = pl.Series(g.names[: g.nh].tolist(), dtype=pl.String, strict=False)
+    return names.str.contains(pattern).fill_null(False).to_numpy()
 
 
 def _categories(g, e: np.ndarray, fetch: np.ndarray, is_copy_api: np.ndarray) -> np.ndarray:

@@ -86,6 +86,8 @@ class Graph:
     names: np.ndarray | None = None  # per node: event name (for reports)
     kind: np.ndarray | None = None  # per node: canonical kind
     category: np.ndarray | None = None  # per node: canonical category
+    host_name_code: np.ndarray | None = None  # per host node: its name's index in ``host_name_table``
+    host_name_table: np.ndarray | None = None  # the distinct names of the host nodes (None last: no name)
     # (thread code, start) of the recorded host events the profiler adds a cost for (``build(profiled=True)``)
     host_events: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -314,6 +316,8 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         kind=np.array(NODE_KINDS, object)[np.concatenate([host.kind, gpu.kind])],
         category=node_cats,
         host_events=host_events,
+        host_name_code=host.name,
+        host_name_table=name_table,
     )
     from traceadvisor.replay.sim import topo_order
 

@@ -1,7 +1,7 @@
 """The replay: earliest-start simulation of a ``Graph`` (one pass over the edges in topological order).
 
-The two kernels (``kahn``: a topological order of the edges, ``relax``: the earliest time of every point) are
-plain Python over numpy arrays. Graphs with more than ``JIT_MIN_EDGES`` edges run them compiled with numba
+The kernels (``kahn``: a topological order of the edges, ``relax``: the earliest time of every point, ``walk``:
+the critical path back from a point) are plain Python over numpy arrays. Graphs with more than ``JIT_MIN_EDGES`` edges run them compiled with numba
 (``cache=True``: numba writes the compiled code under ``$NUMBA_CACHE_DIR``, else beside this file, else under the
 user's cache directory when the package directory is read-only, else under traceadvisor's cache directory:
 ``_njit``); smaller graphs run them as they are, so a small trace never imports numba (its import and
@@ -95,6 +95,21 @@ def _relax(
     return t, via
 
 
+def _walk(
+    p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray
+) -> np.ndarray:  # pragma: no cover - JIT
+    out = np.empty(via.shape[0], np.int64)
+    k = 0
+    while p >= 0 and t[p] > w0:
+        e = via[p]
+        if e < 0:
+            break
+        out[k] = e
+        k += 1
+        p = src[e]
+    return out[:k]
+
+
 def _kahn_py(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
     """``_kahn`` interpreted, on Python lists (a numpy scalar access costs several times a list's)."""
     order, dropped = _kahn(npoints, _Seq(src), _Seq(dst))
@@ -104,6 +119,10 @@ def _kahn_py(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray
 def _relax_py(release, src, dst, w, order, active) -> tuple[np.ndarray, np.ndarray]:
     t, via = _relax(_Seq(release), _Seq(src), _Seq(dst), _Seq(w), _Seq(order), _Seq(active))
     return np.asarray(t, np.int64), np.asarray(via, np.int64)
+
+
+def _walk_py(p, w0, t, via, src) -> np.ndarray:
+    return np.asarray(_walk(p, w0, _Seq(t), _Seq(via), _Seq(src)), np.int64)
 
 
 class _Seq(list):
@@ -131,12 +150,13 @@ def _jit():
     """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
     with _LOCK:
         if not _KERNELS:
-            kahn, relax = _njit(_kahn), _njit(_relax)
+            kahn, relax, walk = _njit(_kahn), _njit(_relax), _njit(_walk)
             # load (or compile and cache) the one signature the replay uses, on tiny inputs
             i, b = np.zeros(1, np.int64), np.ones(1, bool)
             kahn(2, i, i + 1)
             relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
-            _KERNELS.extend((kahn, relax))
+            walk(1, 0, np.ones(2, np.int64), np.full(2, -1, np.int64), i)
+            _KERNELS.extend((kahn, relax, walk))
         return _KERNELS
 
 
@@ -201,3 +221,11 @@ def relax(
     if len(src) < JIT_MIN_EDGES:
         return _relax_py(release, src, dst, w, order, active)
     return _jit()[1](release, src, dst, w, order, active)
+
+
+def walk_back(p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """The edges that set the times along the path into point ``p``, walked back (``via``: each point's edge,
+    -1 at its release time) while the points are later than ``w0``: the critical path, last edge first."""
+    if len(src) < JIT_MIN_EDGES:
+        return _walk_py(int(p), int(w0), t, via, src)
+    return _jit()[2](int(p), int(w0), np.asarray(t, np.int64), np.asarray(via, np.int64), src)
