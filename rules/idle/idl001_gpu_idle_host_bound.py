@@ -195,11 +195,7 @@ def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
         )
     else:
         gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
-    ops = (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select("rank", "external_id", pl.col("name").alias("next_op"))
-        .unique(["rank", "external_id"])
-    )
+    ops = views.op_names(lf).select("rank", "external_id", pl.col("name").alias("next_op"))
     return (
         gaps.drop("_rk")
         .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))

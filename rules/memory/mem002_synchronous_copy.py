@@ -130,15 +130,7 @@ def _gpu_copies(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _ops(lf: pl.LazyFrame) -> pl.LazyFrame:
-    return (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select(
-            "rank",
-            "external_id",
-            pl.col("name").alias("op"),
-        )
-        .unique(subset=["rank", "external_id"], keep="first")
-    )
+    return views.op_names(lf).select("rank", "external_id", pl.col("name").alias("op"))
 
 
 def _ext() -> pl.Expr:

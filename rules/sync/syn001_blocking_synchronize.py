@@ -193,15 +193,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         )
         .sort("g_start")
     )
-    ops = (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select(
-            _rk(),
-            pl.col("external_id").alias("_ext"),
-            pl.col("name").alias("op"),
-        )
-        .unique(subset=["_rk", "_ext"], keep="first")
-    )
+    ops = views.op_names(lf).select(_rk(), pl.col("external_id").alias("_ext"), pl.col("name").alias("op"))
     rows = (
         syncs.sort("probe")
         .join_asof(

@@ -210,6 +210,17 @@ def launch_calls(lf: pl.LazyFrame, *keep: str, **columns: str | pl.Expr) -> pl.L
 
 
 @computed_once
+def op_names(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The framework op of each External id: ``rank``, ``external_id``, ``name`` of the first ``cpu_op`` with
+    that id (what GPU work and runtime calls link to through ``external_id``)."""
+    return (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select("rank", "external_id", "name")
+        .unique(subset=["rank", "external_id"], keep="first")
+    )
+
+
+@computed_once
 def launches(lf: pl.LazyFrame) -> pl.LazyFrame:
     """GPU activities joined to the host runtime call that launched them (by rank + correlation_id).
 
