@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from decimal import Decimal
@@ -45,8 +46,9 @@ def _read(path: Path):
 
 
 def _trace(path: Path):
+    """``load_trace`` through the run's import cache (each corpus file is parsed once per test run)."""
     if path not in _LOADED:
-        _LOADED[path] = load_trace(path, cache=False)
+        _LOADED[path] = load_trace(path)
     return _LOADED[path]
 
 
@@ -59,9 +61,10 @@ def test_corpus_present():
     assert len(TORCH) >= 29
 
 
-@pytest.mark.parametrize("path", TORCH, ids=lambda p: p.name)
-def test_counts_equal_source(path: Path):
-    _, events = _source(path)
+@functools.cache
+def _facts(path: Path) -> dict:
+    """What the count and capability tests check, counted from the JSON once per file (a parsed file is large)."""
+    doc, events = _source(path)
     want = {"kernel": 0, "memcpy": 0, "memset": 0}
     pageable = 0
     for e in events:
@@ -70,6 +73,33 @@ def test_counts_equal_source(path: Path):
             want[kind] += 1
             if kind == "memcpy" and "Pageable" in e.get("name", ""):
                 pageable += 1
+    copies = [e.get("name", "") for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")]
+    return {
+        "want": want,
+        "pageable": pageable,
+        "events": len(events),
+        "metadata": sum(1 for e in events if e.get("ph") == "M"),
+        "copy_memory_kind": any("Pageable" in n or "Pinned" in n for n in copies),
+        "input_shapes": any(
+            "Input Dims" in (e.get("args") or {}) or "Input dims" in (e.get("args") or {}) for e in events
+        ),
+        "device_properties": bool(doc.get("deviceProperties")),
+        "kernels": any(e.get("cat") in ("kernel", "Kernel") for e in events),
+        "memory_events": any(e.get("name") == "[memory]" for e in events),
+        "profiler_steps": sum(
+            1
+            for e in events
+            if e.get("ph") == "X"
+            and str(e.get("name", "")).startswith("ProfilerStep#")
+            and e.get("cat") in ("user_annotation", "cpu_op", "Operator")
+        ),
+    }
+
+
+@pytest.mark.parametrize("path", TORCH, ids=lambda p: p.name)
+def test_counts_equal_source(path: Path):
+    src = _facts(path)
+    want, pageable = src["want"], src["pageable"]
     tr = _trace(path)
     assert detect(path) is kineto
     got = tr.counts_by_kind()
@@ -81,11 +111,11 @@ def test_counts_equal_source(path: Path):
         == pageable
     )
     # every input event is imported or counted as skipped with a reason
-    assert tr.meta.input_events == len(events)
-    assert ev.height + sum(tr.meta.skipped.values()) == len(events)
+    assert tr.meta.input_events == src["events"]
+    assert ev.height + sum(tr.meta.skipped.values()) == src["events"]
     assert not tr.meta.truncated
     assert all("cuda_profiler_range" in w for w in tr.meta.warnings)  # the one warning a whole trace can get
-    assert len(tr.meta.extra["metadata_events"]) == sum(1 for e in events if e.get("ph") == "M")
+    assert len(tr.meta.extra["metadata_events"]) == src["metadata"]
     assert ev.get_column("start_ns").is_not_null().all()
     assert ev.get_column("start_ns").is_sorted()
     assert set(ev.get_column("kind").unique()) <= {
@@ -109,30 +139,16 @@ def test_counts_equal_source(path: Path):
 
 @pytest.mark.parametrize("path", TORCH, ids=lambda p: p.name)
 def test_capabilities_are_honest(path: Path):
-    doc, events = _source(path)
+    src = _facts(path)
     caps = _trace(path).meta.capabilities
-    names = [e.get("name", "") for e in events if e.get("cat") in ("gpu_memcpy", "Memcpy")]
-    assert ("copy_memory_kind" in caps) == any("Pageable" in n or "Pinned" in n for n in names)
-    has_dims = any(
-        "Input Dims" in (e.get("args") or {}) or "Input dims" in (e.get("args") or {}) for e in events
-    )
-    assert ("input_shapes" in caps) == has_dims
-    assert ("device_properties" in caps) == bool(doc.get("deviceProperties"))
-    assert ("kernels" in caps) == any(e.get("cat") in ("kernel", "Kernel") for e in events)
-    assert ("memory_events" in caps) == any(e.get("name") == "[memory]" for e in events)
+    for cap in ("copy_memory_kind", "input_shapes", "device_properties", "kernels", "memory_events"):
+        assert (cap in caps) == src[cap], cap
 
 
 def test_steps_equal_profiler_steps():
     for name in ("hta_a100_train_rank3_of_8", "hta_a100_ddp_2rank", "kineto_tbplugin", "hta_mi250"):
         path = _by_name(name)
-        _, events = _source(path)
-        want = sum(
-            1
-            for e in events
-            if e.get("ph") == "X"
-            and str(e.get("name", "")).startswith("ProfilerStep#")
-            and e.get("cat") in ("user_annotation", "cpu_op", "Operator")
-        )
+        want = _facts(path)["profiler_steps"]
         steps = _trace(path).events.filter(pl.col("kind") == "step")
         assert steps.height == want > 0, name
         assert steps.get_column("name").str.starts_with("ProfilerStep#").all()
@@ -378,7 +394,8 @@ def test_import_command_writes_parquet_and_uses_cache(tmp_path, monkeypatch):
     assert table.schema.field("start_ns").metadata[b"unit"] == b"ns"
     assert list((tmp_path / "cache").glob("*.parquet"))
     again = load_trace(path)  # from the cache
-    assert again.events.equals(_trace(path).events) and again.meta.format == "kineto"
+    fresh = load_trace(path, cache=False)
+    assert again.events.equals(fresh.events) and again.meta.format == "kineto"
     r = CliRunner().invoke(cli, ["info", str(path), "--no-cache"])
     assert r.exit_code == 0 and "skipped" in r.output and "MI250 GCD" in r.output
 
@@ -430,7 +447,7 @@ def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, ra
             "dur": 1,
             "args": {"External id": i + 1, "groups": [{"rank": 0}, {"rank": 1}]},
         }
-        for i in range(3000)
+        for i in range(1000)  # 150 kB: some 40 ranges of 4 kB
     ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
@@ -439,8 +456,8 @@ def test_cut_inside_an_event_falls_back_to_exact_split(tmp_path, monkeypatch, ra
     for workers in ("2", "1"):
         monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
         tr = _read(path)
-        assert tr.events.height == 3000 and tr.meta.input_events == 3000
-        assert tr.events.get_column("external_id").to_list() == list(range(1, 3001))
+        assert tr.events.height == 1000 and tr.meta.input_events == 1000
+        assert tr.events.get_column("external_id").to_list() == list(range(1, 1001))
         assert json.loads(tr.events.get_column("args")[5])["groups"] == [{"rank": 0}, {"rank": 1}]
 
 
