@@ -49,14 +49,15 @@ def traces_dir() -> Path:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     """xdist groups for ``--dist loadgroup``: a test file runs on one worker (its module fixtures are built
-    once), except the tests parametrized by corpus file in ``GROUP_BY_PARAM``, which group by that file."""
+    once), the files of a ``SHARED_GROUPS`` group on the same one, except the tests parametrized by corpus file
+    in ``GROUP_BY_PARAM``, which group by that file."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if any(m.name == "xdist_group" for m in item.iter_markers()):
             continue
         mod = item.nodeid.split("::", 1)[0]
-        group = mod
+        group = SHARED_GROUPS.get(mod, mod)
         if mod in GROUP_BY_PARAM and hasattr(item, "callspec") and "path" in item.callspec.params:
             group = f"{mod}[{item.callspec.params['path']}]"
         item.add_marker(pytest.mark.xdist_group(group))
@@ -64,6 +65,11 @@ def pytest_collection_modifyitems(config, items):
 
 # test files whose per-corpus-file tests share a per-file fixture, not a per-module one
 GROUP_BY_PARAM = {"tests/rules/test_corpus.py"}
+# test files that share a per-process cache (tests/analysed.py) run on one worker, one after the other
+SHARED_GROUPS = {
+    f"tests/{name}.py": "calibration traces"
+    for name in ("test_calibration", "test_compare_predicted", "test_breakdown_view")
+}
 
 
 # Headless Chromium for the report's browser tests: offline, no first-run work, a fixed virtual-time budget.

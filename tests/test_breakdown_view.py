@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceadvisor.analysis import analyze_paths
+from analysed import analysed
+
 from traceadvisor.report import breakdown_view
 from traceadvisor.report.html import render_html
 
@@ -15,7 +16,7 @@ BASE = (
 
 
 def test_critical_path_chart_in_the_html_report():
-    res = analyze_paths([BASE])
+    res = analysed(BASE)
     cp = res.critical_paths[res.traces[0].name]
     fig = breakdown_view.critical_path_figure(cp)
     bars = {t.name: t for t in fig.data}

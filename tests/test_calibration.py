@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
+from analysed import analysed
 
-from traceadvisor.analysis import analyze_paths
 from traceadvisor.engine.loader import load_rules
 
 CAL = Path(__file__).resolve().parent.parent / "fixtures" / "calibration"
@@ -32,7 +32,7 @@ def tolerance(measured: float) -> float:
 @functools.cache
 def _shares(path: Path) -> dict[str, float]:
     """Each rule's predicted share on ``path``: analysed once per run (the ranking and nsys tests reuse it)."""
-    return {f.rule: f.share for f in analyze_paths([path]).findings}
+    return {f.rule: f.share for f in analysed(path).findings}
 
 
 def predicted(path: Path, rules: list[str]) -> tuple[float, str]:

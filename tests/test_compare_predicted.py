@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from analysed import analysed
 
-from traceadvisor.analysis import analyze_paths
 from traceadvisor.compare import compare
 from traceadvisor.report.compare_html import render_html
 from traceadvisor.report.compare_markdown import render_markdown
@@ -19,7 +19,7 @@ MEASURED = json.loads((CAL / "measured.json").read_text())["pairs"]
 
 def _compare(pair: str):
     p = MEASURED[pair]
-    rb, rn = analyze_paths([CAL / p["base"]["trace"]]), analyze_paths([CAL / p["fixed"]["trace"]])
+    rb, rn = analysed(CAL / p["base"]["trace"]), analysed(CAL / p["fixed"]["trace"])
     return compare(rb.traces[0], rn.traces[0], analysis=(rb, rn)), p
 
 
