@@ -45,6 +45,9 @@ from traceadvisor.trace import Trace
 
 TOP_KERNELS = 50
 DEVICE_KEY = ["rank", "device"]
+SUMMARY_COLUMNS = (
+    "kind", "category", "name", "rank", "device", "stream", "start_ns", "dur_ns", "correlation_id", "external_id"
+)  # fmt: skip
 
 
 # ---- lazy views -----------------------------------------------------------------------------------------------
@@ -224,11 +227,12 @@ def _base_frames(
     outside, in-window GPU work with exclusive time): computed once per trace (``views.shared``) and read by
     every summary view and by the rules that use the summary's window."""
     launches = records_launches(trace)
-    g_steps = views.shared(
-        trace,
-        "summary.gpu_steps",
-        lambda lf: assign_steps(gpu_with_launch(lf, launches), step_frame(lf) if has_steps else None),
-    )
+
+    def gpu_steps(lf: pl.LazyFrame) -> pl.LazyFrame:
+        lf = lf.select(SUMMARY_COLUMNS)  # the views read these only: no args or shapes through the sorts
+        return assign_steps(gpu_with_launch(lf, launches), step_frame(lf) if has_steps else None)
+
+    g_steps = views.shared(trace, "summary.gpu_steps", gpu_steps)
     st = views.shared(trace, "summary.steps", lambda lf: with_warmup(step_frame(lf), g_steps))
 
     def in_window(lf: pl.LazyFrame) -> pl.LazyFrame:

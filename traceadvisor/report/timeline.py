@@ -89,10 +89,15 @@ def lane_events(
     by = ["gpu", "rank", "a", "b"]
     span = max(trace.span_ns(), 1)
     host = ev.filter(~pl.col("gpu"))
+    # busy time of each thread: the union of its events, summed as each event's part past the latest earlier end
+    lane = ["rank", "a", "b"]
     busy = (
-        views.merge_intervals(host.lazy(), ["rank", "a", "b"])
-        .group_by("rank", "a", "b")
-        .agg(busy_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+        host.lazy()
+        .select(*lane, "start_ns", "end_ns")
+        .sort([*lane, "start_ns"])
+        .with_columns(_prev=views.latest_end_before(lane).fill_null(0))
+        .group_by(lane)
+        .agg(busy_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", "_prev")).clip(lower_bound=0).sum())
         .collect()
     )
     keep = busy.filter(pl.col("busy_ns") >= min_cpu_share * span).sort(
