@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from conftest import ROOT, TRACES
 
 from traceadvisor import markers
+from traceadvisor.cli.main import main
 
 NSYS_OUT = TRACES / "nsys" / "h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite"
 ROCPD_OUT = TRACES / "rocprofv3" / "mi300x_ck_bmm_rocm7.1_rocpd_results.db"
@@ -79,13 +80,26 @@ def stand_in(tmp_path: Path, tool: str) -> tuple[Path, Path]:
 
 
 def profile(tmp_path: Path, tool: str, path_env: str, *extra: str) -> subprocess.CompletedProcess:
+    """``traceadvisor profile --profiler TOOL ... -- python train.py a1`` in ``tmp_path`` with ``PATH=path_env``:
+    the CLI runs in this process (the profiler and the script are real subprocesses of it)."""
     (tmp_path / "train.py").write_text(SCRIPT)
-    env = dict(os.environ, PATH=path_env, PYTHONPATH=str(ROOT))
-    for k in ("TRACEADVISOR_NSYS", "TRACEADVISOR_ROCPROFV3", "TRACEADVISOR_ROCPROF"):
-        env.pop(k, None)
-    cmd = [sys.executable, "-m", "traceadvisor.cli.main", "profile", "--profiler", tool, "-o", "out", *extra]
-    cmd += ["--", "python", "train.py", "a1"]
-    return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+    args = ["profile", "--profiler", tool, "-o", "out", *extra, "--", "python", "train.py", "a1"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        mp.setenv("PATH", path_env)
+        mp.setenv(
+            "PYTHONPATH", str(ROOT)
+        )  # the stand-in's `python -m traceadvisor.markers` imports this tree
+        for k in ("TRACEADVISOR_NSYS", "TRACEADVISOR_ROCPROFV3", "TRACEADVISOR_ROCPROF"):
+            mp.delenv(k, raising=False)
+        with CliRunner().isolation() as streams:
+            try:
+                main(args)
+                code = 0
+            except SystemExit as e:
+                code = e.code
+            out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 @pytest.mark.parametrize(
@@ -134,6 +148,7 @@ def test_missing_profiler_is_one_line(tmp_path, tool):
 
 
 def test_profiler_exit_status_is_kept(tmp_path):
+    """A real `traceadvisor` process: its exit status is the profiled command's."""
     bin_dir, _ = stand_in(tmp_path, "nsys")
     (tmp_path / "train.py").write_text("import sys\nsys.exit(3)\n")
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(ROOT))
