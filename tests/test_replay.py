@@ -31,6 +31,16 @@ def _timeline(path: Path):
     return t
 
 
+_REPLAYERS: dict[Path, Replayer] = {}
+
+
+def _replayer(t, path: Path) -> Replayer:
+    """The baseline replayer of a corpus trace, built once for both per-file tests (neither changes it)."""
+    if path not in _REPLAYERS:
+        _REPLAYERS[path] = Replayer(t)
+    return _REPLAYERS[path]
+
+
 @pytest.fixture(scope="module")
 def errors() -> dict[str, float]:
     out: dict[str, float] = {}
@@ -48,7 +58,7 @@ def errors() -> dict[str, float]:
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_baseline_replay_reproduces_the_window(path, errors):
     t = _timeline(path)
-    r = Replayer(t)
+    r = _replayer(t, path)
     assert r.g.cyclic == 0
     if r.recorded_window_ns == 0:
         pytest.skip(f"{path.name}: no GPU activity and no steps, so no analysed window")
@@ -64,7 +74,7 @@ def test_interpreted_and_compiled_replay_agree(path):
     from traceadvisor.replay import sim
 
     t = _timeline(path)
-    g = Replayer(t).g
+    g = _replayer(t, path).g
     if not len(g.src):
         pytest.skip(f"{path.name}: empty graph")
     kahn, relax, walk = sim._jit()
