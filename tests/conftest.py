@@ -53,18 +53,45 @@ def pytest_collection_modifyitems(config, items):
     in ``GROUP_BY_PARAM``, which group by that file."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    groups: dict[pytest.Item, str] = {}
     for item in items:
-        if any(m.name == "xdist_group" for m in item.iter_markers()):
+        marks = [m for m in item.iter_markers() if m.name == "xdist_group"]
+        if marks:
+            groups[item] = str(marks[0].args[0] if marks[0].args else marks[0].kwargs.get("name", ""))
             continue
         mod = item.nodeid.split("::", 1)[0]
         group = SHARED_GROUPS.get(mod, mod)
         if mod in GROUP_BY_PARAM and hasattr(item, "callspec") and "path" in item.callspec.params:
             group = f"{mod}[{item.callspec.params['path']}]"
         item.add_marker(pytest.mark.xdist_group(group))
+        groups[item] = group
+    # xdist hands out groups in this order (pyproject: --no-loadscope-reorder): the long ones first, so that no
+    # worker is left with one at the end; the many small per-corpus-file groups last, to even the workers out
+    heavy = {g: i for i, g in enumerate(LONG_GROUPS_FIRST)}
+    last = len(heavy) + 1
+    items[:] = sorted(
+        items,
+        key=lambda it: heavy.get(
+            groups[it], last if groups[it].split("[", 1)[0] in GROUP_BY_PARAM else len(heavy)
+        ),
+    )
 
 
 # test files whose per-corpus-file tests share a per-file fixture, not a per-module one
 GROUP_BY_PARAM = {"tests/rules/test_corpus.py"}
+# the groups that take longest (CPU seconds measured file by file), longest first
+LONG_GROUPS_FIRST = (
+    "tests/test_job.py",
+    "tests/test_kineto_import.py",
+    "tests/test_export.py",
+    "calibration traces",
+    "tests/rules/test_mem001.py",
+    "tests/test_qa_counts.py",
+    "tests/test_qa_sniffing.py",
+    "tests/test_replay.py",
+    "tests/test_compare.py",
+    "tests/test_capture.py",
+)
 # test files that share a per-process cache (tests/analysed.py) run on one worker, one after the other
 SHARED_GROUPS = {
     f"tests/{name}.py": "calibration traces"
