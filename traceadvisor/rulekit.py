@@ -11,6 +11,8 @@ and the summary in the engine's one ``pl.collect_all``.
   the classification and ``gemm_shapes`` all use it); ``by_correlation(rows, ...)`` the same for any rows.
 * ``idle_between(busy, by)``: the gaps between consecutive merged busy intervals, with ``gap_ns``.
 * ``covered_ns(intervals, busy, by)``: how much of each interval a set of busy intervals covers.
+* ``sum_in(intervals, events, value, out, slack_ns, by)``: per interval, the count (``value`` None) or the sum
+  of ``value`` over the events of its group starting inside it (or up to ``slack_ns`` after).
 * ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
 * ``step_frame(lf)``: the host steps per rank in order (the summary's definition; ``summary.plan(trace)``
   has them with completion times and the warm-up flag).
@@ -54,6 +56,7 @@ __all__ = [
     "merge_intervals",
     "per_step",
     "step_frame",
+    "sum_in",
 ]
 
 
@@ -126,3 +129,32 @@ def without_queue_backpressure(trace: Trace, fix):
     if not calls.height:
         return fix
     return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))
+
+
+def sum_in(
+    intervals: pl.LazyFrame,
+    events: pl.LazyFrame,
+    value: str | None,
+    out: str,
+    slack_ns: int = 0,
+    by: str = "_rk",
+) -> pl.LazyFrame:
+    """``intervals`` plus ``out``: the count (``value`` None) or the sum of ``value`` over ``events`` (per ``by``)
+    starting in [start_ns, end_ns + slack_ns], as a difference of cumulative sums found by as-of joins."""
+    v = pl.lit(1, dtype=pl.Int64) if value is None else pl.col(value).fill_null(0).cast(pl.Int64)
+    cum = (
+        events.select(by, "start_ns", v.alias("_v"))
+        .sort(by, "start_ns")
+        .with_columns(_c=pl.col("_v").cum_sum().over(by))
+        .select(by, pl.col("start_ns").alias("_t"), "_c")
+        .sort("_t")
+    )
+    g = intervals.with_columns(_hi=pl.col("end_ns") + slack_ns, _lo=pl.col("start_ns") - 1)
+    for col, name in (("_hi", "_c_hi"), ("_lo", "_c_lo")):
+        g = (
+            g.sort(col)
+            .join_asof(cum, left_on=col, right_on="_t", by=by, check_sortedness=False)
+            .with_columns(pl.col("_c").fill_null(0).alias(name))
+            .drop("_t", "_c")
+        )
+    return g.with_columns((pl.col("_c_hi") - pl.col("_c_lo")).alias(out)).drop("_hi", "_lo", "_c_hi", "_c_lo")

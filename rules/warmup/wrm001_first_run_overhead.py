@@ -91,6 +91,7 @@ import polars as pl
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import apis, warmup
 from traceadvisor.replay import Fix
+from traceadvisor.rulekit import sum_in
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -417,11 +418,11 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
         (pl.col("kind") == "other") & pl.col("args").str.contains('"domain":"osrt"', literal=True)
     ).with_columns(_rk())
     g = gaps.select("_rk", "start_ns", "end_ns")
-    g = _sum_in(g, loads.with_columns(_rk()), "dur_ns", "load_ns", slack)
-    g = _sum_in(g, osrt.filter(pl.col("name").str.contains(SPAWN_RE)), None, "spawns", 0)
+    g = sum_in(g, loads.with_columns(_rk()), "dur_ns", "load_ns", slack)
+    g = sum_in(g, osrt.filter(pl.col("name").str.contains(SPAWN_RE)), None, "spawns", 0)
     workers = osrt.join(gpu_pids, on=["_rk", "pid"], how="anti", nulls_equal=True)
-    g = _sum_in(g, workers, None, "worker_calls", 0)
-    g = _sum_in(g, osrt.filter(pl.col("name").str.contains(FS_META_RE)), None, "fs_calls", 0)
+    g = sum_in(g, workers, None, "worker_calls", 0)
+    g = sum_in(g, osrt.filter(pl.col("name").str.contains(FS_META_RE)), None, "fs_calls", 0)
     gap = pl.col("end_ns") - pl.col("start_ns")
     compiling = (
         (pl.col("load_ns") >= float(options.get("compile_load_share", 0.25)) * gap)
@@ -448,56 +449,17 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     )
 
 
-def _sum_in(
-    gaps: pl.LazyFrame, events: pl.LazyFrame, value: str | None, out: str, slack_ns: int
-) -> pl.LazyFrame:
-    """``gaps`` plus ``out``: the count (``value`` None) or the sum of ``value`` over ``events`` (per ``_rk``)
-    starting in [start_ns, end_ns + slack_ns], as a difference of cumulative sums found by as-of joins."""
-    v = pl.lit(1, dtype=pl.Int64) if value is None else pl.col(value).fill_null(0).cast(pl.Int64)
-    cum = (
-        events.select("_rk", "start_ns", v.alias("_v"))
-        .sort("_rk", "start_ns")
-        .with_columns(_c=pl.col("_v").cum_sum().over("_rk"))
-        .select("_rk", pl.col("start_ns").alias("_t"), "_c")
-        .sort("_t")
-    )
-    out_g = gaps.with_columns(_hi=pl.col("end_ns") + slack_ns, _lo=pl.col("start_ns") - 1)
-    for col, name in (("_hi", "_c_hi"), ("_lo", "_c_lo")):
-        out_g = (
-            out_g.sort(col)
-            .join_asof(cum, left_on=col, right_on="_t", by="_rk", check_sortedness=False)
-            .with_columns(pl.col("_c").fill_null(0).alias(name))
-            .drop("_t", "_c")
-        )
-    return out_g.with_columns((pl.col("_c_hi") - pl.col("_c_lo")).alias(out)).drop(
-        "_hi", "_lo", "_c_hi", "_c_lo"
-    )
-
-
 def _merge(iv: pl.LazyFrame) -> pl.LazyFrame:
     """Union of intervals per rank, with the categories and the longest item's name of each episode."""
-    s = iv.filter(pl.col("end_ns") > pl.col("start_ns")).sort(["_rk", "start_ns"])
-    s = s.with_columns(_prev=pl.col("end_ns").cum_max().shift(1).over("_rk"))
-    s = s.with_columns(
-        _grp=(pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev")))
-        .cast(pl.Int64)
-        .cum_sum()
-        .over("_rk")
-    )
     longest = pl.col("end_ns") - pl.col("start_ns")
-    return (
-        s.group_by("_rk", "_grp")
-        .agg(
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            pl.col("what").sort_by(longest, descending=True).first(),
-            pl.col("what").unique().sort().str.join(", ").alias("includes"),
-            pl.col("name").sort_by(longest, descending=True).first(),
-            pl.len().alias("items"),
-        )
-        .drop("_grp")
-        .with_columns(impact_ns=pl.col("end_ns") - pl.col("start_ns"))
-    )
+    agg = [
+        pl.col("what").sort_by(longest, descending=True).first(),
+        pl.col("what").unique().sort().str.join(", ").alias("includes"),
+        pl.col("name").sort_by(longest, descending=True).first(),
+        pl.len().alias("items"),
+    ]
+    merged = views.merge_intervals(iv.filter(pl.col("end_ns") > pl.col("start_ns")), ["_rk"], agg)
+    return merged.with_columns(impact_ns=pl.col("end_ns") - pl.col("start_ns"))
 
 
 def _first_step(lf: pl.LazyFrame, merged: pl.LazyFrame, options: dict) -> pl.LazyFrame:

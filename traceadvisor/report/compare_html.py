@@ -280,7 +280,7 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str, str]], limit: int = MAX_
                 for c, _, f in cols
             ]
         )
-    from traceadvisor.report.html import column_widths
+    from traceadvisor.report.table_layout import column_widths
 
     headers = [h for _, h, _ in cols]
     return {

@@ -408,6 +408,50 @@ def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str
     return fig
 
 
+def step_shapes(steps: pl.DataFrame, t0: int, width_px: int = 1100) -> tuple[list[dict], list[dict]]:
+    """Alternating bands per step; a step is labelled where its label does not overlap the previous one."""
+    shapes, annotations = [], []
+    if steps.height == 0:
+        return shapes, annotations
+    lo = (steps["start_ns"].min() - t0) / 1e6
+    hi = (steps["end_ns"].max() - t0) / 1e6
+    per_px = max(hi - min(lo, 0.0), 1e-9) / width_px
+    last_right = -math.inf
+    for i, (a, b, label) in enumerate(steps.select("start_ns", "end_ns", "label").iter_rows()):
+        x0, x1 = (a - t0) / 1e6, (b - t0) / 1e6
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": x0,
+                "x1": x1,
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": "rgba(60,90,160,0.07)" if i % 2 == 0 else "rgba(60,90,160,0.02)",
+                "line": {"width": 0.6, "color": "rgba(60,90,160,0.35)"},
+                "layer": "below",
+            }
+        )
+        half = (len(label) * 6 + 16) / 2 * per_px
+        mid = (x0 + x1) / 2
+        if mid - half >= last_right:
+            annotations.append(
+                {
+                    "x": mid,
+                    "y": 1,
+                    "xref": "x",
+                    "yref": "paper",
+                    "yanchor": "bottom",
+                    "text": label,
+                    "showarrow": False,
+                    "font": {"size": 10, "color": "#3c5aa0"},
+                }
+            )
+            last_right = mid + half
+    return shapes, annotations
+
+
 # the timeline moved to report/timeline.py; its names stay reachable here for existing callers
 _TIMELINE_NAMES = ("TimelineData", "lane_caps", "lane_events", "merge_blocks", "step_bands", "timeline_data")
 _TIMELINE_NAMES += ("timeline_figure", "typed")

@@ -22,6 +22,7 @@ from traceadvisor import units
 from traceadvisor.report import figures as F
 from traceadvisor.report import timeline as TL
 from traceadvisor.report.job import ABSOLUTE_TIMES, job_context, on_job_clock
+from traceadvisor.report.table_layout import column_widths
 from traceadvisor.roofline import gemm_points
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -209,33 +210,6 @@ def evidence_table(
     titles = [titles[j] for j in keep]
     texts = [[row["cells"][j]["text"] for row in out] for j in range(len(keep))]
     return {"columns": titles, "rows": out, "widths": column_widths(titles, texts), "constants": constants}
-
-
-PAD_CHARS = 3  # a cell's padding (8 px a side) and border, in characters
-SHORT_CHARS = 16  # a column whose cells and header words are all this short keeps its full width
-FIXED_BUDGET_CHARS = 120  # short columns' widths summed beyond this: every column shares by proportion
-
-
-def _chars(text: str) -> int:
-    """Width of ``text`` in ``ch`` (the width of "0"): capitals are wider (MEM001 was cut to "MEM..." at 6)."""
-    return len(text) + (sum(c.isupper() for c in text) + 2) // 3
-
-
-def column_widths(headers: list[str], columns: list[list[str]], hi: int = 36) -> list[str | None]:
-    """CSS widths of a fixed-layout table that fits its card: short columns (numbers, ids, flags) keep
-    their full width in ``ch``; longer ones share what is left (``None``: auto) and their long cells end in an
-    ellipsis with the full text in their title. When even the short columns do not fit, every column gets a
-    share in % proportional to its content."""
-    want = []
-    for h, cells in zip(headers, columns, strict=True):
-        words = max((_chars(w) for w in str(h).split()), default=0)
-        want.append(max(words, 3, *(_chars(str(c)) for c in cells)))
-    short = [w <= SHORT_CHARS for w in want]
-    if sum(w + PAD_CHARS for w, sh in zip(want, short, strict=True) if sh) <= FIXED_BUDGET_CHARS:
-        return [f"{w + PAD_CHARS}ch" if sh else None for w, sh in zip(want, short, strict=True)]
-    capped = [min(w, hi) + PAD_CHARS for w in want]
-    total = sum(capped)
-    return [f"{100 * w / total:.2f}%" for w in capped]
 
 
 # ----------------------------------------------------------------------------------------------- context
