@@ -417,7 +417,7 @@ def pairs(traces_dir):
     out = {}
     for x in PAIRS:
         paths = [traces_dir / "torch" / f"tracelens_{v}_{x}_inference.json.gz" for v in ("h100", "mi300x")]
-        base, new = (load_trace(p, cache=False) for p in paths)
+        base, new = (load_trace(p) for p in paths)
         out[x] = (paths, compare(base, new, findings=False))
     return out
 
@@ -489,7 +489,7 @@ def test_qwen_work_queued_before_the_capture_is_reported(pairs, traces_dir):
 def test_pinned_vs_pageable_reports_copy_time_saved_and_mem001_resolved(traces_dir):
     paths = [traces_dir / "torch" / f"h200_h2d_{k}.pt.trace.json.gz" for k in ("pageable", "pinned")]
     truth = json.loads((traces_dir / "h200_ground_truth.json").read_text())
-    c = compare(*(load_trace(p, cache=False) for p in paths))
+    c = compare(*(load_trace(p) for p in paths))
     assert c.same_hardware and c.aligned_steps == 8
     copies = {(r["copy_kind"], r["host_memory"]): r for r in c.copies.iter_rows(named=True)}
     page, pin = copies[("h2d", "pageable")], copies[("h2d", "pinned")]
@@ -512,7 +512,7 @@ def test_pinned_vs_pageable_reports_copy_time_saved_and_mem001_resolved(traces_d
 
 
 def test_cold_start_of_a_compiled_model_matches_the_ground_truth(traces_dir):
-    trace = load_trace(traces_dir / "torch" / "h200_compile_warmup.pt.trace.json.gz", cache=False)
+    trace = load_trace(traces_dir / "torch" / "h200_compile_warmup.pt.trace.json.gz")
     truth = json.loads((traces_dir / "h200_ground_truth.json").read_text())["compile_warmup"]
     c = compare(trace, trace, findings=False)
     # the warm-up iteration_0 is left out of the aligned (steady-state) steps; the cold-start table keeps it

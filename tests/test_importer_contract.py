@@ -42,7 +42,7 @@ def test_corpus_file_imports_into_canonical_schema(path):
         if not shutil.which("nsys"):
             pytest.skip("converting .nsys-rep needs nsys (tests/test_nsys* checks the error without it)")
     mod = detect(path)
-    t = load_trace(path, cache=False)
+    t = load_trace(path)  # through the run's import cache: each corpus file is parsed once per run
     assert t.meta.format == mod.NAME
     ev = t.events
     assert dict(ev.schema) == polars_schema()

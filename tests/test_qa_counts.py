@@ -338,7 +338,7 @@ def corpus() -> list[Path]:
 @pytest.mark.parametrize("path", corpus(), ids=lambda p: p.relative_to(TRACES).as_posix())
 def test_imported_events_match_the_source(path: Path) -> None:
     src = source_of(path)
-    tr = load_trace(path, cache=False)
+    tr = load_trace(path)  # through the run's import cache: each corpus file is parsed once per run
     ev, meta = tr.events, tr.meta
     got = tr.counts_by_kind()
     assert {k: got.get(k, 0) for k in src.counts} == src.counts

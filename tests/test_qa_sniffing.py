@@ -29,7 +29,9 @@ def corpus() -> list[Path]:
 
 @cache
 def reference(p: Path):
-    return load_trace(p, cache=False)
+    """The original file's import, through the run's import cache (each corpus file is parsed once per run); the
+    renamed copies are imported afresh."""
+    return load_trace(p)
 
 
 def fingerprint(p: Path, ref: bool = False) -> tuple:
