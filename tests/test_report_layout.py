@@ -42,35 +42,32 @@ PLANTED = ROOT / "fixtures" / "h200_train_planted.pt.trace.json.gz"
 FIXED = ROOT / "fixtures" / "h200_train_fixed.pt.trace.json.gz"
 
 
-def _chromium(*args: str) -> str:
+def _check(html: Path, shots: Path) -> dict:
+    """One Chromium run at 1280 px: the probe's widths from the DOM and a screenshot of the page (the probe's one
+    line of JSON at its foot)."""
+    probed = html.with_name(html.stem + "_probe.html")
+    probed.write_text(
+        html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
+    )
+    png = shots / f"{html.stem}_{WIDTH}px.png"
     r = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--window-size={WIDTH},900", *args],
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--window-size={WIDTH},5000",
+            f"--screenshot={png}",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
-    return r.stdout
-
-
-def _check(html: Path, shots: Path) -> dict:
-    probed = html.with_name(html.stem + "_probe.html")
-    probed.write_text(
-        html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
-    )
-    dom = _chromium("--dump-dom", probed.as_uri())
-    m = re.search(r'<pre id="ta-widths">([^<]*)</pre>', dom)
+    m = re.search(r'<pre id="ta-widths">([^<]*)</pre>', r.stdout)
     assert m and m.group(1), "the probe did not run"
-    got = json.loads(m.group(1))
-    png = shots / f"{html.stem}_{WIDTH}px.png"
-    subprocess.run(
-        [CHROMIUM, *FLAGS, f"--window-size={WIDTH},5000", f"--screenshot={png}", html.as_uri()],
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
     assert png.is_file() and png.stat().st_size > 50_000, "screenshot"
-    return got
+    return json.loads(m.group(1))
 
 
 @pytest.fixture
