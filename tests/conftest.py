@@ -82,6 +82,7 @@ GROUP_BY_PARAM = {"tests/rules/test_corpus.py"}
 # the groups that take longest (CPU seconds measured file by file), longest first
 LONG_GROUPS_FIRST = (
     "tests/test_job.py",
+    "tests/rules/test_h200_heldout.py",  # a 10 MB (gzipped) trace among its 13
     "tests/test_kineto_import.py",
     "tests/test_export.py",
     "calibration traces",
