@@ -266,7 +266,7 @@ def _main(*args: str) -> tuple[int, str]:
     ],
 )
 def test_cli_job_errors_are_one_line(args, words):
-    code, err = _main("analyze", "--job", *args, "--no-html")
+    code, err = _main("analyze", "--job", *args, "--no-html", "--select", "COM001")
     assert code == 2 and words in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("Error: ")
 
@@ -318,7 +318,7 @@ def test_job_html_times_are_on_the_jobs_aligned_clock(tmp_path):
     from traceadvisor.report.html import write_html
 
     make_job(JOB128, tmp_path, 3, straggler=1, delay_ms=8.0, clock_ms=2.0, seed=5)
-    res = analyze_job([tmp_path], workers=1)
+    res = analyze_job([tmp_path], select=["IDL001", "COM001", "STR001"], workers=1)
     job = res.job
     t0, offsets = crossrank.aligned_clock(crossrank.JobTables.concat([], []))
     assert t0 is None and offsets == {}
