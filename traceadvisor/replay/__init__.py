@@ -193,17 +193,20 @@ class Replayer:
     @cached_property
     def _chain(self) -> tuple[np.ndarray, ...]:
         """The host chain edges (index, thread code, recorded start and end point, recorded span less the
-        profiler's cost), computed once for every fix that cuts host time."""
+        profiler's cost, whether the next edge starts where it ends), computed once for every fix that cuts host
+        time."""
         g = self.g
         ch = np.nonzero(g.etype == G.E_CHAIN)[0]
         rec = g.recorded_points()
         rs, rd = rec[g.src[ch]], rec[g.dst[ch]]
-        return ch, g.thread[g.src[ch] // 2], rs, rd, rd - rs - self._ovh[ch]
+        tiled = np.zeros(len(ch), bool)  # the edge's end point is the next edge's start point
+        tiled[:-1] = g.dst[ch[:-1]] == g.src[ch[1:]]
+        return ch, g.thread[g.src[ch] // 2], rs, rd, rd - rs - self._ovh[ch], tiled
 
     def _apply_cuts(self, w: np.ndarray, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it."""
-        ch, tc, rs, rd, delta = self._chain
-        overlap = covered(*cut, tc, rs, rd)
+        ch, tc, rs, rd, delta, tiled = self._chain
+        overlap = covered(*cut, tc, rs, rd, tiled)
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
 
     def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:

@@ -232,9 +232,17 @@ def _covered(intervals: pl.DataFrame, key: np.ndarray, lo: np.ndarray, hi: np.nd
 
 
 def covered(
-    tc: np.ndarray, s: np.ndarray, e: np.ndarray, key: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    tc: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    key: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tiled: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Length of [lo, hi) covered by the union of the intervals [s, e) of thread ``tc`` == ``key`` (numpy)."""
+    """Length of [lo, hi) covered by the union of the intervals [s, e) of thread ``tc`` == ``key`` (numpy).
+    ``tiled``: where True, query ``k``'s ``hi`` is query ``k + 1``'s ``lo`` on the same thread (a thread's chain
+    edges), so it is looked up once."""
     if not len(tc):
         return np.zeros(len(lo), np.int64)
     t0 = int(min(s.min(), lo.min(initial=0))) - 1
@@ -256,4 +264,12 @@ def covered(
         ii = np.maximum(i, 0)
         return np.where(i >= 0, cum[ii] + np.minimum(np.maximum(k - ks[ii], 0), ke[ii] - ks[ii]), 0)
 
-    return f(key * sc + (hi - t0)) - f(key * sc + (lo - t0))
+    at_lo = f(key * sc + (lo - t0))
+    if tiled is None:
+        return f(key * sc + (hi - t0)) - at_lo
+    at_hi = np.empty_like(at_lo)
+    t = tiled[:-1]
+    at_hi[:-1][t] = at_lo[1:][t]
+    rest = ~tiled
+    at_hi[rest] = f(key[rest] * sc + (hi[rest] - t0))
+    return at_hi - at_lo
