@@ -61,7 +61,9 @@ def _no_worker_processes(request, monkeypatch):
 def job64(tmp_path_factory):
     """64 ranks of the 128-rank recsys job's rank 0; rank 37 does 20 ms of extra host work per step."""
     d = tmp_path_factory.mktemp("job64")
-    truth = make_job(JOB128, d, 64, straggler=37, delay_ms=20.0, jitter_ms=0.3, clock_ms=2.0, seed=1)
+    truth = make_job(
+        JOB128, d, 64, straggler=37, delay_ms=20.0, jitter_ms=0.3, clock_ms=2.0, seed=1, compress=False
+    )
     return d, truth
 
 
@@ -162,7 +164,7 @@ def test_pool_and_dask_local_cluster_give_identical_results(tmp_path):
     [(DDP2, "data", "data loading"), (DDP2, "compute", "GPU compute"), (MI300, "host", "host work")],
 )
 def test_straggler_cause_is_named(tmp_path, src, cause, want):
-    truth = make_job(src, tmp_path, 3, straggler=2, delay_ms=8.0, cause=cause, seed=5)
+    truth = make_job(src, tmp_path, 3, straggler=2, delay_ms=8.0, cause=cause, seed=5, compress=False)
     from traceadvisor.analysis import run_analysis
 
     res, _ = run_analysis([_load_job(tmp_path)], select=["STR001"], use_config=False)
@@ -173,7 +175,7 @@ def test_straggler_cause_is_named(tmp_path, src, cause, want):
 
 
 def test_bus_bandwidth_against_the_link_peak(tmp_path):
-    make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, seed=2)
+    make_job(DDP2, tmp_path, 2, straggler=1, delay_ms=5.0, seed=2, compress=False)
     t = crossrank.JobTables.from_trace(_load_job(tmp_path))
     from traceadvisor.devices import MODELS, collective_link
 
@@ -219,7 +221,7 @@ def test_cli_job_folder_glob_markdown_and_json(job64, tmp_path):
         [
             "analyze",
             "--job",
-            str(d / "rank000[0-3].json.gz"),
+            str(d / "rank000[0-3].json"),
             "--select",
             "STR001,IDL001",  # IDL001: a rank finding with top items, which link to no timeline in a job
             "--md",
