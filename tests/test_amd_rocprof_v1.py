@@ -83,7 +83,7 @@ def test_db_counts_links_and_bytes(traces_dir, folder):
 
 
 def test_bmm_db_copies_and_launch_grid(traces_dir):
-    tr = load_trace(traces_dir / BMM / "results.db", cache=False)
+    tr = load_trace(traces_dir / BMM / "results.db")
     copies = tr.events.filter(pl.col("kind") == "memcpy").sort("start_ns")
     assert copies["bytes"].to_list() == [8388608, 33554432, 33554432]
     assert copies["copy_kind"].to_list() == ["h2d", "h2d", "d2h"]

@@ -162,7 +162,7 @@ def test_counter_collection_alone_gives_one_kernel_per_dispatch(traces_dir):
 
 def test_doc_samples_folder_and_each_file(traces_dir):
     folder = traces_dir / DOCS
-    tr = load_trace(folder, cache=False)
+    tr = load_trace(folder)
     assert tr.counts_by_kind() == {
         "kernel": len(_rows(folder / "kernel_trace.csv")),
         "memcpy": len(_rows(folder / "memory_copy_trace.csv")),
@@ -179,7 +179,7 @@ def test_doc_samples_folder_and_each_file(traces_dir):
     assert set(copies["src_memory"]) | set(copies["dst_memory"]) == {"unknown", "device"}
     for f in sorted(folder.iterdir()):
         assert detect(f).NAME == "rocprofv3"
-        assert load_trace(f, cache=False).events.height == len(_rows(f))
+        assert load_trace(f).events.height == len(_rows(f))
 
 
 def test_stats_file_is_aggregates_only(traces_dir):

@@ -37,7 +37,7 @@ def _sql(path, q):
 
 @pytest.fixture(scope="module")
 def traces(traces_dir):
-    return {name: load_trace(traces_dir / name, cache=False) for name in (GFX90A, VLLM)}
+    return {name: load_trace(traces_dir / name) for name in (GFX90A, VLLM)}  # through the run's import cache
 
 
 @pytest.mark.parametrize("name", [GFX90A, VLLM])

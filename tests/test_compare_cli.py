@@ -143,8 +143,8 @@ def test_markdown_headline_for_a_vendor_pair(traces_dir):
 
     t = traces_dir / "torch"
     c = compare(
-        load_trace(t / "tracelens_h100_falconsai_nsfw_inference.json.gz", cache=False),
-        load_trace(t / "tracelens_mi300x_falconsai_nsfw_inference.json.gz", cache=False),
+        load_trace(t / "tracelens_h100_falconsai_nsfw_inference.json.gz"),
+        load_trace(t / "tracelens_mi300x_falconsai_nsfw_inference.json.gz"),
         findings=False,
     )
     md = render_markdown(c)

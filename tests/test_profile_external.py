@@ -204,7 +204,7 @@ def test_real_nsys_profile_output_analyzes_with_the_marker_steps():
     ranges = [r[0] for r in src.execute("SELECT text FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%'")]
     src.close()
     assert ranges == [f"ProfilerStep#{i}" for i in range(6)]
-    result = ta.analyze(H200_PROFILE, cache=False)
+    result = ta.analyze(H200_PROFILE)
     s = result.analysis.summary(0).to_dict()
     steps = s["step_list"]
     assert [st["name"] for st in steps] == ranges

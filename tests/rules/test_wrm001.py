@@ -181,6 +181,6 @@ def test_whole_process_nsys_capture_start_up_is_not_warm_up():
 
     import traceadvisor as ta
 
-    r = ta.analyze(ROOT / "fixtures" / "nsys" / "h200_gpt2_profile_nsys.sqlite", cache=False)
+    r = ta.analyze(ROOT / "fixtures" / "nsys" / "h200_gpt2_profile_nsys.sqlite")
     assert r.findings.filter(pl.col("rule") == "WRM001").height == 0
     assert r.analysis.summary(0).totals["before_first_step_ns"] > 13e9
