@@ -2,9 +2,11 @@
 
 Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any test checks:
 
-* the README's command runs under pytest-xdist (``-n 2``): tests are scheduled by file (``--dist loadgroup``,
-  each test's group is its module), so module-scoped fixtures are built once; the all-rules corpus test is
-  grouped by corpus file instead, so its many files spread over both workers;
+* the README's command runs under pytest-xdist (``-n auto``): tests are scheduled by file (``--dist loadgroup``,
+  each test's group is its module), so module-scoped fixtures are built once; the files that share a per-process
+  cache (``SHARED_GROUPS``) form one group; the all-rules corpus test is grouped by corpus file instead, so its
+  many files spread over both workers; the longest groups are handed out first and the corpus groups last
+  (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
 * one import cache per run (a session temp dir shared by the workers): a corpus file parsed by one test is read
   back from Parquet by every later one;
 * compiled modules are cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so the CLI
