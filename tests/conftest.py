@@ -64,7 +64,8 @@ def pytest_collection_modifyitems(config, items):
         mod = item.nodeid.split("::", 1)[0]
         group = SHARED_GROUPS.get(mod, mod)
         if mod in GROUP_BY_PARAM and hasattr(item, "callspec") and "path" in item.callspec.params:
-            group = f"{mod}[{item.callspec.params['path']}]"
+            # neither "]" nor "@" in a group name: xdist would read the node id as having no group
+            group = f"{mod}::{Path(item.callspec.params['path']).relative_to(TRACES)}"
         item.add_marker(pytest.mark.xdist_group(group))
         groups[item] = group
     # xdist hands out groups in this order (pyproject: --no-loadscope-reorder): the long ones first, so that no
@@ -74,7 +75,7 @@ def pytest_collection_modifyitems(config, items):
     items[:] = sorted(
         items,
         key=lambda it: heavy.get(
-            groups[it], last if groups[it].split("[", 1)[0] in GROUP_BY_PARAM else len(heavy)
+            groups[it], last if groups[it].split("::", 1)[0] in GROUP_BY_PARAM else len(heavy)
         ),
     )
 
