@@ -364,13 +364,12 @@ def _collect(
     res: AnalysisResult,
 ) -> tuple[list[pl.DataFrame | None], list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
     """Collect every rule's frame, every rule's evidence context and every trace's summary views in one
-    ``pl.collect_all`` (each on its own for small traces, ``_collect_frames``); on a failure, each rule is
-    collected on its own so one broken rule sinks only itself."""
+    ``pl.collect_all``; on a failure, each rule is collected on its own so one broken rule sinks only itself."""
     ctx_idx = [k for k, p in enumerate(plans) if p[3] is not None]
     summary_lazy = [lf for s in summaries for lf in s.frames.values()]
     lazy = [p[2] for p in plans] + [plans[k][3] for k in ctx_idx] + summary_lazy
     try:
-        done: list[pl.DataFrame | None] = _collect_frames(lazy, sum(t.events.height for t in res.traces))
+        done: list[pl.DataFrame | None] = list(pl.collect_all(lazy)) if lazy else []
         rule_frames = done[: len(plans)]
         ctx_done = done[len(plans) : len(plans) + len(ctx_idx)]
         rest = done[len(plans) + len(ctx_idx) :]
@@ -389,7 +388,7 @@ def _collect(
                 res.errors.append(_err(plans[k][0], res.traces[plans[k][1]], e))
                 rule_frames[k] = None
                 ctx_done.append(None)
-        rest = _collect_frames(summary_lazy, sum(t.events.height for t in res.traces))
+        rest = list(pl.collect_all(summary_lazy)) if summary_lazy else []
     contexts: list[pl.DataFrame | None] = [None] * len(plans)
     for k, df in zip(ctx_idx, ctx_done, strict=True):
         contexts[k] = df
@@ -399,18 +398,6 @@ def _collect(
         out.append(dict(zip(s.frames, rest[:n], strict=True)))
         rest = rest[n:]
     return rule_frames, contexts, out
-
-
-# Below this many events in all, collecting each plan on its own costs less than one ``pl.collect_all``: the
-# optimizer's search for subplans shared by every rule's plan costs about a CPU-second by itself, more than
-# the scans it saves on a small trace (27 plans: 1.4 vs 0.47 CPU-s on 2 k rows, 2.1 vs 1.6 on 75 k rows).
-SHARED_COLLECT_MIN_ROWS = 250_000
-
-
-def _collect_frames(lazy: list[pl.LazyFrame], rows: int) -> list[pl.DataFrame | None]:
-    if len(lazy) > 1 and rows >= SHARED_COLLECT_MIN_ROWS:
-        return list(pl.collect_all(lazy))
-    return [lf.collect() for lf in lazy]
 
 
 def _err(rm: RuleModule, trace: Trace, e: Exception) -> dict[str, Any]:
