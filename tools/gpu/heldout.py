@@ -17,6 +17,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -103,25 +104,73 @@ def record(out: Path, key: str, rec: dict) -> None:
     print(f"[{key}]", json.dumps({k: v for k, v in rec.items() if not k.endswith("rounds_ms")}), flush=True)
 
 
-# ------------------------------------------------------------------------------------------------------
-def bert_trainer():
-    from transformers import BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    cfg = BertConfig(num_hidden_layers=6, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
-    model = BertForSequenceClassification(cfg).to(DEV).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, cfg.vocab_size, (64, 128), device=DEV)
-    lab = torch.randint(0, 2, (64,), device=DEV)
+def trainer(opt, loss_of: Callable[[int], torch.Tensor]) -> Callable[[int], None]:
+    """One training step: ``loss_of(i)`` under bf16 autocast, backward, the optimizer's step, grads dropped."""
 
     def step(i: int) -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=lab).loss
+            loss = loss_of(i)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     return step
+
+
+def prof_cold(step, out: Path, name: str, n: int) -> dict:
+    """The process's first ``n`` iterations profiled (schedule active=n, no wait/warmup), synchronized steps."""
+    sync()
+    times = []
+    path = out / f"{name}.pt.trace.json"
+    with profile(
+        activities=ACT,
+        record_shapes=True,
+        schedule=schedule(wait=0, warmup=0, active=n, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as p:
+        for i in range(n):
+            t0 = time.perf_counter()
+            step(i)
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+            p.step()
+    return {"trace": gz(path).name, "profiled_step_ms": times}
+
+
+def bert(layers: int):
+    """transformers BERT for sequence classification (random init, d=768, 12 heads) and its config."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    cfg = BertConfig(
+        num_hidden_layers=layers, hidden_size=768, num_attention_heads=12, intermediate_size=3072
+    )
+    return BertForSequenceClassification(cfg).to(DEV).train(), cfg
+
+
+def llama():
+    """transformers Llama, 8 layers, d=1024, bf16, eval (random init)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        vocab_size=32000,
+        max_position_embeddings=2048,
+    )
+    return LlamaForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
+
+
+# ------------------------------------------------------------------------------------------------------
+def bert_trainer():
+    torch.manual_seed(0)
+    model, cfg = bert(6)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, cfg.vocab_size, (64, 128), device=DEV)
+    lab = torch.randint(0, 2, (64,), device=DEV)
+    return trainer(opt, lambda i: model(input_ids=ids, labels=lab).loss)
 
 
 def bert_warm(out: Path) -> None:
@@ -159,29 +208,9 @@ def convnext_cold(out: Path) -> None:
     x = torch.randn(64, 3, 224, 224, device=DEV)
     y = torch.randint(0, 1000, (64,), device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
 
-    # cold: the very first iterations of the process are profiled
-    sync()
-    times = []
-    path = out / "h200_ho_convnext_cold.pt.trace.json"
-    with profile(
-        activities=ACT,
-        record_shapes=True,
-        schedule=schedule(wait=0, warmup=0, active=6, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as p:
-        for i in range(6):
-            t0 = time.perf_counter()
-            step(i)
-            sync()
-            times.append((time.perf_counter() - t0) * 1e3)
-            p.step()
+    p = prof_cold(step, out, "h200_ho_convnext_cold", 6)  # the process's very first iterations
     t = timed_pair(step, None)
     record(
         out,
@@ -189,10 +218,9 @@ def convnext_cold(out: Path) -> None:
         {
             "what": "timm convnext_tiny training bf16 batch 64, cudnn.benchmark, profiled from the process's first "
             "iteration (schedule active=6, no wait/warmup), synchronized steps",
-            "trace": gz(path).name,
-            "profiled_step_ms": times,
+            **p,
             "measured": t,
-            "first_step_extra_ms": times[0] - t["base_ms"],
+            "first_step_extra_ms": p["profiled_step_ms"][0] - t["base_ms"],
             "expect": ["WRM001"],
             "absent": ["MEM001", "DLD001"],
         },
@@ -200,19 +228,8 @@ def convnext_cold(out: Path) -> None:
 
 
 def llama_decode(out: Path) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        hidden_size=1024,
-        intermediate_size=2816,
-        num_hidden_layers=8,
-        num_attention_heads=16,
-        num_key_value_heads=16,
-        vocab_size=32000,
-        max_position_embeddings=2048,
-    )
-    model = LlamaForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
+    model = llama()
     state = {}
 
     def reset():
@@ -266,16 +283,11 @@ def resnet18_pageable(out: Path) -> None:
     def make(pinned: bool):
         X, Y = (xp, yp) if pinned else (xs, ys)
 
-        def step(i: int) -> None:
+        def loss(i: int) -> torch.Tensor:
             x = X[i % 3].to(DEV, non_blocking=pinned).contiguous(memory_format=torch.channels_last)
-            y = Y[i % 3].to(DEV, non_blocking=pinned)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            return F.cross_entropy(model(x), Y[i % 3].to(DEV, non_blocking=pinned))
 
-        return step
+        return trainer(opt, loss)
 
     base, fixed = make(False), make(True)
     t = timed_pair(base, fixed)
@@ -389,16 +401,11 @@ def effnet_loader(out: Path) -> None:
         )
         it = iter(dl)
 
-        def step(i: int) -> None:
+        def loss(i: int) -> torch.Tensor:
             x, y = next(it)
-            x, y = x.to(DEV, non_blocking=True), y.to(DEV, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            return F.cross_entropy(model(x.to(DEV, non_blocking=True)), y.to(DEV, non_blocking=True))
 
-        return step
+        return trainer(opt, loss)
 
     base, fixed = make(0), make(8)
     t = timed_pair(base, fixed, n=10, rounds=3, warm=4)
@@ -467,28 +474,9 @@ def cold_small(out: Path) -> None:
     x = torch.randn(16, 3, 128, 128, device=DEV)
     y = torch.randint(0, 100, (16,), device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
 
-    sync()
-    times = []
-    path = out / "h200_ho_convnext_atto_cold.pt.trace.json"
-    with profile(
-        activities=ACT,
-        record_shapes=True,
-        schedule=schedule(wait=0, warmup=0, active=5, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as p:
-        for i in range(5):
-            t0 = time.perf_counter()
-            step(i)
-            sync()
-            times.append((time.perf_counter() - t0) * 1e3)
-            p.step()
+    p = prof_cold(step, out, "h200_ho_convnext_atto_cold", 5)
     t = timed_pair(step, None)
     record(
         out,
@@ -496,10 +484,9 @@ def cold_small(out: Path) -> None:
         {
             "what": "timm convnext_atto training bf16 batch 16x3x128x128, cudnn.benchmark, the process's first "
             "iterations profiled (schedule active=5, no wait/warmup), synchronized steps",
-            "trace": gz(path).name,
-            "profiled_step_ms": times,
+            **p,
             "measured": t,
-            "first_step_extra_ms": times[0] - t["base_ms"],
+            "first_step_extra_ms": p["profiled_step_ms"][0] - t["base_ms"],
             "expect": ["WRM001"],
             "absent": ["MEM001", "DLD001"],
         },
@@ -507,22 +494,14 @@ def cold_small(out: Path) -> None:
 
 
 def compile_warm(out: Path) -> None:
-    from transformers import BertConfig, BertForSequenceClassification
-
     torch.manual_seed(0)
-    cfg = BertConfig(num_hidden_layers=4, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
-    model = BertForSequenceClassification(cfg).to(DEV).train()
+    model, cfg = bert(4)
     cmodel = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     ids = torch.randint(0, cfg.vocab_size, (32, 128), device=DEV)
     lab = torch.randint(0, 2, (32,), device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = cmodel(input_ids=ids, labels=lab).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: cmodel(input_ids=ids, labels=lab).loss)
 
     t0 = time.perf_counter()
     for i in range(6):  # the compile happens here, before the profiler
@@ -566,12 +545,7 @@ def sync_gpubound(out: Path) -> None:
     x = torch.randn(256, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (256,), device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
 
     sync_pair(
         out,
@@ -591,12 +565,7 @@ def sync_hostbound(out: Path) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=False)
     x = torch.randn(512, 1024, device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: model(x).float().square().mean())
 
     sync_pair(
         out,
@@ -618,14 +587,12 @@ def pageable_nsys(out: Path) -> None:
     xs = [torch.randn(256, 3, 224, 224) for _ in range(3)]
     ys = [torch.randint(0, 1000, (256,)) for _ in range(3)]
 
-    def step(i: int) -> None:
-        x = xs[i % 3].to(DEV).contiguous(memory_format=torch.channels_last)
-        y = ys[i % 3].to(DEV)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(
+        opt,
+        lambda i: F.cross_entropy(
+            model(xs[i % 3].to(DEV).contiguous(memory_format=torch.channels_last)), ys[i % 3].to(DEV)
+        ),
+    )
 
     for i in range(8):
         step(i)
@@ -641,19 +608,10 @@ def pageable_nsys(out: Path) -> None:
 
 def llama_time(out: Path) -> None:
     """llama_decode's unprofiled time per token, each round from a fresh 64-token prompt."""
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers import DynamicCache
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        hidden_size=1024,
-        intermediate_size=2816,
-        num_hidden_layers=8,
-        num_attention_heads=16,
-        num_key_value_heads=16,
-        vocab_size=32000,
-        max_position_embeddings=2048,
-    )
-    model = LlamaForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
+    model = llama()
     rounds = []
     with torch.no_grad():
         for _ in range(4):
@@ -682,23 +640,13 @@ def llama_time(out: Path) -> None:
 
 def bert_graphs(out: Path) -> None:
     """bert_warm's eager training step vs the same step captured whole in one CUDA graph (capturable AdamW)."""
-    from transformers import BertConfig, BertForSequenceClassification
-
     torch.manual_seed(0)
-    cfg = BertConfig(num_hidden_layers=6, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
+    model, cfg = bert(6)
     ids = torch.randint(0, cfg.vocab_size, (64, 128), device=DEV)
     lab = torch.randint(0, 2, (64,), device=DEV)
-    model = BertForSequenceClassification(cfg).to(DEV).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def eager(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=lab).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    gmodel = BertForSequenceClassification(cfg).to(DEV).train()
+    eager = trainer(opt, lambda i: model(input_ids=ids, labels=lab).loss)
+    gmodel, _ = bert(6)
     gopt = torch.optim.AdamW(gmodel.parameters(), lr=1e-4, capturable=True)
 
     def body() -> None:
@@ -741,15 +689,12 @@ def bert_graphs(out: Path) -> None:
 
 def bert_compiled_graphs(out: Path) -> None:
     """compile_warm's program: torch.compile default vs mode='reduce-overhead' (the same kernels in CUDA graphs)."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    cfg = BertConfig(num_hidden_layers=4, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
-    ids = torch.randint(0, cfg.vocab_size, (32, 128), device=DEV)
-    lab = torch.randint(0, 2, (32,), device=DEV)
 
     def make(mode: str | None):
         torch.manual_seed(0)
-        model = BertForSequenceClassification(cfg).to(DEV).train()
+        model, cfg = bert(4)
+        ids = torch.randint(0, cfg.vocab_size, (32, 128), device=DEV)
+        lab = torch.randint(0, 2, (32,), device=DEV)
         cmodel = torch.compile(model, mode=mode)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
