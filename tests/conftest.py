@@ -28,6 +28,22 @@ TRACES = SHARED / "traces"
 sys.dont_write_bytecode = False  # see the module docstring; subprocesses read what this process writes
 
 
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """``traceadvisor ARGS`` in this process, with click's isolated streams: exit code, stdout, stderr (the
+    tests that need a real process run the installed console script instead)."""
+    from click.testing import CliRunner
+
+    from traceadvisor.cli.main import main
+
+    with CliRunner().isolation() as streams:
+        try:
+            main(args)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+
 def _run_root(factory: pytest.TempPathFactory) -> Path:
     """The temp folder of this test run: shared by the xdist workers (each has its own basetemp below it)."""
     base = factory.getbasetemp()

@@ -16,10 +16,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TRACES
+from conftest import ROOT, TRACES, run_cli
 
 from traceadvisor import markers
-from traceadvisor.cli.main import main
 
 NSYS_OUT = TRACES / "nsys" / "h200_nvfuser_cross_entropy_bench_pageable_h2d.sqlite"
 ROCPD_OUT = TRACES / "rocprofv3" / "mi300x_ck_bmm_rocm7.1_rocpd_results.db"
@@ -92,13 +91,7 @@ def profile(tmp_path: Path, tool: str, path_env: str, *extra: str) -> subprocess
         )  # the stand-in's `python -m traceadvisor.markers` imports this tree
         for k in ("TRACEADVISOR_NSYS", "TRACEADVISOR_ROCPROFV3", "TRACEADVISOR_ROCPROF"):
             mp.delenv(k, raising=False)
-        with CliRunner().isolation() as streams:
-            try:
-                main(args)
-                code = 0
-            except SystemExit as e:
-                code = e.code
-            out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
+        code, out, err = run_cli(args)
     return subprocess.CompletedProcess(args, code, out, err)
 
 

@@ -22,10 +22,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import TRACES
-
-from traceadvisor.cli.main import main
+from conftest import TRACES, run_cli
 
 EXE = Path(sys.executable).parent / "traceadvisor"
 KINETO = TRACES / "torch" / "h200_gemm_mix.pt.trace.json.gz"
@@ -43,13 +40,7 @@ def _in_process(args: list[str], cwd: Path) -> tuple[int, str, str]:
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(cwd)
         mp.delenv("TRACEADVISOR_DEBUG", raising=False)
-        with CliRunner().isolation() as streams:
-            try:
-                main(args)
-                code = 0
-            except SystemExit as e:
-                code = e.code
-            return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+        return run_cli(args)
 
 
 def _subprocess(args: list[str], cwd: Path) -> tuple[int, str, str]:

@@ -411,17 +411,9 @@ def test_parquet_round_trip_through_the_cli(rel: str, tmp_path: Path) -> None:
         r = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
         code, stderr = r.returncode, r.stderr
     else:  # the same entry point in this process
-        from click.testing import CliRunner
+        from conftest import run_cli
 
-        from traceadvisor.cli.main import main
-
-        with CliRunner().isolation() as streams:
-            try:
-                main(args)
-                code = 0
-            except SystemExit as e:
-                code = e.code
-            stderr = streams[1].getvalue().decode()
+        code, _, stderr = run_cli(args)
     assert code == 0, stderr
     schema = pq.read_schema(out)
     assert schema.names == [c.name for c in COLUMNS]

@@ -8,11 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed as analysed_once
 from conftest import ROOT
 
-from traceadvisor.engine.loader import load_rules
-from traceadvisor.engine.runner import analyze
-from traceadvisor.importers import load_trace
 from traceadvisor.roofline import roofline_summary
 
 HELD = ROOT / "fixtures" / "h200_heldout"
@@ -23,14 +21,11 @@ PAIRS = sorted(k for k in FILES if FACTS[k].get("fix_rule"))
 
 @pytest.fixture(scope="module")
 def analysed():
-    rules = load_rules()
-    done: dict = {}
+    """(trace, analysis) of a fixture file, analysed once per test process (tests/analysed.py)."""
 
     def get(name):
-        if name not in done:
-            t = load_trace(HELD / name)
-            done[name] = (t, analyze([t], rules))
-        return done[name]
+        res = analysed_once(HELD / name)
+        return res.traces[0], res
 
     return get
 

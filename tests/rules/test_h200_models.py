@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from analysed import analysed as analysed_once
 from conftest import ROOT
-
-from traceadvisor.engine.loader import load_rules
-from traceadvisor.engine.runner import analyze
-from traceadvisor.importers import load_trace
 
 MODELS = ROOT / "fixtures" / "h200_models"
 FACTS = json.loads((MODELS / "facts.json").read_text())
@@ -19,14 +16,11 @@ FILES = sorted(k for k in FACTS if not k.startswith("_"))
 
 @pytest.fixture(scope="module")
 def analysed():
-    rules = load_rules()
-    done: dict = {}
+    """(trace, analysis) of a fixture file, analysed once per test process (tests/analysed.py)."""
 
     def get(name):
-        if name not in done:
-            t = load_trace(MODELS / name)
-            done[name] = (t, analyze([t], rules))
-        return done[name]
+        res = analysed_once(MODELS / name)
+        return res.traces[0], res
 
     return get
 

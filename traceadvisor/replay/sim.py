@@ -11,6 +11,7 @@ that they agree on the corpus.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -174,10 +175,8 @@ def _njit(f):
 
         if not numba.config.CACHE_DIR:
             numba.config.CACHE_DIR = str(cache_dir() / "numba")
-            try:
+            with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
                 return numba.njit(cache=True)(f)
-            except RuntimeError:
-                pass
         return numba.njit(f)
 
 
