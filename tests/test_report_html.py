@@ -520,9 +520,9 @@ def test_gemm_roofline_from_shapes():
     assert g["intensity"].to_list() == pytest.approx([8192 / 3, 64 / 3])
     assert g["peak"].to_list() == [989.5, 989.5] and g["dtype"].to_list() == ["bf16", "fp16"]
     fig = F.gemm_figure(g, 4.8, "H200")
-    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
-    roofs = [t for t in fig.data if t.mode == "lines"]
-    assert roofs and max(max(t.y) for t in roofs) == 989.5 and min(min(t.y) for t in roofs) < 989.5
+    assert fig.layout["xaxis"]["type"] == "log" and fig.layout["yaxis"]["type"] == "log"
+    roofs = [t for t in fig.data if t["mode"] == "lines"]
+    assert roofs and max(max(t["y"]) for t in roofs) == 989.5 and min(min(t["y"]) for t in roofs) < 989.5
 
 
 def test_real_trace_report(traces_dir, tmp_path):

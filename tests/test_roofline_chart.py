@@ -16,13 +16,13 @@ def test_roofline_chart_shows_all_families_ridges_and_headroom():
     res = analyze_paths([FIX / "h200_resnet50_bf16_b256_cl.pt.trace.json.gz"])
     rf = res.summaries[0].roofline
     fig = roofline_figure(rf)
-    names = {t.name for t in fig.data}
+    names = {t["name"] for t in fig.data}
     assert {f["family"] for f in rf["families"]} <= names  # gemm and reduction too, not only the top ops
     peaks = sorted(set(rf["device"]["peaks_tflops"].values()))
     assert {f"ridge {p / rf['device']['hbm_tbs']:.0f} FLOP/B" for p in peaks} <= names
-    y0, y1 = fig.layout.yaxis.range
+    y0, y1 = fig.layout["yaxis"]["range"]
     assert 10**y1 >= 2 * peaks[-1] and 10**y0 <= min(o["tflops"] for o in rf["ops"] if o["tflops"] > 0)
-    x0, x1 = fig.layout.xaxis.range
+    x0, x1 = fig.layout["xaxis"]["range"]
     assert (
         x0
         < math.log10(peaks[0] / rf["device"]["hbm_tbs"])

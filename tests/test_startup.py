@@ -41,6 +41,20 @@ def test_cached_import_does_not_import_heavy_modules(tmp_path):
     assert (tmp_path / "out.parquet").stat().st_size > 0
 
 
+def test_small_analyze_html_imports_no_plotting_numba_or_terminal_modules(tmp_path):
+    """The report's figures are plotly.js JSON built without the plotly package (report/plotfig.py); a small
+    graph is replayed without numba; with -q nothing is printed, so rich is not imported either."""
+    import os
+
+    from traceadvisor.cli.common import example_trace
+
+    env = {**os.environ, "TRACEADVISOR_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["analyze", str(example_trace()), "--html", str(tmp_path / "r.html"), "--no-cache", "-q"]
+    tops = {m.split(".")[0] for m in _imported_after(args, env)}
+    assert "polars" in tops and (tmp_path / "r.html").stat().st_size > 0
+    assert not tops & {"plotly", "_plotly_utils", "narwhals", "torch", "numba", "rich", "pandas"}
+
+
 def test_rule_headers_match_loaded_rules():
     heads = rule_headers()
     rules = load_rules()

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from traceadvisor.replay.breakdown import CATEGORIES, GPU_CATS, HOST_CATS
 from traceadvisor.report.figures import fmt_dur, new_figure
+from traceadvisor.report.plotfig import Bar, Figure
 
 LABELS = {
     "python_launch": "host: Python / launch",
@@ -48,7 +47,7 @@ def rows(cp: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
-def critical_path_figure(cp: dict[str, Any]) -> go.Figure | None:
+def critical_path_figure(cp: dict[str, Any]) -> Figure | None:
     """Stacked bars of the critical path per category (ms); None when the path is empty."""
     if not cp or not cp.get("path_ns"):
         return None
@@ -61,7 +60,7 @@ def critical_path_figure(cp: dict[str, Any]) -> go.Figure | None:
         if not any(xs):
             continue
         fig.add_trace(
-            go.Bar(
+            Bar(
                 y=ys,
                 x=[x / 1e6 for x in xs],
                 orientation="h",

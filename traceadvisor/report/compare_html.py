@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
 
 from traceadvisor.compare import Comparison, fmt_bytes, fmt_ns
 from traceadvisor.report.compare_markdown import pct_change, value
 from traceadvisor.report.figures import esc
 from traceadvisor.report.html import CSP, TEMPLATES, figures_json, json_text_for_script, plotly_js
+from traceadvisor.report.plotfig import Bar, Figure, Scatter
 
 COLORS = {
     "gemm": "#3b6fb6",
@@ -60,7 +60,7 @@ def _segments(
     return xs, ys
 
 
-def timeline_figure(c: Comparison) -> go.Figure:
+def timeline_figure(c: Comparison) -> Figure:
     """BASE lanes above NEW lanes, x in ms on the shared step-aligned axis, one SVG path per category."""
     tl = c.timeline
     lanes = (
@@ -73,7 +73,7 @@ def timeline_figure(c: Comparison) -> go.Figure:
         .sort(["o", "s", "lane"])
     )
     lane_idx = {ln: i for i, ln in enumerate(lanes["lane"].to_list())}
-    fig = go.Figure()
+    fig = Figure()
     tl = tl.with_columns(y=pl.col("lane").replace_strict(lane_idx, return_dtype=pl.Int64))
     for cat in sorted(tl["category"].unique().to_list(), key=lambda k: (k != "step", k)):
         part = tl.filter(pl.col("category") == cat)
@@ -88,7 +88,7 @@ def timeline_figure(c: Comparison) -> go.Figure:
         text[0::3], text[1::3] = hover, hover
         color = "#9aa3b2" if cat == "step" else COLORS.get(cat, "#8c8c8c")
         fig.add_trace(
-            go.Scatter(
+            Scatter(
                 x=x,
                 y=y,
                 mode="lines",
@@ -149,19 +149,19 @@ def timeline_figure(c: Comparison) -> go.Figure:
     return fig
 
 
-def category_figure(c: Comparison) -> go.Figure:
+def category_figure(c: Comparison) -> Figure:
     n = max(c.aligned_steps, 1)
     cats = c.categories
-    fig = go.Figure()
+    fig = Figure()
     for side in ("base", "new"):
         label = c.base.label if side == "base" else c.new.label
         fig.add_trace(
-            go.Bar(
+            Bar(
                 y=[esc(x) for x in cats["category"].to_list()],
                 x=(cats[f"{side}_ns"] / n / 1e6).to_list(),
                 orientation="h",
                 name=esc(f"{side.upper()}: {label}"),
-                marker_color=SIDE_COLORS[side],
+                marker={"color": SIDE_COLORS[side]},
                 hovertemplate="%{y}: %{x:.4g} ms per step<extra>" + esc(side.upper()) + "</extra>",
             )
         )
@@ -177,12 +177,12 @@ def category_figure(c: Comparison) -> go.Figure:
     return fig
 
 
-def steps_figure(c: Comparison) -> go.Figure:
-    fig = go.Figure()
+def steps_figure(c: Comparison) -> Figure:
+    fig = Figure()
     for side in ("base", "new"):
         label = c.base.label if side == "base" else c.new.label
         fig.add_trace(
-            go.Scatter(
+            Scatter(
                 x=c.steps["step"].to_list(),
                 y=(c.steps[f"{side}_ns"].cast(pl.Float64) / 1e6).to_list(),
                 mode="lines+markers",
@@ -202,7 +202,7 @@ def steps_figure(c: Comparison) -> go.Figure:
     return fig
 
 
-def gemm_figure(c: Comparison, top: int = 20) -> go.Figure | None:
+def gemm_figure(c: Comparison, top: int = 20) -> Figure | None:
     g = c.gemms.filter(pl.col("found_in") == "both").head(top)
     if g.height == 0:
         return None
@@ -210,16 +210,16 @@ def gemm_figure(c: Comparison, top: int = 20) -> go.Figure | None:
         esc(f"{op.replace('aten::', '')} {b}x{m}x{n}x{k} {d}")
         for op, b, m, n, k, d in g.select("op", "batch", "m", "n", "k", "dtype").iter_rows()
     ]
-    fig = go.Figure()
+    fig = Figure()
     for side in ("base", "new"):
         label = c.base.label if side == "base" else c.new.label
         fig.add_trace(
-            go.Bar(
+            Bar(
                 y=labels,
                 x=g[f"{side}_peak_pct"].to_list(),
                 orientation="h",
                 name=esc(f"{side.upper()}: {label}"),
-                marker_color=SIDE_COLORS[side],
+                marker={"color": SIDE_COLORS[side]},
                 customdata=g[f"{side}_tflops"].to_list(),
                 hovertemplate="%{y}<br>%{x:.1f}% of peak, %{customdata:.1f} TFLOP/s<extra></extra>",
             )
@@ -292,10 +292,10 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str, str]], limit: int = MAX_
     }
 
 
-def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, go.Figure]]:
+def build_context(c: Comparison) -> tuple[dict[str, Any], dict[str, Figure]]:
     import traceadvisor
 
-    figs: dict[str, go.Figure] = {"timeline": timeline_figure(c), "categories": category_figure(c)}
+    figs: dict[str, Figure] = {"timeline": timeline_figure(c), "categories": category_figure(c)}
     if c.steps.height > 1:
         figs["steps"] = steps_figure(c)
     gf = gemm_figure(c)

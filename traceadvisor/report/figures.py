@@ -5,7 +5,7 @@ Two layers, both free of side effects:
 * ``*_frame`` select and escape what will be drawn from what the library computed (the summary's views, a
   finding's evidence through ``traceadvisor.roofline.gemm_points``); ``timeline_data`` lays a trace's events out
   on lanes (drawing, not analysis);
-* ``*_figure`` turn those frames into ``plotly.graph_objects.Figure`` objects.
+* ``*_figure`` turn those frames into figures: plotly.js JSON built by ``report/plotfig.py`` (no plotly import).
 
 Every string that comes from a trace is HTML-escaped before it reaches a figure (plotly renders a subset of HTML in
 hover labels, tick labels and annotations), see :func:`esc` and :func:`esc_expr`.
@@ -23,10 +23,10 @@ import math
 from typing import Any
 
 import markupsafe
-import plotly.graph_objects as go
 import polars as pl
 
 from traceadvisor import units
+from traceadvisor.report.plotfig import Bar, Figure, Scatter
 
 # colour per drawn key: GPU work by category, host work by kind
 COLORS: dict[str, str] = {
@@ -58,17 +58,9 @@ NAME_CHARS = 90  # hover labels show at most this many characters of a name
 TEMPLATE = "plotly_white"
 
 
-def new_figure() -> go.Figure:
-    """An empty Figure with the report's template. Assigning a template to a validating figure deep-copies and
-    validates the whole template (0.05-0.25 s per figure, most of a small report's time), so it is set with
-    validation off (plotly's own ``_validate`` switch, as plotly.express uses it) and validation is switched
-    back on for everything added afterwards."""
-    import plotly.io as pio
-
-    fig = go.Figure(_validate=False)
-    fig.update_layout(template=pio.templates[TEMPLATE])
-    fig._validate = fig.layout._validate = True
-    return fig
+def new_figure() -> Figure:
+    """An empty figure with the report's template (plotly.js JSON, see ``report/plotfig.py``)."""
+    return Figure(template=TEMPLATE)
 
 
 def esc(s: Any) -> str:
@@ -164,14 +156,14 @@ def step_frame(summary, max_steps: int = 300) -> pl.DataFrame:
     return bars.join(rows, on="step", how="left").sort("step", maintain_order=True).select(list(schema))
 
 
-def category_figure(cat: pl.DataFrame) -> go.Figure:
+def category_figure(cat: pl.DataFrame) -> Figure:
     """Horizontal bars of GPU time per category (one colour per device when several)."""
     fig = new_figure()
     devices = cat["device"].unique(maintain_order=True).to_list()
     for d in devices:
         c = cat.filter(pl.col("device") == d).sort("time_ns")
         fig.add_trace(
-            go.Bar(
+            Bar(
                 y=[esc(x) for x in c["category"]],
                 x=(c["time_ns"] / 1e6).to_list(),
                 orientation="h",
@@ -198,7 +190,7 @@ def category_figure(cat: pl.DataFrame) -> go.Figure:
     return fig
 
 
-def step_figure(steps: pl.DataFrame) -> go.Figure:
+def step_figure(steps: pl.DataFrame) -> Figure:
     """Stacked bars per step: GPU time by category, then the GPU idle time inside the step."""
     fig = new_figure()
     labels = steps.unique("step", maintain_order=True).sort("step")
@@ -207,7 +199,7 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
     for key in [k for k in KEY_ORDER if k in present] + sorted(present - set(KEY_ORDER)):
         s = labels.select("step").join(steps.filter(pl.col("category") == key), on="step", how="left")
         fig.add_trace(
-            go.Bar(
+            Bar(
                 x=xs,
                 y=(s["time_ns"].fill_null(0) / 1e6).to_list(),
                 name=esc(key),
@@ -233,12 +225,11 @@ def step_figure(steps: pl.DataFrame) -> go.Figure:
         },
     ]
     fig.update_layout(
-        yaxis_range=ms_view.get("yaxis.range"),
         barmode="stack",
         height=380,
         bargap=0.25,
         margin={"l": 10, "r": 10, "t": 64, "b": 40},
-        yaxis={"title": {"text": "ms"}},
+        yaxis={"range": ms_view.get("yaxis.range"), "title": {"text": "ms"}},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
         xaxis={"type": "category", "automargin": True},
         updatemenus=[
@@ -276,7 +267,7 @@ def _step_range(labels: pl.DataFrame, steps: pl.DataFrame, xs: list[str]) -> tup
     return {"yaxis.range": [0, top]}, [(x, v) for x, v in zip(xs, ms, strict=True) if v > top]
 
 
-def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
+def busy_idle_figure(bi: pl.DataFrame) -> Figure:
     """Per GPU: busy (union of GPU work) vs idle over the analysed window."""
     multi = bi["rank"].n_unique() > 1
     ys = [(f"rank {r} · " if multi else "") + f"GPU {d}" for r, d in bi.select("rank", "device").iter_rows()]
@@ -284,7 +275,7 @@ def busy_idle_figure(bi: pl.DataFrame) -> go.Figure:
     for col, name, color in (("busy_ns", "busy", "#3b6fb6"), ("idle_ns", "idle", COLORS["idle"])):
         share = bi[col] / (bi["busy_ns"] + bi["idle_ns"]).clip(lower_bound=1)
         fig.add_trace(
-            go.Bar(
+            Bar(
                 y=ys,
                 x=(bi[col] / 1e6).to_list(),
                 orientation="h",
@@ -315,7 +306,7 @@ def gemm_frame(points: pl.DataFrame) -> pl.DataFrame:
     return points.with_columns(label=esc_expr(pl.col("label")), dtype=esc_expr(pl.col("dtype")))
 
 
-def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str = "") -> go.Figure:
+def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str = "") -> Figure:
     """Roofline: achieved TFLOP/s per GEMM shape against arithmetic intensity, with the peaks of its dtype.
 
     Without dimensions (no intensity), a bar per shape against its dtype's peak instead.
@@ -342,7 +333,7 @@ def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str
                 xs = [lo * (hi / lo) ** (j / 59) for j in range(60)]
                 ys = [min(peak, x * hbm_tbs) if hbm_tbs else peak for x in xs]
                 fig.add_trace(
-                    go.Scatter(
+                    Scatter(
                         x=xs,
                         y=ys,
                         mode="lines",
@@ -353,7 +344,7 @@ def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str
                 )
             if sub.height:
                 fig.add_trace(
-                    go.Scatter(
+                    Scatter(
                         x=sub["intensity"].to_list(),
                         y=sub["tflops"].to_list(),
                         mode="markers+text",
@@ -380,7 +371,7 @@ def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str
         fig.update_yaxes(type="log", title={"text": "achieved TFLOP/s"})
     else:
         fig.add_trace(
-            go.Bar(
+            Bar(
                 x=g["label"].to_list(),
                 y=g["tflops"].to_list(),
                 name="achieved",
@@ -390,7 +381,7 @@ def gemm_figure(g: pl.DataFrame, hbm_tbs: float | None = None, device_label: str
         )
         if g["peak"].drop_nulls().len():
             fig.add_trace(
-                go.Scatter(
+                Scatter(
                     x=g["label"].to_list(),
                     y=g["peak"].to_list(),
                     mode="markers",
@@ -475,7 +466,7 @@ ROOFLINE_COLORS = {
 }
 
 
-def roofline_figure(rf: dict[str, Any]) -> go.Figure:
+def roofline_figure(rf: dict[str, Any]) -> Figure:
     """Per-op roofline (``traceadvisor.roofline.roofline_summary``): every op group's achieved TFLOP/s against its
     arithmetic intensity, one colour per family, with the memory slope, the compute ceilings and their ridges."""
     fig = new_figure()
@@ -491,7 +482,7 @@ def roofline_figure(rf: dict[str, Any]) -> go.Figure:
     for p in peaks:
         xs = [lo * (hi / lo) ** (j / 79) for j in range(80)]
         fig.add_trace(
-            go.Scatter(
+            Scatter(
                 x=xs,
                 y=[min(p, x * bw) if bw else p for x in xs],
                 mode="lines",
@@ -502,7 +493,7 @@ def roofline_figure(rf: dict[str, Any]) -> go.Figure:
         )
         if bw:
             fig.add_trace(
-                go.Scatter(
+                Scatter(
                     x=[p / bw],
                     y=[p],
                     mode="markers+text",
@@ -519,7 +510,7 @@ def roofline_figure(rf: dict[str, Any]) -> go.Figure:
         if not sub:
             continue
         fig.add_trace(
-            go.Scatter(
+            Scatter(
                 x=[o["intensity"] for o in sub],
                 y=[o["tflops"] for o in sub],
                 mode="markers",

@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from traceadvisor import units
 from traceadvisor.report import figures as F
+from traceadvisor.report import plotfig
 from traceadvisor.report import timeline as TL
 from traceadvisor.report.job import ABSOLUTE_TIMES, job_context, on_job_clock
 from traceadvisor.report.table_layout import column_widths
@@ -454,7 +455,7 @@ def _critical_path_ctx(i: int, trace, result, figs: dict[str, Any]) -> dict[str,
 def build_context(
     result, *, timeline_opts: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Template context and the plotly figures (id -> Figure) of a result."""
+    """Template context and the figures (id -> plotly.js figure) of a result."""
     import traceadvisor
 
     timeline_opts = dict(timeline_opts or {})
@@ -522,23 +523,21 @@ def build_context(
     return ctx, figs
 
 
-def _plain(fig: Any) -> Any:
-    """A figure's data and layout as plotly holds them: ``to_json`` of a Figure deep-copies every list first
-    (``to_dict``; a second for the timeline's hover texts), and the JSON is the same."""
-    if isinstance(fig, dict) or not hasattr(fig, "_data") or not hasattr(fig, "_layout"):
-        return fig
-    return {"data": [dict(t) for t in fig._data], "layout": fig._layout}
+def _json_default(v: Any) -> Any:
+    """A value JSON has no type for (a numpy or polars scalar, a date): its Python value, else its text."""
+    for attr in ("tolist", "item"):
+        if callable(getattr(v, attr, None)):
+            return getattr(v, attr)()
+    return str(v)
 
 
 def figures_json(figs: dict[str, Any]) -> Markup:
-    """All figures as one JSON object (id -> {data, layout}), escaped for a script block."""
-    import plotly.io as pio
+    """All figures as one JSON object (id -> {data, layout}), escaped for a script block. NaN and infinities
+    are written as null (plotly's JSON encoder does the same: plotly.js reads null as a gap)."""
+    import msgspec
 
-    parts = [
-        json.dumps(k) + ":" + pio.to_json(_plain(fig), validate=False, remove_uids=True)
-        for k, fig in figs.items()
-    ]
-    return json_text_for_script("{" + ",".join(parts) + "}")
+    plain = {k: plotfig.as_json(fig) for k, fig in figs.items()}
+    return json_text_for_script(msgspec.json.encode(plain, enc_hook=_json_default).decode("utf-8"))
 
 
 def _bytecode_cache(jinja2):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
 import polars as pl
+
+from traceadvisor.report.plotfig import Figure, Scatter, colorscale
 
 # heatmap metrics: column, label, colour scale
 METRICS = (
@@ -61,7 +62,7 @@ def on_job_clock(
     return out, job.t0_ns
 
 
-def rank_step_figure(matrix: pl.DataFrame) -> go.Figure:
+def rank_step_figure(matrix: pl.DataFrame) -> Figure:
     """Rank x step heatmap (square markers; plotly's partial bundle has no heatmap trace), metric buttons."""
     steps = matrix.unique("step", maintain_order=True).sort("step_index")["step"].to_list()
     ranks = matrix["rank"].n_unique()
@@ -74,8 +75,8 @@ def rank_step_figure(matrix: pl.DataFrame) -> go.Figure:
     )
     custom = matrix.select([pl.col(c).fill_null(0) for c, _, _ in METRICS]).rows()
     first, label, scale = METRICS[0]
-    fig = go.Figure(
-        go.Scatter(
+    fig = Figure(
+        Scatter(
             x=matrix["step"].to_list(),
             y=matrix["rank"].to_list(),
             mode="markers",
@@ -83,7 +84,7 @@ def rank_step_figure(matrix: pl.DataFrame) -> go.Figure:
                 "symbol": "square",
                 "size": size,
                 "color": matrix[first].fill_null(0).to_list(),
-                "colorscale": scale,
+                "colorscale": colorscale(scale),
                 "showscale": True,
                 "colorbar": {"title": {"text": "ms"}},
                 "line": {"width": 0},
