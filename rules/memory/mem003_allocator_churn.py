@@ -8,8 +8,12 @@ A caching allocator (PyTorch's, CuPy's memory pool) serves steady-state allocati
 the driver only while it grows, so driver calls after the first iteration mean churn: `torch.cuda.empty_cache()`
 (a burst of back-to-back frees), out-of-memory retries that free the cache and allocate again, fragmentation
 that forces new segments, or code that allocates without a pool. The allocator's normal growth is left out:
-with iteration markers, every call before the end of the first step; without them, allocations that no free
-came before (frees, and allocations after the first free, are churn). Allocator events recorded with
+with iteration markers, every call before the end of the first step, unless every later step makes such calls
+too: the first recorded step is then no growth step (a profiler schedule starts after the program's first
+steps) and its last calls, as many as the fewest of a later step, count (`h200_ho_resnet18_empty_cache`:
+`empty_cache()` after every step, 36 `cudaMalloc` + 36 `cudaFree` in each of the three profiled steps: the saving
+predicted was 17.3 % with the first step left out, 26.9 % with it, 37.0 % measured); without markers,
+allocations that no free came before (frees, and allocations after the first free, are churn). Allocator events recorded with
 `profile_memory=True` (`[memory]`) add evidence: how many blocks were allocated and freed, how many were big,
 and the peak allocated against the peak reserved memory.
 
@@ -121,18 +125,42 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         .with_columns(_rk(), api=views.api_name())
         .filter(pl.col("api_class").is_in(["alloc", "free"]))
     )
-    # with iteration markers, everything until the end of the first step is the allocator's normal growth;
-    # without them, growth is an allocation no free came before: frees and re-allocations after one are churn
-    first_step_end = (
-        views.steps(lf).filter(pl.col("step") == 0).select(_rk(), pl.col("end_ns").alias("s0_end"))
+    # with iteration markers, the first step's calls are the allocator's growth unless every later step makes
+    # such calls too: then the first step churns like the others (a profiler started mid-run, after the growth)
+    # and its last calls, as many as the fewest of a later step, count; without markers, growth is an
+    # allocation no free came before: frees and re-allocations after one are churn
+    steps = views.steps(lf).select(
+        _rk(), "step", pl.col("start_ns").alias("s_start"), pl.col("end_ns").alias("s_end")
     )
+    calls = calls.sort("start_ns").join_asof(
+        steps.sort("s_start"),
+        left_on="start_ns",
+        right_on="s_start",
+        by="_rk",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    calls = calls.with_columns(
+        _in=pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("s_end"))
+    ).with_columns(
+        _from_end=pl.int_range(pl.len()).reverse().over("_rk", "step", "_in")
+    )  # 0: the step's last
+    in_step, from_end = pl.col("_in"), pl.col("_from_end")
+    per_step = (
+        calls.filter(in_step & (pl.col("step") >= 1)).group_by("_rk", "step").len().group_by("_rk")
+        .agg(pl.len().alias("n_churned"), pl.col("len").min().alias("k_step"))
+    )  # fmt: skip
+    n_later = steps.group_by("_rk").agg((pl.len() - 1).alias("n_later"))
     first_free = calls.filter(op == "free").group_by("_rk").agg(pl.col("start_ns").min().alias("f0"))
+    steady = pl.col("n_later") > 0
+    k0 = pl.when(steady & (pl.col("n_churned") == pl.col("n_later"))).then(pl.col("k_step")).otherwise(0)
     calls = (
-        calls.join(first_step_end, on="_rk", how="left")
+        calls.join(n_later, on="_rk", how="left")
+        .join(per_step, on="_rk", how="left")
         .join(first_free, on="_rk", how="left")
         .filter(
-            pl.when(pl.col("s0_end").is_not_null())
-            .then(pl.col("start_ns") >= pl.col("s0_end"))
+            pl.when(pl.col("n_later").is_not_null())
+            .then((pl.col("step") >= 1) | ((pl.col("step") == 0) & (~in_step | (from_end < k0))))
             .otherwise(pl.col("f0").is_not_null() & (pl.col("start_ns") >= pl.col("f0")))
         )
     )
