@@ -43,7 +43,8 @@ def test_cached_import_does_not_import_heavy_modules(tmp_path):
 
 def test_small_analyze_html_imports_no_plotting_numba_or_terminal_modules(tmp_path):
     """The report's figures are plotly.js JSON built without the plotly package (report/plotfig.py); a small
-    graph is replayed without numba; with -q nothing is printed, so rich is not imported either."""
+    graph is replayed without numba; a small trace is imported without pyarrow; with -q nothing is printed, so
+    rich is not imported either."""
     import os
 
     from traceadvisor.cli.common import example_trace
@@ -52,7 +53,19 @@ def test_small_analyze_html_imports_no_plotting_numba_or_terminal_modules(tmp_pa
     args = ["analyze", str(example_trace()), "--html", str(tmp_path / "r.html"), "--no-cache", "-q"]
     tops = {m.split(".")[0] for m in _imported_after(args, env)}
     assert "polars" in tops and (tmp_path / "r.html").stat().st_size > 0
-    assert not tops & {"plotly", "_plotly_utils", "narwhals", "torch", "numba", "rich", "pandas"}
+    assert not tops & {"plotly", "_plotly_utils", "narwhals", "torch", "numba", "rich", "pandas", "pyarrow"}
+
+
+def test_small_text_columns_are_cut_without_pyarrow_as_with_it(monkeypatch):
+    """A small Kineto import cuts its text columns with polars alone (no pyarrow import); a large one with
+    Arrow buffers; both give the same column."""
+    from traceadvisor.importers import _kineto_raw as R
+
+    vals = [b"", b"abc", "é€ x".encode(), b"", b'{"a": [1, "b"]}']
+    args = ([b"".join(vals[:2]), b"".join(vals[2:])], list(map(len, vals)))
+    small = R.text_column(*args)
+    monkeypatch.setattr(R, "SMALL_TEXT_PIECES", 0)
+    assert small.to_list() == R.text_column(*args).to_list() == [None, "abc", "é€ x", None, '{"a": [1, "b"]}']
 
 
 def test_rule_headers_match_loaded_rules():

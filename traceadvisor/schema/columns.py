@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import polars as pl
-import pyarrow as pa
 
 KINDS = (
     "kernel",  # GPU kernel execution
@@ -47,7 +46,7 @@ MEMORY_KINDS = ("pageable", "pinned", "device", "managed", "unknown")
 @dataclass(frozen=True)
 class Column:
     name: str
-    arrow: pa.DataType
+    arrow: str  # the Arrow type's name (pyarrow's alias: string, int64, int32, bool, double)
     unit: str
     doc: str
 
@@ -65,65 +64,63 @@ _PL: dict[str, pl.DataType] = {
 }
 
 COLUMNS: tuple[Column, ...] = (
-    Column("kind", pa.string(), "enum", "Event kind: " + ", ".join(KINDS) + "."),
+    Column("kind", "string", "enum", "Event kind: " + ", ".join(KINDS) + "."),
     Column(
         "category",
-        pa.string(),
+        "string",
         "enum",
         "Vendor-neutral work category: " + ", ".join(CATEGORIES) + " (null for host-only events).",
     ),
-    Column("name", pa.string(), "text", "Name as recorded (kernel, API, operator or range name)."),
+    Column("name", "string", "text", "Name as recorded (kernel, API, operator or range name)."),
     Column(
         "api_class",
-        pa.string(),
+        "string",
         "enum",
         "Runtime API class of a runtime row (launch, graph_launch, sync, blocking_copy, alloc, module_load, ...;"
         " table in traceadvisor.knowledge.apis); null for other rows and unclassified calls.",
     ),
-    Column("rank", pa.int32(), "index", "Distributed rank of the process that produced the event."),
-    Column("pid", pa.int64(), "id", "Process id (GPU events: the producer's device lane id)."),
-    Column("tid", pa.int64(), "id", "Thread id (GPU events: the producer's stream lane id)."),
-    Column("device", pa.int32(), "index", "GPU index the event ran on (null for host events)."),
-    Column("stream", pa.int64(), "id", "GPU stream / HIP queue id (null for host events)."),
-    Column("start_ns", pa.int64(), "ns", "Start time, one clock per trace (see metadata clock_base)."),
-    Column("dur_ns", pa.int64(), "ns", "Duration; 0 for instant events."),
-    Column("correlation_id", pa.int64(), "id", "Links a runtime call to the GPU work it launched."),
-    Column(
-        "external_id", pa.int64(), "id", "Links a framework op to the runtime calls and GPU work under it."
-    ),
-    Column("bytes", pa.int64(), "bytes", "Bytes moved or set (copies, memsets, allocations)."),
-    Column("copy_kind", pa.string(), "enum", "Copy direction: " + ", ".join(COPY_KINDS) + "."),
-    Column("src_memory", pa.string(), "enum", "Source memory: " + ", ".join(MEMORY_KINDS) + "."),
-    Column("dst_memory", pa.string(), "enum", "Destination memory: " + ", ".join(MEMORY_KINDS) + "."),
+    Column("rank", "int32", "index", "Distributed rank of the process that produced the event."),
+    Column("pid", "int64", "id", "Process id (GPU events: the producer's device lane id)."),
+    Column("tid", "int64", "id", "Thread id (GPU events: the producer's stream lane id)."),
+    Column("device", "int32", "index", "GPU index the event ran on (null for host events)."),
+    Column("stream", "int64", "id", "GPU stream / HIP queue id (null for host events)."),
+    Column("start_ns", "int64", "ns", "Start time, one clock per trace (see metadata clock_base)."),
+    Column("dur_ns", "int64", "ns", "Duration; 0 for instant events."),
+    Column("correlation_id", "int64", "id", "Links a runtime call to the GPU work it launched."),
+    Column("external_id", "int64", "id", "Links a framework op to the runtime calls and GPU work under it."),
+    Column("bytes", "int64", "bytes", "Bytes moved or set (copies, memsets, allocations)."),
+    Column("copy_kind", "string", "enum", "Copy direction: " + ", ".join(COPY_KINDS) + "."),
+    Column("src_memory", "string", "enum", "Source memory: " + ", ".join(MEMORY_KINDS) + "."),
+    Column("dst_memory", "string", "enum", "Destination memory: " + ", ".join(MEMORY_KINDS) + "."),
     Column(
         "memory_inferred",
-        pa.bool_(),
+        "bool",
         "flag",
         "True when src/dst_memory was inferred (evidence in args), false when recorded by the profiler.",
     ),
-    Column("grid_x", pa.int32(), "blocks", "Grid size in blocks, x."),
-    Column("grid_y", pa.int32(), "blocks", "Grid size in blocks, y."),
-    Column("grid_z", pa.int32(), "blocks", "Grid size in blocks, z."),
-    Column("block_x", pa.int32(), "threads", "Block (workgroup) size in threads, x."),
-    Column("block_y", pa.int32(), "threads", "Block (workgroup) size in threads, y."),
-    Column("block_z", pa.int32(), "threads", "Block (workgroup) size in threads, z."),
-    Column("registers", pa.int32(), "registers/thread", "Registers per thread (AMD: arch VGPRs)."),
-    Column("shared_mem_bytes", pa.int64(), "bytes", "Static + dynamic shared memory (LDS) per block."),
+    Column("grid_x", "int32", "blocks", "Grid size in blocks, x."),
+    Column("grid_y", "int32", "blocks", "Grid size in blocks, y."),
+    Column("grid_z", "int32", "blocks", "Grid size in blocks, z."),
+    Column("block_x", "int32", "threads", "Block (workgroup) size in threads, x."),
+    Column("block_y", "int32", "threads", "Block (workgroup) size in threads, y."),
+    Column("block_z", "int32", "threads", "Block (workgroup) size in threads, z."),
+    Column("registers", "int32", "registers/thread", "Registers per thread (AMD: arch VGPRs)."),
+    Column("shared_mem_bytes", "int64", "bytes", "Static + dynamic shared memory (LDS) per block."),
     Column(
         "input_dims",
-        pa.string(),
+        "string",
         "json",
         "Operator input shapes as JSON (record_shapes), e.g. [[16,8192],[8192,8192]].",
     ),
     Column(
         "input_types",
-        pa.string(),
+        "string",
         "json",
         'Operator input dtypes as JSON, e.g. ["c10::BFloat16","c10::BFloat16"].',
     ),
     Column(
         "args",
-        pa.string(),
+        "string",
         "json",
         "Every other field the producer recorded, as a JSON object: nothing read is lost.",
     ),
@@ -132,10 +129,18 @@ COLUMNS: tuple[Column, ...] = (
 COLUMN_NAMES = tuple(c.name for c in COLUMNS)
 
 
-def arrow_schema() -> pa.Schema:
-    """The canonical Arrow schema, with unit and doc as field metadata."""
+def arrow_schema():
+    """The canonical Arrow schema (a ``pyarrow.Schema``), with unit and doc as field metadata. pyarrow is
+    imported here, not with the module: a small trace is imported and analysed without it."""
+    import pyarrow as pa
+
     return pa.schema(
-        [pa.field(c.name, c.arrow, nullable=True, metadata={"unit": c.unit, "doc": c.doc}) for c in COLUMNS]
+        [
+            pa.field(
+                c.name, pa.type_for_alias(c.arrow), nullable=True, metadata={"unit": c.unit, "doc": c.doc}
+            )
+            for c in COLUMNS
+        ]
     )
 
 
