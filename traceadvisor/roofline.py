@@ -287,7 +287,7 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Cost-model ops (outermost of nested ones on a thread) with the GPU time of the kernels they launched."""
     ops = (
         lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
-        .filter(pl.col("name").str.contains("|".join(f"(?:{p})" for _, p in ROOFLINE_OPS)))
+        .filter(views.name_contains(lf, "|".join(f"(?:{p})" for _, p in ROOFLINE_OPS)))
         .select(
             "rank",
             "tid",
@@ -301,7 +301,9 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
         .sort("rank", "tid", "start_ns")
     )
     # outermost only: an op that starts before the running maximum end of earlier ops on its thread is nested
-    ops = ops.with_columns(_prev_end=views.latest_end_before(["rank", "tid"]), _fam=_family_expr())
+    ops = ops.with_columns(
+        _prev_end=views.latest_end_before(["rank", "tid"]), _fam=views.per_name(lf, _family_expr())
+    )
     nested = pl.col("_prev_end").is_not_null() & (pl.col("start_ns") < pl.col("_prev_end"))
     inner = ops.filter(nested)
     ops = ops.filter(~nested).drop("_prev_end").with_row_index("op_id")

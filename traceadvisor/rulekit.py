@@ -29,8 +29,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.devices import BY_KEY, Model
-from traceadvisor.knowledge.apis import bare_name
 from traceadvisor.schema.views import (
+    api_name,
     by_correlation,
     covered_ns,
     gpu_busy,
@@ -96,7 +96,7 @@ def per_step(rows: pl.LazyFrame, steps: pl.LazyFrame, at: str = "start_ns") -> p
 def api(lf: pl.LazyFrame, *classes: str) -> pl.LazyFrame:
     """Runtime rows whose ``api_class`` is one of ``classes``, with ``api`` = the bare API name."""
     return lf.filter((pl.col("kind") == "runtime") & pl.col("api_class").is_in(list(classes))).with_columns(
-        api=bare_name()
+        api=api_name(lf=lf)
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
 FRAME_RE = r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$"
@@ -47,7 +48,7 @@ def user_frames(trace: Trace) -> pl.DataFrame | None:
     the trace carries no Python stacks."""
     lf = trace.lazy()
     py = (
-        lf.filter((pl.col("kind") == "python") & _user(pl.col("name")))
+        lf.filter((pl.col("kind") == "python") & views.name_matches(lf, _user(pl.col("name"))))
         .with_columns(m=pl.col("name").str.extract_groups(FRAME_RE))
         .select(
             "rank",

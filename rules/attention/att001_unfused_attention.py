@@ -365,6 +365,8 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         )
     )
     k = _chain_kernels(trace, ch)
+    if not ch.height:  # no chain: nothing to link (the kernels' launch join is most of the rule's time)
+        k = pl.LazyFrame(schema=k.collect_schema())
     per = k.group_by("chain").agg(
         pl.col("device").drop_nulls().first(),
         pl.col("dur_ns").sum().alias("chain_gpu_ns"),

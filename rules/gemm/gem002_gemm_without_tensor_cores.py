@@ -174,7 +174,8 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     sp = speedups(trace)
-    k = views.kernels(trace.lazy()).filter((pl.col("category") == "gemm") & fp32_simt_expr())
+    lf = trace.lazy()
+    k = views.kernels(lf).filter((pl.col("category") == "gemm") & views.name_matches(lf, fp32_simt_expr()))
     k = k.join(sp.lazy(), on="device", how="left")
     if sp.height and sp["model"].n_unique() == 1:  # one model in the trace: it applies to every device index
         first = sp.row(0, named=True)

@@ -103,7 +103,7 @@ HOST_KINDS = ("cpu_op", "annotation", "python")
 
 def fetch_spans(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Batch-fetch spans merged per rank, with the number of fetches in each and their name."""
-    s = lf.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("name").str.contains(BATCH_FETCH)).with_columns(
+    s = lf.filter(pl.col("kind").is_in(HOST_KINDS) & views.name_contains(lf, BATCH_FETCH)).with_columns(
         end_ns=pl.col("start_ns") + pl.col("dur_ns")
     )
     return rulekit.merge_intervals(s, ["rank"], agg=[pl.col("name").first(), pl.len().alias("fetches")])

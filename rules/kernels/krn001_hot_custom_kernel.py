@@ -89,9 +89,10 @@ def _routine_expr() -> tuple[pl.Expr, pl.Expr]:
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
-    k = views.kernels(trace.lazy()).filter(pl.col("dur_ns").is_not_null())
+    lf = trace.lazy()
+    k = views.kernels(lf).filter(pl.col("dur_ns").is_not_null())
     total = k.group_by("rank", "device").agg(pl.col("dur_ns").sum().alias("device_kernel_ns"))
-    custom = k.filter(~pl.col("name").str.contains(LIBRARY_KERNEL_RE))
+    custom = k.filter(~views.name_contains(lf, LIBRARY_KERNEL_RE))
     op, lib = _routine_expr()
     g = (
         custom.with_columns(operation=op, library=lib)

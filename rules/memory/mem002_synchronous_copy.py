@@ -144,7 +144,9 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     lf = trace.lazy()
     gap_ns = int(options["max_gap_ns"])
     min_total = int(options["min_total_ns"])
-    rt = views.runtime(lf).with_columns(api=views.api_name(), _rk=pl.col("rank").fill_null(-1), ext=_ext())
+    rt = views.runtime(lf).with_columns(
+        api=views.api_name(lf=lf), _rk=pl.col("rank").fill_null(-1), ext=_ext()
+    )
 
     blocking = rt.filter(pl.col("api_class") == "blocking_copy").select(
         "rank",

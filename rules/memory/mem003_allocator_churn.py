@@ -122,7 +122,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
     mem = pl.col("api").replace_strict({k: v[1] for k, v in ALLOCATOR_APIS.items()}, default=None)
     calls = (
         views.runtime(lf)
-        .with_columns(_rk(), api=views.api_name())
+        .with_columns(_rk(), api=views.api_name(lf=lf))
         .filter(pl.col("api_class").is_in(["alloc", "free"]))
     )
     # with iteration markers, the first step's calls are the allocator's growth unless every later step makes

@@ -287,7 +287,7 @@ def cast_host_ns(trace: Trace) -> float:
         "rank", pl.col("external_id").alias("external_id")
     )
     ops = (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("name").str.contains(SMALL_OPS))
+        lf.filter((pl.col("kind") == "cpu_op") & views.name_contains(lf, SMALL_OPS))
         .join(launched.unique(), on=["rank", "external_id"], how="semi", nulls_equal=True)
         .select("rank", "tid", "start_ns", "dur_ns")
         .collect()
@@ -343,11 +343,11 @@ def _launching_ops(trace: Trace) -> pl.DataFrame:
 def _dtype_setters(trace: Trace) -> dict[tuple, tuple[np.ndarray, list[str]]]:
     """Per thread, by end time: the ops that set an activation's dtype under autocast (matrix ops: bf16 out;
     FP32-list ops: FP32 out)."""
-    fam = pl.col("name").str.contains(autocast.MATRIX_OPS)
-    cls = pl.when(fam).then(pl.lit("matrix")).when(pl.col("name").str.contains(autocast.FP32_OPS))
+    lf = trace.lazy()
+    fam = views.name_contains(lf, autocast.MATRIX_OPS)
+    cls = pl.when(fam).then(pl.lit("matrix")).when(views.name_contains(lf, autocast.FP32_OPS))
     s = (
-        trace.lazy()
-        .filter(pl.col("kind") == "cpu_op")
+        lf.filter(pl.col("kind") == "cpu_op")
         .with_columns(cls=cls.then(pl.lit("fp32")).otherwise(None))
         .filter(pl.col("cls").is_not_null())
         .select("rank", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"), "cls")

@@ -272,7 +272,7 @@ def _outside_stream_capture(rt: pl.LazyFrame, launches: pl.LazyFrame) -> pl.Lazy
 
 def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     rt = lf.filter((pl.col("kind") == "runtime") & pl.col("correlation_id").is_not_null()).with_columns(
-        _rk(), api=views.api_name()
+        _rk(), api=views.api_name(lf=lf)
     )
     gpu = views.gpu_work(lf).with_columns(_rk())
     gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id").unique()

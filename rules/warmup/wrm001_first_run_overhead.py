@@ -189,10 +189,10 @@ def _iv(lf: pl.LazyFrame, what: str) -> pl.LazyFrame:
 
 def _explicit(lf: pl.LazyFrame) -> list[pl.LazyFrame]:
     """Compile spans, module loads / JIT, library init and algorithm search, by name."""
-    name = views.api_name()
+    name = views.api_name(lf=lf)
     return [
         _iv(
-            lf.filter(pl.col("kind").is_in(COMPILE_KINDS) & pl.col("name").str.contains(COMPILE_SPAN_RE)),
+            lf.filter(pl.col("kind").is_in(COMPILE_KINDS) & views.name_contains(lf, COMPILE_SPAN_RE)),
             "torch.compile",
         ),
         _iv(
@@ -270,7 +270,7 @@ def _first_calls(trace: Trace, options: dict) -> list[pl.LazyFrame]:
     # dtypes (a 38 MB input copy is not a slow first call of the 4-byte copies that follow it)
     ops = lf.filter(
         pl.col("kind").is_in(FIRST_CALL_KINDS)
-        & ~pl.col("name").str.contains(COMPILE_SPAN_RE)
+        & ~views.name_contains(lf, COMPILE_SPAN_RE)
         & pl.col("input_dims").is_not_null()
     ).with_columns(
         _rk(),
@@ -282,7 +282,7 @@ def _first_calls(trace: Trace, options: dict) -> list[pl.LazyFrame]:
     # an op that copied or synchronised may have waited for the GPU (or a pageable copy): not warm-up
     waits = (
         lf.filter(pl.col("kind") == "runtime")
-        .with_columns(api=views.api_name())
+        .with_columns(api=views.api_name(lf=lf))
         .filter(pl.col("api_class").is_in(["blocking_copy", "async_copy", "sync"]))
         .select(_rk(), "tid", pl.col("start_ns").alias("w_start"))
         .sort("w_start")
@@ -419,10 +419,10 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
     ).with_columns(_rk())
     g = gaps.select("_rk", "start_ns", "end_ns")
     g = sum_in(g, loads.with_columns(_rk()), "dur_ns", "load_ns", slack)
-    g = sum_in(g, osrt.filter(pl.col("name").str.contains(SPAWN_RE)), None, "spawns", 0)
+    g = sum_in(g, osrt.filter(views.name_contains(lf, SPAWN_RE)), None, "spawns", 0)
     workers = osrt.join(gpu_pids, on=["_rk", "pid"], how="anti", nulls_equal=True)
     g = sum_in(g, workers, None, "worker_calls", 0)
-    g = sum_in(g, osrt.filter(pl.col("name").str.contains(FS_META_RE)), None, "fs_calls", 0)
+    g = sum_in(g, osrt.filter(views.name_contains(lf, FS_META_RE)), None, "fs_calls", 0)
     gap = pl.col("end_ns") - pl.col("start_ns")
     compiling = (
         (pl.col("load_ns") >= float(options.get("compile_load_share", 0.25)) * gap)
