@@ -89,3 +89,13 @@ def test_autocast_gemms_are_costed_in_bf16(name, analysed):
     assert all(f["pct_of_roofline"] <= 100.0 for f in r["families"]), r["families"]
     lin = [o for o in r["ops"] if o["op"] == "aten::linear"]
     assert lin and all(o["dtype"] == "bf16" for o in lin)
+
+
+def test_unfused_attention_in_training_matches_the_backward_chains(analysed):
+    """BART with eager attention, 18 attentions per step (6 encoder, 6 decoder self, 6 cross) over 3 steps: each
+    has a forward and a backward GEMM -> softmax -> GEMM chain, and the fix removes their host ops too (the step is
+    host-bound: the forward chains' GPU time alone predicted 2.7 % against 11.3 % measured)."""
+    _, res = analysed("h200_ho_bart_eager_attn.pt.trace.json.gz")
+    (f,) = [f for f in res.findings if f.rule == "ATT001"]
+    assert f.count == 18 * 3 * 2
+    assert "512" in f.evidence["shapes"]  # the cross-attention's 128 x 512 scores
