@@ -20,13 +20,21 @@ def _strings(strings: pl.DataFrame, df: pl.DataFrame, id_col: str, out: str) -> 
     return df.join(lookup.rename({"id": id_col, "string": out}), on=id_col, how="left")
 
 
-def _events(df: pl.DataFrame, events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+def event_lookup(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """``rocpd_event`` by ``event_id`` with its category name: built once per database group, joined into
+    every event table (ids in increasing order, as written, are already unique)."""
     ev = (
         _strings(strings, events, "category_id", "category_name")
         .rename({"id": "event_id"})
         .drop("category_id")
-        .unique("event_id", keep="first", maintain_order=True)
     )
+    ids = pl.col("event_id")
+    if ev.select(ids.is_not_null().all() & (ids.diff() > 0).fill_null(True).all()).item():
+        return ev
+    return ev.unique("event_id", keep="first", maintain_order=True)
+
+
+def _events(df: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
     for c in ("stack_id", "parent_stack_id", "correlation_id"):
         if c not in df.columns:
@@ -73,7 +81,7 @@ def kernels(kd: pl.DataFrame, g: dict) -> pl.DataFrame:
     sym = ac.demangle(sym.with_columns(name=ac.clean_kernel_name(pl.col("name"))), "name")
     kd = kd.join(sym, on="kernel_id", how="left").join(_agent_index(g["agents"]), on="agent_id", how="left")
     kd = _strings(g["strings"], kd, "region_name_id", "launch_api")
-    kd = _events(_os_ids(kd, g["procs"], g["threads"]), g["events"], g["strings"])
+    kd = _events(_os_ids(kd, g["procs"], g["threads"]), g["event_lookup"])
     kd = kd.join(g["queues"], on="queue_id", how="left").join(g["streams"], on="stream_id", how="left")
     grid = {}
     for a in ("x", "y", "z"):
@@ -121,7 +129,7 @@ def copies(mc: pl.DataFrame, g: dict) -> pl.DataFrame:
     ag = _agent_index(g["agents"])
     mc = mc.join(ag.rename({c: f"dst_{c}" for c in ag.columns}), on="dst_agent_id", how="left")
     mc = mc.join(ag.rename({c: f"src_{c}" for c in ag.columns}), on="src_agent_id", how="left")
-    mc = _events(_os_ids(mc, g["procs"], g["threads"]), g["events"], g["strings"])
+    mc = _events(_os_ids(mc, g["procs"], g["threads"]), g["event_lookup"])
     ck = pl.col("name").replace_strict(ac.ROCPROF_DIRECTIONS, default=None, return_dtype=pl.String)
     gpu_side = (
         pl.when(pl.col("copy_kind") == "h2d")
@@ -165,19 +173,50 @@ def copies(mc: pl.DataFrame, g: dict) -> pl.DataFrame:
     )
 
 
+def json_text(values: pl.Series) -> pl.Expr:
+    """``values`` as JSON string literals (null -> ``null``): quoted as they are when no value needs an escape
+    (the usual case, one scan), else each encoded by polars' JSON writer."""
+    if values.str.contains(r'["\\\x00-\x1f]').any():
+        return ac.json_str_expr(values.name)
+    return pl.concat_str([pl.lit('"'), pl.col(values.name), pl.lit('"')]).fill_null(pl.lit("null"))
+
+
+def _in_order(df: pl.DataFrame, first: str, then: str) -> bool:
+    """Whether ``df`` is already sorted by (``first``, ``then``) with no nulls in either (then no sort)."""
+    a, b = pl.col(first), pl.col(then)
+    step = (a.diff() > 0) | ((a.diff() == 0) & (b.diff() >= 0))
+    return bool(df.select(a.is_not_null().all() & b.is_not_null().all() & step.fill_null(True).all()).item())
+
+
 def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
-    """One JSON object of function arguments per event id (first value per name, in argument order)."""
+    """One JSON object of function arguments per event id (first value per name, in argument order).
+
+    rocprofv3 writes the arguments in (event, position) order, so the sort and the de-duplication are skipped
+    when a cheap check finds them no-ops; argument names are few, so each is JSON-encoded once."""
     if arg is None or arg.height == 0:
         return None
-    a = arg.sort("event_id", "position").unique(
-        subset=["event_id", "name"], keep="first", maintain_order=True
+    a = arg.select("event_id", "position", "name", "value")
+    if not _in_order(a, "event_id", "position"):
+        a = a.sort("event_id", "position")
+    a = a.filter(pl.col("name").is_not_null())
+    names = a.get_column("name").unique()
+    keys = (
+        pl.DataFrame({"name": names})
+        .with_row_index("_ni")
+        .with_columns((ac.json_str_expr("name") + ":").alias("_key"))
     )
-    kv = pl.concat_str([ac.json_str_expr("name"), pl.lit(":"), ac.json_str_expr("value")])
-    a = a.filter(pl.col("name").is_not_null()).with_columns(kv.alias("_kv"))
+    a = a.join(keys, on="name", how="left", maintain_order="left")
+    pair = pl.col("event_id").rle_id().cast(pl.Int64) * len(names) + pl.col("_ni").cast(pl.Int64)
+    if a.select(pair.n_unique()).item() != a.height:  # a name repeated within an event: keep its first value
+        a = a.unique(subset=["event_id", "name"], keep="first", maintain_order=True)
+    a = a.select("event_id", pl.concat_str([pl.col("_key"), json_text(a.get_column("value"))]).alias("_kv"))
     return (
-        a.group_by("event_id")
-        .agg(pl.col("_kv").str.join(","))
-        .select("event_id", pl.concat_str([pl.lit("{"), pl.col("_kv"), pl.lit("}")]).alias("api_args"))
+        a.group_by("event_id", maintain_order=True)
+        .agg("_kv")  # list.join after the aggregation: a str.join inside it is several times slower
+        .select(
+            "event_id",
+            pl.concat_str([pl.lit("{"), pl.col("_kv").list.join(","), pl.lit("}")]).alias("api_args"),
+        )
     )
 
 
@@ -185,7 +224,7 @@ def regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFrame
     if rg.height == 0:
         return rg
     rg = _strings(g["strings"], rg, "name_id", "name")
-    rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["events"], g["strings"])
+    rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["event_lookup"])
     ra = _region_args(arg)
     if ra is not None:
         rg = rg.join(ra, on="event_id", how="left")
@@ -213,7 +252,7 @@ def allocations(ma: pl.DataFrame, g: dict) -> pl.DataFrame:
     if ma.height == 0:
         return ma
     ma = ma.join(_agent_index(g["agents"]), on="agent_id", how="left")
-    ma = _events(_os_ids(ma, g["procs"], g["threads"]), g["events"], g["strings"])
+    ma = _events(_os_ids(ma, g["procs"], g["threads"]), g["event_lookup"])
     return ma.select(
         pl.lit("memory").alias("kind"),
         pl.concat_str([pl.col("type"), pl.col("level")], separator=" ", ignore_nulls=True).alias("name"),

@@ -169,7 +169,7 @@ SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # logical -> (col
         ),
         ("type", "level", "address"),
     ),
-    "rocpd_arg": (("event_id", "position", "type", "name", "value"), ("type", "name", "value")),
+    "rocpd_arg": (("event_id", "position", "name", "value"), ("name", "value")),
 }
 
 
@@ -255,6 +255,7 @@ def _read_group(
     g["events"] = by_logical.get(
         "rocpd_event", pl.DataFrame(schema={c: pl.Int64 for c in SPECS["rocpd_event"][0]})
     )
+    g["event_lookup"] = events.event_lookup(g["events"], g["strings"])
     empty = pl.DataFrame()
     parts = [
         events.kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
