@@ -31,7 +31,7 @@ import json
 
 import polars as pl
 
-from traceadvisor.importers._kineto_raw import ARG_COLUMNS, COPY_COLUMNS, DIMS, XYZ_COLUMNS, to_ns
+from traceadvisor.importers._kineto_raw import ARG_COLUMNS, COPY_COLUMNS, DIMS, XYZ_COLUMNS
 from traceadvisor.trace import TraceMeta
 
 CAT_KIND: dict[str, str] = {
@@ -186,7 +186,7 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         .cast(pl.Int32, strict=False),  # a device id beyond int32 (damaged) is unknown
         stream=pl.when(is_gpu & (gpu_stream >= 0)).then(gpu_stream),
         start_ns=pl.col("ts_ns"),
-        dur_ns=pl.when(ph == "X").then(to_ns(pl.col("dur").fill_null(0.0))).otherwise(pl.lit(0, pl.Int64)),
+        dur_ns=pl.when(ph == "X").then(pl.col("dur_ns")).otherwise(pl.lit(0, pl.Int64)),
         correlation_id=pl.when(pl.col("a_corr") != 0).then(pl.col("a_corr")),
         external_id=pl.when(ext != 0).then(ext),
         bytes=pl.when(pl.col("kind") == "memory")

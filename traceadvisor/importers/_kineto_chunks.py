@@ -12,6 +12,7 @@ import msgspec
 import polars as pl
 
 from traceadvisor.importers._kineto_build import build, flow_frame
+from traceadvisor.importers._kineto_fast import raw_frame, use_scanner
 from traceadvisor.importers._kineto_load import Event, EventText
 from traceadvisor.importers._kineto_raw import range_frame
 from traceadvisor.progress import Progress
@@ -23,8 +24,12 @@ def chunk_result(
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Canonical rows, flow events and bookkeeping (skips, input count, metadata events) of one range of events
     given piece by piece."""
+    return raw_result(range_frame(pieces), rank)
+
+
+def raw_result(raw: pl.DataFrame, rank: int | None) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """``chunk_result`` of a range's raw frame (``_kineto_raw.range_frame`` or ``_kineto_fast.raw_frame``)."""
     meta = TraceMeta(path="", format="kineto")
-    raw = range_frame(pieces)
     info: dict[str, Any] = {
         "not_objects": raw.get_column("ph").null_count(),
         "metadata": metadata_events(raw),
@@ -81,10 +86,15 @@ def with_order_key(ev: pl.DataFrame, index: int) -> pl.DataFrame:
 
 
 def range_result(
-    text: EventText, a: int, b: int, rank: int | None
+    text: EventText, a: int, b: int, rank: int | None, scan: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """``chunk_result`` of the events in text range [a, b); when a piece cut falls inside an event, the range is
-    split exactly instead. Raises ``msgspec.DecodeError`` when [a, b) itself does not hold whole events."""
+    split exactly instead. Raises ``msgspec.DecodeError`` when [a, b) itself does not hold whole events.
+    ``scan``: by the compiled scanner (``_kineto_fast``), the msgspec path where it declines."""
+    if scan:
+        raw = raw_frame(text.mv, a, b)
+        if raw is not None:
+            return raw_result(raw, rank)
     try:
         return chunk_result(text.pieces(a, b), rank)
     except msgspec.DecodeError:
@@ -101,6 +111,7 @@ def import_chunks(
     """
     events, flows = [], []
     totals = new_totals()
+    scan = use_scanner(len(text.mv))
 
     def add(result: tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]) -> None:
         events.append(with_order_key(result[0], len(events)))
@@ -109,10 +120,10 @@ def import_chunks(
 
     for a, b in text.ranges():
         try:
-            add(range_result(text, a, b, rank))
+            add(range_result(text, a, b, rank, scan))
         except msgspec.DecodeError:
             for a2, b2 in text.exact_ranges(a):
-                add(range_result(text, a2, b2, rank))
+                add(range_result(text, a2, b2, rank, scan))
             break
         text.release(a, b)
         if progress is not None:

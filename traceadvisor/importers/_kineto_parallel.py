@@ -28,6 +28,7 @@ import msgspec
 import polars as pl
 
 from traceadvisor.importers._kineto_chunks import merge_info, new_totals, range_result, with_order_key
+from traceadvisor.importers._kineto_fast import use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, chunk_ranges
 from traceadvisor.progress import Progress
 from traceadvisor.trace import TraceMeta
@@ -82,9 +83,10 @@ _BUSY_SAMPLES = 5
 
 
 def build_range(
-    src: str, start: int, length: int, rank: int | None
+    src: str, start: int, length: int, rank: int | None, scan: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    """Decode the events in file bytes [start, start+length) and build their canonical rows and flows."""
+    """Decode the events in file bytes [start, start+length) and build their canonical rows and flows
+    (``scan``: with the compiled scanner, see ``_kineto_fast``)."""
     text = bytearray(length + 2)  # the range between "[" and "]", read in place (no copy)
     text[0], text[-1] = 0x5B, 0x5D
     with open(src, "rb") as f:
@@ -93,7 +95,7 @@ def build_range(
     if got != length:
         raise BadCut(f"read {got} of {length} bytes")
     try:
-        return range_result(EventText(text, text, 0), 1, length + 1, rank)
+        return range_result(EventText(text, text, 0), 1, length + 1, rank, scan)
     except msgspec.DecodeError as e:
         raise BadCut(str(e)) from e
 
@@ -116,12 +118,14 @@ def _start_workers(pool: cf.ProcessPoolExecutor, count: int) -> None:
             sys.modules["__main__"] = main
 
 
-def _build_to_files(src: str, start: int, length: int, rank: int | None, work: str, i: int) -> None:
+def _build_to_files(
+    src: str, start: int, length: int, rank: int | None, work: str, i: int, scan: bool = False
+) -> None:
     """Helper task: build one range and write its result as Arrow IPC files, the events one file per column
     (a mapped file stays resident while any of its columns is used: the sort then frees a range's old number
     columns one by one, about 0.1 GB of the benchmark's peak). The info file, written last, says the rest is
     complete."""
-    ev, flows, info = build_range(src, start, length, rank)
+    ev, flows, info = build_range(src, start, length, rank, scan)
     w = Path(work)
     for j, name in enumerate(ev.columns):
         ev.select(name).write_ipc(w / f"ev-{i}-{j}.arrow")
@@ -187,13 +191,14 @@ class Helpers:
         assert self.work is not None and self.pool is not None
         work = self.work
         ranges = chunk_ranges(loaded.events)
+        scan = use_scanner(len(loaded.events))
         src, base = _source(loaded, path, work)
         loaded.events = loaded.text = None  # every process reads the file; this copy of the text can go
         if progress is not None:
             progress.start(len(ranges), f"decoding {path.name} ({self.count + 1} processes)")
         try:
             tasks = {
-                i: self.pool.submit(_build_to_files, src, base + a, b - a, rank, str(work), i)
+                i: self.pool.submit(_build_to_files, src, base + a, b - a, rank, str(work), i, scan)
                 for i, (a, b) in enumerate(ranges)
             }
         except (RuntimeError, cf.process.BrokenProcessPool):  # the pool is gone: every range is built here
@@ -205,7 +210,7 @@ class Helpers:
             if i in tasks and not tasks[i].cancel():
                 break
             a, b = ranges[i]
-            mine[i] = build_range(src, base + a, b - a, rank)
+            mine[i] = build_range(src, base + a, b - a, rank, scan)
             if progress is not None:
                 progress.advance(1)
         deadline = time.monotonic() + HELPER_GRACE_S
@@ -218,7 +223,7 @@ class Helpers:
                 raise
             except (cf.TimeoutError, cf.process.BrokenProcessPool, OSError):
                 pass  # a dead or stuck helper: its range is built in _collect
-        return _collect(ranges, mine, work, src, base, rank, meta)
+        return _collect(ranges, mine, work, src, base, rank, meta, scan)
 
 
 def _read_ipc(path: Path) -> pl.DataFrame:
@@ -238,6 +243,7 @@ def _collect(
     base: int,
     rank: int | None,
     meta: TraceMeta,
+    scan: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """All ranges' results in order; a range a helper took but did not finish is built here."""
     events, flows = [], []
@@ -252,7 +258,7 @@ def _collect(
             )
             fl = _read_ipc(work / f"flows-{i}.arrow")
         else:  # the helper that took it died
-            ev, fl, info = build_range(src, base + a, b - a, rank)
+            ev, fl, info = build_range(src, base + a, b - a, rank, scan)
         events.append(with_order_key(ev, i))
         flows.append(fl)
         merge_info(meta, info, totals)

@@ -385,7 +385,8 @@ class ClassColumns:
         if self.flows:  # no name, duration or args: never imported as rows
             return pl.DataFrame(cols)
         cols["name"] = _str_series(lists["name"])
-        cols["dur"] = pl.Series(lists["dur"], dtype=pl.Float64, strict=False)
+        dur = pl.Series(lists["dur"], dtype=pl.Float64, strict=False)
+        cols["dur_ns"] = pl.select(to_ns(pl.lit(dur).fill_null(0.0))).to_series()
         cols["args_raw"] = text_column(*self.texts["args_raw"])
         if self.k:
             self._known_columns(cols)
@@ -461,7 +462,7 @@ class RangeColumns:
         the input position); arg columns no event of the range has stay absent."""
         frames = [c.frame() for _, c in sorted(self.classes.items())] or [ClassColumns(0).frame()]
         raw = pl.concat(frames, how="diagonal") if len(frames) > 1 else frames[0]
-        always = {**_LANE_COLUMNS, "name": pl.String, "dur": pl.Float64, "args_raw": pl.String}  # flows only
+        always = {**_LANE_COLUMNS, "name": pl.String, "dur_ns": pl.Int64, "args_raw": pl.String}  # flows only
         missing = [pl.lit(None, dtype=t).alias(c) for c, t in always.items() if c not in raw.columns]
         return raw.with_columns(missing) if missing else raw
 

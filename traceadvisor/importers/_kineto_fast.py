@@ -1,0 +1,236 @@
+"""The raw frame of a range of Kineto events from the compiled scanner (``_kineto_scan``): the same columns, types
+and values as the msgspec path (``_kineto_raw.range_frame``) without a Python object per event.
+
+Events the scanner marks unusual (an escape or a non-ASCII byte, a value of an unexpected type, ...) are decoded
+by the msgspec path and put back in input order; a range the scanner rejects is left to the msgspec path whole
+(``raw_frame`` returns None). Big texts only (``use_scanner``): numba's import costs about half a second.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import msgspec
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from traceadvisor.importers._kineto_load import _EVENTS, _RAWS, _one
+from traceadvisor.importers._kineto_raw import (
+    _CLASS_FIELDS,
+    _GPU_CLASS,
+    COPY_CATS,
+    FLOW_CLASS,
+    RangeColumns,
+    _CArray,
+    copy_fields,
+)
+
+# below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s)
+SCAN_MIN_BYTES = 32 << 20
+_STACK = 1024  # nesting the scanner follows (the msgspec decoder's limit is about 1,000)
+
+
+def use_scanner(text_bytes: int) -> bool:
+    """Whether to scan: ``TRACEADVISOR_KINETO_SCAN=1``/``0`` forces it; else for big texts, where numba is
+    installed."""
+    env = os.environ.get("TRACEADVISOR_KINETO_SCAN", "").strip()
+    if env in ("0", "1"):
+        return env == "1" and _scanner() is not None
+    return text_bytes >= SCAN_MIN_BYTES and _scanner() is not None
+
+
+def _scanner() -> Any:
+    try:
+        from traceadvisor.importers import _kineto_scan
+    except ImportError:  # numba missing or broken: the msgspec path
+        return None
+    # the scanner's key table and the args structs of _kineto_raw name the same keys (one place: the structs)
+    assert set(_kineto_scan.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
+    return _kineto_scan
+
+
+def _arg_columns() -> dict[str, tuple[str, str, tuple[int, ...]]]:
+    """JSON args key -> (raw column, how, the args classes that read it), from ``_kineto_raw``'s structs."""
+    out: dict[str, tuple[str, str, list[int]]] = {}
+    for i, (_, struct, fields) in enumerate(_CLASS_FIELDS):
+        keys = dict(zip(struct.__struct_fields__, struct.__struct_encode_fields__, strict=True))
+        for attr, col, how in fields:
+            entry = out.setdefault(keys[attr], (col, how, []))
+            entry[2].append(i + 1)
+    return {k: (c, h, tuple(cl)) for k, (c, h, cl) in out.items()}
+
+
+_ARGS = _arg_columns()
+# args key -> whether an event of class c reads it, at index c - FLOW_CLASS
+_CLASS_TABLES = {
+    key: np.isin(np.arange(FLOW_CLASS, len(_CLASS_FIELDS) + 1), classes)
+    for key, (_, _, classes) in _ARGS.items()
+}
+
+
+def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
+    """The raw frame of the events in ``mv[a:b]``; None when the scanner rejects the text."""
+    scan = _scanner()
+    buf = np.frombuffer(mv, np.uint8)
+    rows = _scan(scan, buf, a, b)
+    if rows is None:
+        return None
+    usual = rows[scan.FLAGS] == 0
+    if usual.all():
+        return _fast_frame(scan, buf, rows, np.arange(rows.shape[1], dtype=np.int32))
+    pos = np.arange(rows.shape[1], dtype=np.int32)
+    slow = _slow_frame(scan, mv, rows[:, ~usual], pos[~usual])
+    if slow is None:
+        return None
+    fast = _fast_frame(scan, buf, rows[:, usual], pos[usual])
+    return pl.concat([fast, slow], how="diagonal").sort("_pos")
+
+
+def _scan(scan: Any, buf: np.ndarray, a: int, b: int) -> np.ndarray | None:
+    """The scanner's rows for buf[a:b] (a view of this thread's reused array: fresh memory costs a page fault
+    per 4 kB, measured 0.4 of 1.0 CPU-s of a 94 MB scan); None when it rejects the text."""
+    out = getattr(_LOCAL, "out", None)
+    want = max(64, (b - a) // 256)
+    if out is None or out.shape[1] < want:
+        out = _LOCAL.out = np.empty((scan.NCOLS, want), np.int64)
+    stack = np.empty(_STACK, np.uint8)
+    n, p = 0, a
+    while True:
+        status, n, p = scan.scan(buf, p, b, out, n, stack)
+        if status == scan.OK:
+            return out[:, :n]
+        if status == scan.BAD:
+            return None
+        bigger = np.empty((scan.NCOLS, 2 * out.shape[1]), np.int64)
+        bigger[:, :n] = out[:, :n]
+        out = _LOCAL.out = bigger
+
+
+_LOCAL = threading.local()
+
+
+def _slow_frame(scan: Any, mv: memoryview, rows: np.ndarray, pos: np.ndarray) -> pl.DataFrame | None:
+    """The unusual events through the msgspec path, as ``_kineto_chunks.range_result`` would decode them."""
+    raws = [mv[s:e] for s, e in zip(rows[scan.EV_S].tolist(), rows[scan.EV_E].tolist(), strict=True)]
+    text = b"".join((b"[", b",".join(raws), b"]"))
+    try:
+        evs = _EVENTS.decode(text)
+    except msgspec.DecodeError:
+        try:
+            evs = [_one(r) for r in _RAWS.decode(text)]
+        except msgspec.DecodeError:
+            return None
+    cols = RangeColumns()
+    cols.add(evs)
+    raw = cols.frame()
+    return raw.with_columns(_pos=pl.Series(pos, dtype=pl.Int32).gather(raw.get_column("_pos")))
+
+
+def _mask(have: np.ndarray, bit: int) -> np.ndarray:
+    return ((have >> bit) & 1).astype(bool)
+
+
+def _int_col(values: np.ndarray, valid: np.ndarray, dtype: type = np.int64) -> pl.Series:
+    data = np.array(values, dtype=dtype)  # a copy: ``values`` may be the reused scan rows
+    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    arr = pa.Array.from_buffers(pa.from_numpy_dtype(dtype), len(data), [bitmap, pa.py_buffer(data)])
+    return pl.Series(_CArray(arr))
+
+
+def _str_col(
+    scan: Any, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, valid: np.ndarray, absent: bytes = b""
+) -> pl.Series:
+    """A String column of the byte spans where ``valid``: polars' own layout (string views), built in one pass;
+    elsewhere null, or the text ``absent`` when one is given."""
+    v, data = scan.views(
+        buf,
+        np.ascontiguousarray(starts),
+        np.ascontiguousarray(ends),
+        np.ascontiguousarray(valid),
+        np.frombuffer(absent, np.uint8),
+    )
+    bitmap = None if absent or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    arr = pa.Array.from_buffers(pa.string_view(), len(starts), [bitmap, pa.py_buffer(v), pa.py_buffer(data)])
+    return pl.Series(_CArray(arr))
+
+
+def _fast_frame(scan: Any, buf: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> pl.DataFrame:
+    n = rows.shape[1]
+    have = rows[scan.HAVE]
+    top = {k: i for i, k in enumerate(scan.TOP_KEYS)}
+
+    def string(key: str, col: int) -> pl.Series:
+        return _str_col(scan, buf, rows[col], rows[col + 1], _mask(have, top[key]))
+
+    def number(key: str, col: int) -> pl.Series:
+        return _int_col(rows[col], _mask(have, top[key]))
+
+    ph, cat = string("ph", scan.PH_S), string("cat", scan.CAT_S)
+    k = rows[scan.CLASS]
+    has_args = _mask(have, top["args"])
+    args = _str_col(scan, buf, rows[scan.ARGS_S], rows[scan.ARGS_E], has_args, b"{}")
+    cols: dict[str, pl.Series] = {
+        "ph": ph,
+        "cat": cat,
+        "pid_int": number("pid", scan.PID),
+        "tid_int": number("tid", scan.TID),
+        "ts_ns": number("ts", scan.TS),
+        "class_code": pl.Series(np.maximum(k, 0), dtype=pl.Int8),
+        "_pos": pl.Series(pos, dtype=pl.Int32),
+        "flow_id": number("id", scan.ID),
+        "pid_str": pl.repeat(None, n, dtype=pl.String, eager=True),
+        "tid_str": pl.repeat(None, n, dtype=pl.String, eager=True),
+        "scope": string("s", scan.SC_S),
+        "name": string("name", scan.NAME_S),
+        "dur_ns": _int_col(np.where(_mask(have, top["dur"]), rows[scan.DUR], 0), np.ones(n, bool)),
+        "args_raw": args,
+    }
+    cols.update(_known_args(scan, buf, rows, have, k))
+    frame = pl.DataFrame(cols)
+    return _with_copies(frame, k)
+
+
+def _known_args(
+    scan: Any, buf: np.ndarray, rows: np.ndarray, have: np.ndarray, k: np.ndarray
+) -> dict[str, pl.Series]:
+    """The known args columns, each on the rows of the args classes that read it (absent where no row has it)."""
+    out: dict[str, pl.Series] = {}
+    for j, key in enumerate(scan.ARG_KEYS):
+        col, how, classes = _ARGS[key]
+        valid = _mask(have, scan.ARG_BIT0 + j) & _CLASS_TABLES[key][k - FLOW_CLASS]
+        if not valid.any():
+            continue
+        if j < 12:
+            out[col] = _int_col(rows[scan.ARG_INT0 + j], valid)
+        elif j < 15:
+            s = scan.DIMS_S + 2 * (j - 12)
+            out[col] = _str_col(scan, buf, rows[s], rows[s + 1], valid)
+        else:
+            prefix = col.removesuffix("_txt")
+            g = scan.GEO0 + 3 * (j - 15)
+            for i, axis in enumerate("xyz"):
+                out[f"{prefix}_{axis}"] = _int_col(rows[g + i], valid, np.int32)
+    return out
+
+
+def _with_copies(frame: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
+    """copy_kind / src_memory / dst_memory / memory_inferred of the memcpy and memset events (as
+    ``ClassColumns._copies``), parsed once per distinct name."""
+    is_copy = pl.Series(k == _GPU_CLASS) & frame.get_column("cat").is_in(COPY_CATS).fill_null(False)
+    if not is_copy.any():
+        return frame
+    names = frame.filter(is_copy).get_column("name").drop_nulls().unique().to_list()
+    fields = {nm: copy_fields(nm) for nm in names}
+    name = pl.col("name")
+    out = {
+        col: pl.when(is_copy).then(
+            name.replace_strict({nm: f[j] for nm, f in fields.items()}, default=None, return_dtype=pl.String)
+        )
+        for j, col in enumerate(("copy_kind", "src_memory", "dst_memory"))
+    }
+    frame = frame.with_columns(**out)
+    inferred = pl.when(pl.col("src_memory").is_not_null() | pl.col("dst_memory").is_not_null()).then(False)
+    return frame.with_columns(memory_inferred=inferred)
