@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import multiprocessing
 import os
 import shutil
 import sys
@@ -165,6 +164,8 @@ class Helpers:
     def __enter__(self) -> Helpers:
         if self.count > 0:
             try:
+                import multiprocessing
+
                 self.pool = cf.ProcessPoolExecutor(
                     self.count, mp_context=multiprocessing.get_context("spawn")
                 )

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import sqlite3
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from traceadvisor.errors import InputError
-from traceadvisor.importers._sqlite import schema_names
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -76,6 +74,10 @@ class Probe:
         """Table and view names, when the input is SQLite."""
         if not self.is_sqlite:
             return set()
+        import sqlite3  # only for SQLite inputs (the import is a hundredth of a small trace's start-up)
+
+        from traceadvisor.importers._sqlite import schema_names
+
         try:
             return schema_names(self.path)
         except sqlite3.DatabaseError as e:

@@ -19,9 +19,10 @@ import polars as pl
 from markupsafe import Markup
 
 from traceadvisor import units
+from traceadvisor.report import docs, plotfig
 from traceadvisor.report import figures as F
-from traceadvisor.report import plotfig
 from traceadvisor.report import timeline as TL
+from traceadvisor.report.docs import doc_html
 from traceadvisor.report.job import ABSOLUTE_TIMES, job_context, on_job_clock
 from traceadvisor.report.table_layout import column_widths
 from traceadvisor.roofline import gemm_points
@@ -66,35 +67,6 @@ def plotly_js() -> Markup:
     js = PLOTLY_BUNDLE.read_text(encoding="utf-8")
     js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE).replace("<!--", "<\\!--")
     return Markup(js)  # safe: the bundle shipped with this package; closing tags neutralised above
-
-
-# a bare URL in a rule doc becomes a CommonMark autolink before rendering
-_BARE_URL = re.compile(r"(?<![<(\[])(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])")
-
-
-@lru_cache(maxsize=1)
-def _markdown():
-    """CommonMark (markdown-it-py, installed with rich) with raw HTML off: every ``<`` of the input is text."""
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": False})
-
-    def link_open(self, tokens, idx, options, env):
-        tokens[idx].attrSet("rel", "noopener noreferrer")
-        tokens[idx].attrSet("target", "_blank")
-        return self.renderToken(tokens, idx, options, env)
-
-    md.add_render_rule("link_open", link_open)
-    return md
-
-
-def doc_html(text: str | None) -> Markup:
-    """Rule docs and advice (written by rule authors, in Markdown) as HTML. Raw HTML is off, so a trace string
-    that ends up here can never become markup; links open in a new tab without referrer."""
-    if not text:
-        return Markup("")
-    html = _markdown().render(_BARE_URL.sub(r"<\1>", str(text).strip()))
-    return Markup(re.sub(r">\n<", "><", html).strip())  # safe: markdown-it escapes all text, html is off
 
 
 # ----------------------------------------------------------------------------------------------- value formatting
@@ -572,6 +544,7 @@ def render_html(result, *, timeline_opts: dict[str, Any] | None = None) -> str:
     ctx, figs = build_context(result, timeline_opts=timeline_opts)
     ctx["figures_json"] = figures_json(figs)
     ctx["plotly_js"] = plotly_js()
+    docs.save()
     return _env().get_template("report.html.j2").render(**ctx)
 
 

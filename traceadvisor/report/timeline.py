@@ -376,22 +376,24 @@ def _ms(ns: pl.Series, t0: int) -> pl.Series:
     return (ns.cast(pl.Int64) - t0).cast(pl.Float64) / 1e6
 
 
+def _interleave(a: list, b: list) -> list:
+    """a0, b0, gap, a1, b1, gap, ...: one SVG path draws every pair (a NaN, or a None, is a gap)."""
+    out: list = [None] * (3 * len(a))
+    out[0::3], out[1::3] = a, b
+    return out
+
+
 def _segment_xy(start_ms: pl.Series, end_ms: pl.Series, lane: pl.Series) -> tuple[dict, dict]:
     """Interleave segments as x0, x1, NaN (a gap) so that one path draws them all."""
-    nan = pl.lit(float("nan"))
-    df = pl.DataFrame({"a": start_ms, "b": end_ms, "y": lane.cast(pl.Float64)})
-    xy = df.select(x=pl.concat_list("a", "b", nan), y=pl.concat_list("y", "y", nan)).explode("x", "y")
-    return typed(xy["x"]), typed(xy["y"], "f")
+    y = lane.cast(pl.Float64).to_list()
+    return typed(_interleave(start_ms.to_list(), end_ms.to_list())), typed(_interleave(y, y), "f")
 
 
 def _tick_xy(x_ms: pl.Series, y_mid: pl.Series, half: float) -> tuple[dict, dict]:
     """Short vertical ticks at ``x_ms`` (one path for all of them, unlike one SVG node per marker)."""
-    nan = pl.lit(float("nan"))
-    df = pl.DataFrame({"x": x_ms, "y": y_mid.cast(pl.Float64)})
-    xy = df.select(
-        x=pl.concat_list("x", "x", nan), y=pl.concat_list(pl.col("y") - half, pl.col("y") + half, nan)
-    ).explode("x", "y")
-    return typed(xy["x"]), typed(xy["y"], "f")
+    x = x_ms.to_list()
+    y = y_mid.cast(pl.Float64)
+    return typed(_interleave(x, x)), typed(_interleave((y - half).to_list(), (y + half).to_list()), "f")
 
 
 def _segment_text(text: list[str | None]) -> list[str | None]:
