@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from traceadvisor.importers._kineto_load import _EVENTS, _RAWS, _one
 from traceadvisor.importers._kineto_raw import (
@@ -134,6 +133,8 @@ def _mask(have: np.ndarray, bit: int) -> np.ndarray:
 
 
 def _int_col(values: np.ndarray, valid: np.ndarray, dtype: type = np.int64) -> pl.Series:
+    import pyarrow as pa  # the scanner's path only (big traces): small imports run without it
+
     data = np.array(values, dtype=dtype)  # a copy: ``values`` may be the reused scan rows
     bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     arr = pa.Array.from_buffers(pa.from_numpy_dtype(dtype), len(data), [bitmap, pa.py_buffer(data)])
@@ -145,6 +146,8 @@ def _str_col(
 ) -> pl.Series:
     """A String column of the byte spans where ``valid``: polars' own layout (string views), built in one pass;
     elsewhere null, or the text ``absent`` when one is given."""
+    import pyarrow as pa  # the scanner's path only (big traces): small imports run without it
+
     v, data = scan.views(
         buf,
         np.ascontiguousarray(starts),
