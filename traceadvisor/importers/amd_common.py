@@ -91,7 +91,8 @@ def pack(df: pl.DataFrame, raw: Iterable[str] = ()) -> pl.DataFrame:
     """Move every non-canonical column into ``args`` (JSON), merged after an existing ``args`` column.
 
     Rows are grouped by which extra columns they fill, and each group is encoded with one ``json_encode`` of
-    a struct of exactly those columns, so no ``null`` keys are written and the cost is one pass per group.
+    a struct of exactly those plain columns, followed by its ``raw`` (JSON text) columns in one concatenation,
+    so no ``null`` keys are written and the cost is one pass per group (a raw text is copied once).
     """
     raw_set = set(raw)
     extra = [c for c in df.columns if c not in COLUMN_NAMES]
@@ -99,23 +100,28 @@ def pack(df: pl.DataFrame, raw: Iterable[str] = ()) -> pl.DataFrame:
         return df
     plain = [c for c in extra if c not in raw_set]
     raws = [c for c in extra if c in raw_set]
-    mask = (
-        pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int64) * (1 << i) for i, c in enumerate(plain)])
-        if plain
-        else pl.lit(0, dtype=pl.Int64)
-    )
-    work = df.select(plain + raws).with_row_index("_r").with_columns(mask.alias("_m"))
+    both = plain + raws
+    mask = pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int64) * (1 << i) for i, c in enumerate(both)])
+    work = df.select(both).with_row_index("_r").with_columns(mask.alias("_m"))
     parts = []
     for (m,), g in work.group_by("_m"):
         cols = [c for i, c in enumerate(plain) if (int(m) >> i) & 1]
-        enc = pl.struct(cols).struct.json_encode() if cols else pl.lit("{}")
-        if raws:
-            enc = merge_json(enc, json_object(raws, raws))
-        parts.append(g.select("_r", enc.alias("_args")))
+        present = [c for i, c in enumerate(raws) if (int(m) >> (len(plain) + i)) & 1]
+        parts.append(g.select("_r", _group_json(cols, present).alias("_args")))
     args = pl.concat(parts).sort("_r").get_column("_args")
     if "args" in df.columns:
         args = df.select(merge_json(pl.col("args"), pl.lit(args))).to_series()
     return df.drop(extra).with_columns(args.alias("args"))
+
+
+def _group_json(cols: list[str], raws: list[str]) -> pl.Expr:
+    """The JSON object of rows whose plain ``cols`` and raw-JSON ``raws`` are all non-null."""
+    if not raws:
+        return pl.struct(cols).struct.json_encode() if cols else pl.lit("{}")
+    pieces = [pl.struct(cols).struct.json_encode().str.strip_suffix("}")] if cols else []
+    for i, c in enumerate(raws):
+        pieces += [pl.lit(("," if cols or i else "{") + f'"{c}":'), pl.col(c)]
+    return pl.concat_str([*pieces, pl.lit("}")])
 
 
 def merge_json(a: pl.Expr, b: pl.Expr) -> pl.Expr:
