@@ -12,6 +12,11 @@ the interpreter's own start-up (site, .pth files of the environment) is part of 
 install does (otherwise every run compiles the package from source, 0.15 s here).
 
     python benchmarks/bench_startup.py [--runs 5] [--trace PATH]
+    python benchmarks/bench_startup.py --stages [--runs 5]   # where the small analyze's time goes
+
+``--stages`` runs the same ``analyze --html`` in-process in fresh processes, stage by stage (the modules each
+stage imports first are part of its time: numpy is imported on its own line so that it is not charged to
+whichever stage imports it first), and prints the median wall and CPU seconds of each stage.
 """
 
 from __future__ import annotations
@@ -44,12 +49,83 @@ def wall(cmd: list[str], env: dict[str, str], runs: int) -> list[tuple[float, fl
     return out
 
 
+# one fresh process: stage name -> (wall s, CPU s), printed as JSON on stdout
+STAGES = r"""
+import json, os, sys, time
+os.environ.setdefault("POLARS_ENGINE_AFFINITY", "in-memory")  # as the CLI sets it
+out, last = {}, [time.perf_counter(), time.process_time()]
+def mark(name):
+    w, c = time.perf_counter(), time.process_time()
+    out[name] = (w - last[0], c - last[1])
+    last[:] = [w, c]
+import click
+mark("click (the CLI's modules)")
+import polars
+mark("polars")
+import numpy
+mark("numpy")
+from traceadvisor.importers import load_trace
+mark("importer modules")
+from traceadvisor.analysis import run_analysis
+mark("engine, summary, replay modules")
+from traceadvisor.report.html import write_html
+mark("report modules")
+trace = load_trace(sys.argv[1], cache=False)
+mark("trace import: read, normalize")
+from traceadvisor.engine.loader import load_rules
+load_rules()
+mark("rule files loaded")
+res, _ = run_analysis([trace])
+mark("rules, replay, summary (run_analysis)")
+write_html(res, sys.argv[2])
+mark("HTML report (figures, docs, template)")
+print(json.dumps(out))
+"""
+
+
+def stages(trace: Path, runs: int, env: dict[str, str]) -> int:
+    """Median wall and CPU seconds of each stage of a small ``analyze --html`` (see ``STAGES``)."""
+    import json
+
+    rows: dict[str, list[tuple[float, float]]] = {}
+    before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    interp = wall([sys.executable, "-c", "pass"], env, runs)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**env, "TRACEADVISOR_CACHE_DIR": str(Path(tmp) / "cache")}
+        cmd = [sys.executable, "-c", STAGES, str(trace), str(Path(tmp) / "r.html")]
+        run = dict(
+            env=env, check=True, capture_output=True, text=True, cwd=ROOT
+        )  # ROOT's code, as -m runs it
+        subprocess.run(cmd, **run)  # warm-up: bytecode, templates, docs
+        for _ in range(runs):
+            got = json.loads(subprocess.run(cmd, **run).stdout)
+            for k, v in got.items():
+                rows.setdefault(k, []).append(tuple(v))
+    after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{trace.name}, {runs} fresh processes, load average {before} -> {after}\n")
+    print("| stage | wall s (median) | CPU s (median) |\n|---|---:|---:|")
+    med = statistics.median
+    print(
+        f"| interpreter (python -c pass, whole process) | {med(w for w, _ in interp):.3f} | "
+        f"{med(c for _, c in interp):.3f} |"
+    )
+    for k, v in rows.items():
+        print(f"| {k} | {med(w for w, _ in v):.3f} | {med(c for _, c in v):.3f} |")
+    tw = med(sum(x[0] for x in t) for t in zip(*rows.values(), strict=True))
+    tc = med(sum(x[1] for x in t) for t in zip(*rows.values(), strict=True))
+    print(f"| all stages (in-process) | {tw:.3f} | {tc:.3f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--trace", type=Path, default=SMALL)
+    ap.add_argument("--stages", action="store_true", help="Time the stages of the small analyze instead.")
     a = ap.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if a.stages:
+        return stages(a.trace, a.runs, env)
     with tempfile.TemporaryDirectory() as tmp:
         env["TRACEADVISOR_CACHE_DIR"] = str(Path(tmp) / "cache")
         html = Path(tmp) / "small.html"
