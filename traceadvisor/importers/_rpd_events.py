@@ -9,6 +9,7 @@ from traceadvisor.importers import amd_common as ac
 from traceadvisor.trace import TraceMeta
 
 KERNEL_OPTYPES = ("KernelExecution", "Kernel")
+GRID = ("gridX", "gridY", "gridZ")
 
 
 def _named(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -149,6 +150,9 @@ def gpu_rows(
         ka = _named(ka, strings, "kernelName_id", "api_kernel_name").rename(
             {"api_ptr_id": "api_id", "stream": "api_stream"}
         )
+        ka = ka.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in GRID if c not in ka.columns)
+        # the recorded grid as a list, built on the launch rows (a list per op row costs more than the join)
+        ka = ka.with_columns(_grid_list=pl.concat_list(*GRID))
         op = op.join(ka.drop("kernelName_id").lazy(), on="api_id", how="left")
     ca = frames.get("rocpd_copyapi")
     if ca is not None and ca.height:
@@ -193,6 +197,7 @@ def gpu_rows(
             for c in ("api_stream", "copy_stream", "api_kernel_name")
             if c not in names
         ]
+        + ([pl.lit(None, dtype=pl.List(pl.Int64)).alias("_grid_list")] if "_grid_list" not in names else [])
     )
     if codeobj is not None and codeobj.height:
         op = op.join(codeobj.lazy().rename({"id": "codeObject_id"}), on="codeObject_id", how="left")
@@ -237,9 +242,7 @@ def gpu_rows(
     lost_desc = pl.col("description_id").is_not_null() & ~pl.col("description_id").is_in(known)
     unknown = pl.when(lost_desc).then(unknown_name("description_id")).otherwise(unknown_name("opType_id"))
     op = op.with_columns(
-        name=pl.when(is_k)
-        .then(pl.coalesce("description", "api_kernel_name", "op_type", unknown))
-        .otherwise(pl.coalesce("description", "op_type", unknown)),
+        name=pl.coalesce("description", pl.when(is_k).then(pl.col("api_kernel_name")), "op_type", unknown),
         start_ns=pl.col("start"),
         dur_ns=ac.duration("start", "end"),
         device=pl.col("gpuId"),
@@ -253,7 +256,7 @@ def gpu_rows(
         scratch_bytes_per_item=pl.when(has_grid).then(pl.col("privateSegmentSize")),
         registers=pl.when(is_k).then(ac.positive("vgpr")),
         sgpr_count=pl.when(is_k).then(ac.positive("sgpr")),
-        grid_recorded=pl.when(has_grid & workitems).then(pl.concat_list("gridX", "gridY", "gridZ")),
+        grid_recorded=pl.when(has_grid & workitems).then(pl.col("_grid_list")),
         grid_rule=pl.when(has_grid & workitems)
         .then(pl.lit("work-items / workgroup (launch API takes global size)"))
         .when(has_grid)
