@@ -573,3 +573,15 @@ def test_trace_health_is_shown():
     health = html[html.index('class="health"') : html.index("</ul>", html.index('class="health"'))]
     assert "7 input events of 1,000 read were not imported (unknown phase: 7)" in health
     assert "args.flows" not in health
+
+
+@pytest.mark.parametrize(
+    "js",
+    ["a</script>b", "x</SCRIPT y <!-- z", "ok </div> </", "", "a</scrip", "<!-- only", "</sCrIpT></script"],
+)
+def test_inlined_javascript_cannot_close_its_script_block(js):
+    from traceadvisor.report.html import script_safe
+
+    out = script_safe(js)
+    assert "</script" not in out.lower() and "<!--" not in out
+    assert out == re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE).replace("<!--", "<\\!--")
