@@ -9,12 +9,14 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
   (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
 * one import cache per run (a session temp dir shared by the workers): a corpus file parsed by one test is read
   back from Parquet by every later one;
+* the objects alive after collection are frozen out of the garbage collector's scans (``gc.freeze``);
 * compiled modules are cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so the CLI
   subprocesses and the second worker do not compile the package again.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -26,6 +28,13 @@ SHARED = Path(os.environ.get("TRACEADVISOR_SHARED", ROOT.parent / "shared"))
 TRACES = SHARED / "traces"
 
 sys.dont_write_bytecode = False  # see the module docstring; subprocesses read what this process writes
+
+
+def pytest_collection_finish(session):
+    """What is alive once the tests are collected (the imported libraries, the test modules) is moved out of the
+    garbage collector's reach (``gc.freeze``): every full collection would scan it again, and the tests that
+    parse or build many objects trigger hundreds (measured: test_kineto_import 36 -> 27 CPU-s)."""
+    gc.freeze()
 
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:

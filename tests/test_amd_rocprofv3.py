@@ -9,6 +9,7 @@ import shutil
 
 import polars as pl
 import pytest
+import raw_json
 
 from traceadvisor.cli.main import main
 from traceadvisor.errors import InputError
@@ -39,7 +40,7 @@ def mi350x(traces_dir):
 @pytest.fixture(scope="module")
 def mi350x_doc(traces_dir) -> dict:
     """The JSON file itself, parsed once for the tests that count against it (they only read it)."""
-    return json.loads(gzip.decompress((traces_dir / JSON_GZ).read_bytes()))
+    return raw_json.doc(traces_dir / JSON_GZ)
 
 
 def test_json_counts_device_and_classes(mi350x, mi350x_doc):

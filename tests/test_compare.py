@@ -5,13 +5,13 @@ Real-trace expectations are computed from the trace JSON itself (json + gzip), n
 
 from __future__ import annotations
 
-import gzip
 import json
 from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
 import pytest
+import raw_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -361,7 +361,7 @@ GEMM_SOURCE_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 @lru_cache(maxsize=16)
 def source_scope(path: Path) -> tuple[list[dict], list[dict]]:
     """From the JSON: all events, and the GPU events launched (runtime call start) inside the ProfilerStep."""
-    ev = json.load(gzip.open(path))["traceEvents"]
+    ev = raw_json.doc(path)["traceEvents"]
     step = next(e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep"))
     lo, hi = step["ts"], step["ts"] + step["dur"]
     launch = {
@@ -470,7 +470,7 @@ def test_vendor_pair_verdict_names_the_attention_kernels(pairs):
 
 def test_qwen_work_queued_before_the_capture_is_reported(pairs, traces_dir):
     _, c = pairs["qwen1.5_0.5b_chat"]
-    ev = json.load(gzip.open(traces_dir / "torch" / "tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz"))[
+    ev = raw_json.doc(traces_dir / "torch" / "tracelens_h100_qwen1.5_0.5b_chat_inference.json.gz")[
         "traceEvents"
     ]
     launched = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")}
@@ -499,7 +499,7 @@ def test_pinned_vs_pageable_reports_copy_time_saved_and_mem001_resolved(traces_d
     assert pin["new_gbps"] == pytest.approx(truth["h2d_pinned"]["copy_gbps"], rel=0.15)
     # copy time saved, against the JSON
     src = [
-        sum(e["dur"] for e in json.load(gzip.open(p))["traceEvents"] if e.get("cat") == "gpu_memcpy") * 1000
+        sum(e["dur"] for e in raw_json.doc(p)["traceEvents"] if e.get("cat") == "gpu_memcpy") * 1000
         for p in paths
     ]
     row = c.headline.filter(pl.col("metric") == "host/device copies per step").row(0, named=True)

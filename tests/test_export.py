@@ -3,15 +3,13 @@ back by traceadvisor's own Kineto importer into the source's events."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import shutil
 import tarfile
-from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 import pytest
+import raw_json
 import trace_event_rules
 from conftest import ROOT, TRACES
 
@@ -78,10 +76,7 @@ def _normalised(trace) -> pl.DataFrame:
 
 
 def _read(path: Path):
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    return json.loads(raw, parse_float=Decimal)
+    return raw_json.decode(raw_json.read_bytes(path), exact=True)
 
 
 @pytest.mark.parametrize("fmt", ["chrome", "perfetto"])

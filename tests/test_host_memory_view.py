@@ -22,7 +22,7 @@ def test_rocm_pytorch_trace_gets_the_inference():
     path = TORCH / "tracelens_mi300x_timesformer_k400_inference.json.gz"
     raw = _host_copies(kineto.read(path))
     assert not raw.get_column("args").str.contains("memory_inference").any()
-    big = _host_copies(load_trace(path, cache=False)).filter(pl.col("bytes") > 30_000_000).row(0, named=True)
+    big = _host_copies(load_trace(path)).filter(pl.col("bytes") > 30_000_000).row(0, named=True)
     mi = json.loads(big["args"])["memory_inference"]
     # 38.5 MB in 1.09 ms = 35.4 GB/s on MI300X (PCIe Gen5, 55 GB/s practical pinned): between the bands
     assert mi["link_pinned_gbs"] == 55.0 and abs(mi["gbps"] - 35.36) < 0.01
@@ -32,7 +32,7 @@ def test_rocm_pytorch_trace_gets_the_inference():
 
 def test_recorded_memory_kinds_are_kept():
     path = TORCH / "h200_h2d_pageable.pt.trace.json.gz"
-    tr = load_trace(path, cache=False)
+    tr = load_trace(path)
     c = _host_copies(tr)
     assert c.height and set(c.get_column("src_memory")) == {"pageable"}
     assert c.get_column("memory_inferred").to_list() == [False] * c.height

@@ -1,4 +1,5 @@
-"""The torch.profiler (Kineto) importer against the real corpus: counts come from the JSON itself (json module)."""
+"""The torch.profiler (Kineto) importer against the real corpus: counts come from the JSON itself (tests/raw_json.py,
+an untyped parse, not the importer's)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import raw_json
 from click.testing import CliRunner
 from conftest import TRACES
 
@@ -30,8 +32,8 @@ GPU_CATS = {
 
 
 def _source(path: Path) -> tuple[dict, list[dict]]:
-    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
-        doc = json.load(f)
+    """The parsed file (shared per process: read only) and its events."""
+    doc = raw_json.doc(path)
     if isinstance(doc, list):
         return {}, doc
     return doc, doc["traceEvents"]
@@ -214,8 +216,7 @@ def test_absolute_fractional_times_are_exact():
     """formats.md 1.3: absolute epoch us with 3 decimals are written from integer ns and convert exactly; through
     float64 (~0.25 us resolution at 1.7e15 us) 4,325 of this file's 4,350 kernel starts were up to 125 ns off."""
     path = _by_name("hta_v100_rank0_ns_timeunit")
-    with gzip.open(path, "rb") as f:
-        events = json.loads(f.read(), parse_float=Decimal)["traceEvents"]
+    events = raw_json.events(path, exact=True)
     kernels = [e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"]
     want = sorted(
         (e["args"]["correlation"], int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000))

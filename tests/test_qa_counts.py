@@ -8,7 +8,6 @@ section 0.2, the skipped-events accounting, int64 ns columns, device names (PROV
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import re
 import sqlite3
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import raw_json
 from conftest import TRACES
 
 from traceadvisor.importers import load_trace
@@ -59,7 +59,7 @@ KINETO_KINDS = {
 
 
 def kineto(p: Path) -> Source:
-    doc = json.loads(gzip.decompress(p.read_bytes()), parse_float=Decimal)
+    doc = raw_json.doc(p, exact=True)
     events = doc if isinstance(doc, list) else doc["traceEvents"]
     base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
     counts: Counter = Counter()
@@ -234,7 +234,7 @@ def v3_csv(p: Path) -> Source:
 
 
 def v3_json(p: Path) -> Source:
-    doc = json.loads(gzip.decompress(p.read_bytes()))
+    doc = raw_json.doc(p)
     counts: Counter = Counter()
     kernels = []
     for proc in doc["rocprofiler-sdk-tool"]:

@@ -116,13 +116,19 @@ def page(tmp_path_factory):
         html.replace("<style>", HOOK + "<style>", 1).replace("</body>", PROBE + "</body>", 1),
         encoding="utf-8",
     )
+    # one Chromium run for the DOM, the console and the screenshot (of the probed page, after the probe's click)
+    shot = Path(os.environ.get("TRACEADVISOR_SCREENSHOT_DIR", tmp)) / "report.png"
     run = chromium(
-        probe.as_uri(), tmp, "--dump-dom", "--enable-logging=stderr", "--v=0", "--window-size=1400,1000"
+        probe.as_uri(),
+        tmp,
+        "--dump-dom",
+        f"--screenshot={shot}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1400,2400",
     )
     dom = Dom()
     dom.feed(run.stdout)
-    shot = Path(os.environ.get("TRACEADVISOR_SCREENSHOT_DIR", tmp)) / "report.png"
-    chromium(report.as_uri(), tmp, f"--screenshot={shot}", "--window-size=1400,2400")
     return {"dom": dom, "stderr": run.stderr, "html": html, "screenshot": shot, "tmp": tmp}
 
 

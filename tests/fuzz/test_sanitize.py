@@ -155,7 +155,7 @@ def test_long_gaps_and_long_events_are_kept():
 
 def test_files_on_clocks_days_apart_are_kept():
     """A folder's files recorded on separate boot clocks (rocprofv3 doc samples: 13 days apart) are real."""
-    tr = load_trace(TRACES / "rocprofv3/rocprofiler_sdk_doc_samples", cache=False)
+    tr = load_trace(TRACES / "rocprofv3/rocprofiler_sdk_doc_samples")  # through the run's import cache
     assert tr.events.height == 17 and "sanitized" not in tr.meta.extra
 
 
@@ -179,7 +179,7 @@ REAL = [
 
 @pytest.mark.parametrize("rel", REAL)
 def test_real_traces_pass_unchanged_and_survive_odd_values(tmp_path, rel):
-    tr = load_trace(TRACES / rel, cache=False)
+    tr = load_trace(TRACES / rel)  # through the run's import cache (the cached import is the importer's own)
     assert "sanitized" not in tr.meta.extra
     assert not any(tr.meta.skip_kind(r) is SkipKind.MALFORMED for r in tr.meta.skipped), tr.meta.skipped
     for col, value, _ in (CASES[0], CASES[5], CASES[8], CASES[10]):

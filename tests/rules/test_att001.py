@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -23,7 +23,7 @@ def test_examples():
 
 
 def _softmax_calls(path: str, shape: list[int]) -> int:
-    ev = json.load(gzip.open(TRACES / path))["traceEvents"]
+    ev = raw_json.doc(TRACES / path)["traceEvents"]
     return sum(
         1
         for e in ev

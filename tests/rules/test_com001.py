@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -27,7 +26,7 @@ def test_examples():
 def _exposed_from_json(path):
     """Collective (nccl) kernel time and the part of it not covered by other kernels, by plain interval sweeps
     (over the kernels launched inside the capture)."""
-    d = json.load(gzip.open(TRACES / path))
+    d = raw_json.doc(TRACES / path)
     ev = d["traceEvents"]
     # kernels launched before the profiler started (correlation older than every runtime call) are not counted
     first = min(

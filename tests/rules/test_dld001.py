@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -26,7 +24,7 @@ def test_examples():
 
 def _idle_in_fetches_from_json(path):
     """GPU idle time inside the DataLoader spans, by a plain interval sweep over the (legacy list) JSON."""
-    d = json.load(gzip.open(TRACES / path))
+    d = raw_json.doc(TRACES / path)
     ev = d if isinstance(d, list) else d["traceEvents"]
     spans = [
         (float(e["ts"]), float(e["ts"]) + float(e["dur"]))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections import defaultdict
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -63,7 +63,7 @@ def test_mix_flags_the_planted_shapes_only(mix):
 
 def _raw_mix_tflops():
     """TFLOP/s per shape straight from the JSON: FLOPs of each aten::mm/bmm, GPU time of kernels with its External id."""
-    d = json.load(gzip.open(TRACES / MIX))
+    d = raw_json.doc(TRACES / MIX)
     ops, kern = {}, defaultdict(float)
     for e in d["traceEvents"]:
         a = e.get("args", {})

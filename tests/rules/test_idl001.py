@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -27,7 +25,7 @@ def test_examples():
 
 def _host_bound_gaps_from_json(path, max_gap_us):
     """Idle gaps on device 0 whose next GPU activity's launch call ended after the gap began (read from the JSON)."""
-    d = json.load(gzip.open(TRACES / path))
+    d = raw_json.doc(TRACES / path)
     ev = d["traceEvents"]
     gpu = sorted(
         (float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["args"].get("correlation"))

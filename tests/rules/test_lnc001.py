@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import sqlite3
 import statistics
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -27,7 +26,7 @@ def test_examples():
 
 def test_launch_bound_kineto():
     (f,) = run(trace("torch/h200_launch_bound.pt.trace.json.gz")).findings
-    d = json.load(gzip.open(TRACES / "torch/h200_launch_bound.pt.trace.json.gz"))
+    d = raw_json.doc(TRACES / "torch/h200_launch_bound.pt.trace.json.gz")
     kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
     launches = {
         e["args"]["correlation"]: e["dur"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import corpus_files, ids, load_or_skip, rule, trace
 
@@ -25,8 +25,7 @@ def _run(t):
 
 
 def _json_events(path: Path) -> list[dict]:
-    with gzip.open(path) as f:
-        doc = json.load(f)
+    doc = raw_json.doc(path)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 

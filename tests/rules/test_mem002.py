@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, trace
 
@@ -23,8 +23,7 @@ def _run(t, options=None):
 
 
 def _json_events(rel: str) -> list[dict]:
-    with gzip.open(TRACES / rel) as f:
-        doc = json.load(f)
+    doc = raw_json.doc(TRACES / rel)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, trace
 
@@ -22,8 +20,7 @@ def _run(t):
 
 
 def _json_events(rel: str) -> list[dict]:
-    with gzip.open(TRACES / rel) as f:
-        return json.load(f)["traceEvents"]
+    return raw_json.events(TRACES / rel)
 
 
 def test_examples():

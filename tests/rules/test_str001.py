@@ -3,12 +3,12 @@ and the CLI's --job path. The 64-rank synthetic jobs are in tests/test_job.py.""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import statistics
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
@@ -37,7 +37,7 @@ def test_single_rank_traces_do_not_run_or_list_the_cross_rank_rule():
 
 def _sendrecv_from_json(path):
     """(start, end) in ns of each NCCL kernel of the rank, in start order, read straight from the JSON."""
-    d = json.load(gzip.open(TRACES / path))
+    d = raw_json.doc(TRACES / path)
     k = [
         (round(float(e["ts"]) * 1000), round((float(e["ts"]) + float(e["dur"])) * 1000))
         for e in d["traceEvents"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import sqlite3
 
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, trace
 
@@ -24,8 +24,7 @@ def _run(t):
 
 
 def _json_events(rel: str) -> list[dict]:
-    with gzip.open(TRACES / rel) as f:
-        doc = json.load(f)
+    doc = raw_json.doc(TRACES / rel)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import gzip
-import json
 
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, trace
 
@@ -55,8 +55,7 @@ def test_healthy_traces_are_silent(rel):
 
 def test_cupti_range_profile_has_launches_but_no_gpu_activity():
     rel = "torch/hta_a100_cupti_profiler_range.json.gz"
-    with gzip.open(TRACES / rel) as fh:
-        ev = json.load(fh)["traceEvents"]
+    ev = raw_json.events(TRACES / rel)
     launches = sum(1 for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel")
     (f,) = _run(trace(rel)).findings
     assert f.evidence["problem_kinds"] == ["no GPU activity"] and f.count == launches == 77

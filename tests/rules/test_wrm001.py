@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import polars as pl
 import pytest
+import raw_json
 from conftest import TRACES
 from corpus_check import rule, trace
 
@@ -50,8 +50,7 @@ def test_compile_spans_are_merged_not_summed():
     # merged episodes never overlap, so their impacts add up to the union of the spans
     assert (episodes["start_ns"].shift(-1) > episodes["end_ns"]).drop_nulls().all()
     # the sum of the (dynamo_timed) spans in the JSON is far larger than what is attributed to them
-    with gzip.open(TRACES / rel) as fh:
-        ev = json.load(fh)["traceEvents"]
+    ev = raw_json.events(TRACES / rel)
     nested = sum(e["dur"] for e in ev if str(e.get("name")).endswith("(dynamo_timed)")) * 1e3
     compile_ns = rows.filter(pl.col("what") == "torch.compile")["impact_ns"].sum()
     assert nested > 3 * compile_ns
