@@ -197,3 +197,19 @@ def test_escaped_keys_and_unicode_escapes(tmp_path, monkeypatch):
 def test_damaged_text_is_handled_as_the_msgspec_path_does(tmp_path, monkeypatch, tail):
     head = json.dumps({"schemaVersion": 1, "traceEvents": ODD[:3]})[:-2] + ", "
     _same(_write(tmp_path / "bad.json", [], head + tail), monkeypatch)
+
+
+def test_ranges_in_threads_equal_one_thread(tmp_path, monkeypatch):
+    from traceadvisor.importers import _kineto_load
+
+    path = tmp_path / "t.json"
+    path.write_bytes(
+        gzip.decompress((TRACES / "torch" / "hta_a100_ddp_2rank_rank0_nccl.json.gz").read_bytes())
+    )
+    monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 256 << 10)  # some 40 ranges
+    monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", "1")
+    out = []
+    for workers in ("2", "1"):
+        monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
+        out.append(kineto.read(path))
+    assert out[0].events.equals(out[1].events) and out[0].meta.to_dict() == out[1].meta.to_dict()

@@ -4,8 +4,11 @@ workers."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import functools
 import json
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -102,10 +105,16 @@ def range_result(
 
 
 def import_chunks(
-    text: EventText, meta: TraceMeta, rank: int | None, progress: Progress | None = None
+    text: EventText,
+    meta: TraceMeta,
+    rank: int | None,
+    progress: Progress | None = None,
+    threads: int = 1,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Canonical events and flow events of the whole events array, built range by range so that only one
-    range's intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``).
+    """Canonical events and flow events of the whole events array, built range by range so that only a few
+    ranges' intermediate columns are alive at a time, and the merged bookkeeping (see ``chunk_result``).
+    ``threads`` > 1: ranges built by that many threads at once, when the compiled scanner does the decoding (it
+    and polars run without the GIL; msgspec's decode holds it, see ``_kineto_parallel`` for processes).
 
     When a range does not decode on its own (a cut fell inside an event), the rest of the array is split exactly.
     """
@@ -118,9 +127,9 @@ def import_chunks(
         flows.append(result[1])
         merge_info(meta, result[2], totals)
 
-    for a, b in text.ranges():
+    for a, b, result in _range_results(text, rank, scan, threads if scan else 1):
         try:
-            add(range_result(text, a, b, rank, scan))
+            add(result())
         except msgspec.DecodeError:
             for a2, b2 in text.exact_ranges(a):
                 add(range_result(text, a2, b2, rank, scan))
@@ -131,3 +140,30 @@ def import_chunks(
     if not events:
         add(chunk_result([], rank))
     return pl.concat(events, rechunk=False), pl.concat(flows), totals
+
+
+Result = tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]
+
+
+def _range_results(
+    text: EventText, rank: int | None, scan: bool, threads: int
+) -> Iterator[tuple[int, int, Callable[[], Result]]]:
+    """(a, b, a call giving ``range_result`` of [a, b)) for every range, in order: computed when called, or, with
+    ``threads`` > 1, by a pool that works at most ``threads`` ranges ahead of the caller. A caller that stops
+    early (a range that does not decode) cancels the rest."""
+    ranges = text.ranges()
+    if threads <= 1:
+        for a, b in ranges:
+            yield a, b, functools.partial(range_result, text, a, b, rank, scan)
+        return
+    with cf.ThreadPoolExecutor(threads, thread_name_prefix="traceadvisor-kineto") as pool:
+        queued: deque[cf.Future] = deque()
+        todo = iter(ranges)
+        try:
+            for a, b in ranges:
+                while len(queued) < threads + 1 and (nxt := next(todo, None)) is not None:
+                    queued.append(pool.submit(range_result, text, *nxt, rank, scan))
+                yield a, b, queued.popleft().result
+        finally:
+            for f in queued:
+                f.cancel()

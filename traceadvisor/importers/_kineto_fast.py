@@ -8,7 +8,9 @@ by the msgspec path and put back in input order; a range the scanner rejects is 
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import threading
 from typing import Any
 
@@ -41,14 +43,37 @@ def use_scanner(text_bytes: int) -> bool:
     return text_bytes >= SCAN_MIN_BYTES and _scanner() is not None
 
 
+@functools.cache
 def _scanner() -> Any:
+    """The scanner module, its compiled code loaded (from numba's cache: compiled on the first run only); None
+    where numba is missing or broken."""
     try:
         from traceadvisor.importers import _kineto_scan
-    except ImportError:  # numba missing or broken: the msgspec path
+    except ImportError:
         return None
     # the scanner's key table and the args structs of _kineto_raw name the same keys (one place: the structs)
     assert set(_kineto_scan.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
+    _load(_kineto_scan)
     return _kineto_scan
+
+
+def _load(scan: Any) -> None:
+    """Load the compiled code with a first call on tiny inputs of the types the importer passes. numba's set-up
+    probes for a BLAS by importing SciPy (0.5-1 CPU-s): the scanner needs none, so where nothing imported SciPy
+    yet, that probe is answered "absent" during the load (numba then declines only np.dot and np.linalg in
+    compiled code, which nothing in traceadvisor uses)."""
+    block = "scipy" not in sys.modules
+    if block:
+        sys.modules["scipy"] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
+    try:
+        text = np.frombuffer(bytearray(b'{"ph": "X"}'), np.uint8)
+        scan.scan(text, 0, len(text), np.empty((scan.NCOLS, 1), np.int64), 0, np.empty(_STACK, np.uint8))
+        one = np.zeros(1, np.int64)
+        scan.views(text, one, one, np.ones(1, bool), np.frombuffer(b"{}", np.uint8))
+        scan.masks(one, one, _reads(scan))
+    finally:
+        if block:
+            del sys.modules["scipy"]
 
 
 def _arg_columns() -> dict[str, tuple[str, str, tuple[int, ...]]]:
@@ -63,11 +88,17 @@ def _arg_columns() -> dict[str, tuple[str, str, tuple[int, ...]]]:
 
 
 _ARGS = _arg_columns()
-# args key -> whether an event of class c reads it, at index c - FLOW_CLASS
-_CLASS_TABLES = {
-    key: np.isin(np.arange(FLOW_CLASS, len(_CLASS_FIELDS) + 1), classes)
-    for key, (_, _, classes) in _ARGS.items()
-}
+
+
+@functools.cache
+def _reads(scan: Any) -> np.ndarray:
+    """[field bit, args class - FLOW_CLASS]: whether events of that class read that field (the event fields:
+    all classes; an args key: the classes whose struct in ``_kineto_raw`` has it)."""
+    classes = np.arange(FLOW_CLASS, len(_CLASS_FIELDS) + 1)
+    table = np.ones((scan.ARG_BIT0 + len(scan.ARG_KEYS), len(classes)), np.bool_)
+    for j, key in enumerate(scan.ARG_KEYS):
+        table[scan.ARG_BIT0 + j] = np.isin(classes, _ARGS[key][2])
+    return table
 
 
 def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
@@ -78,13 +109,14 @@ def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
     if rows is None:
         return None
     usual = rows[scan.FLAGS] == 0
-    if usual.all():
-        return _fast_frame(scan, buf, rows, np.arange(rows.shape[1], dtype=np.int32))
     pos = np.arange(rows.shape[1], dtype=np.int32)
+    if usual.all():
+        return _fast_frame(scan, buf, rows, pos)
     slow = _slow_frame(scan, mv, rows[:, ~usual], pos[~usual])
     if slow is None:
         return None
-    fast = _fast_frame(scan, buf, rows[:, usual], pos[usual])
+    # the unusual events' rows hold no fields (all null): built with the rest, then replaced
+    fast = _fast_frame(scan, buf, rows, pos).filter(pl.Series(usual))
     return pl.concat([fast, slow], how="diagonal").sort("_pos")
 
 
@@ -128,10 +160,6 @@ def _slow_frame(scan: Any, mv: memoryview, rows: np.ndarray, pos: np.ndarray) ->
     return raw.with_columns(_pos=pl.Series(pos, dtype=pl.Int32).gather(raw.get_column("_pos")))
 
 
-def _mask(have: np.ndarray, bit: int) -> np.ndarray:
-    return ((have >> bit) & 1).astype(bool)
-
-
 def _int_col(values: np.ndarray, valid: np.ndarray, dtype: type = np.int64) -> pl.Series:
     import pyarrow as pa  # the scanner's path only (big traces): small imports run without it
 
@@ -162,19 +190,18 @@ def _str_col(
 
 def _fast_frame(scan: Any, buf: np.ndarray, rows: np.ndarray, pos: np.ndarray) -> pl.DataFrame:
     n = rows.shape[1]
-    have = rows[scan.HAVE]
-    top = {k: i for i, k in enumerate(scan.TOP_KEYS)}
+    k = rows[scan.CLASS]
+    bits = scan.masks(rows[scan.HAVE], k, _reads(scan))
+    top = {key: bits[i] for i, key in enumerate(scan.TOP_KEYS)}
 
     def string(key: str, col: int) -> pl.Series:
-        return _str_col(scan, buf, rows[col], rows[col + 1], _mask(have, top[key]))
+        return _str_col(scan, buf, rows[col], rows[col + 1], top[key])
 
     def number(key: str, col: int) -> pl.Series:
-        return _int_col(rows[col], _mask(have, top[key]))
+        return _int_col(rows[col], top[key])
 
     ph, cat = string("ph", scan.PH_S), string("cat", scan.CAT_S)
-    k = rows[scan.CLASS]
-    has_args = _mask(have, top["args"])
-    args = _str_col(scan, buf, rows[scan.ARGS_S], rows[scan.ARGS_E], has_args, b"{}")
+    args = _str_col(scan, buf, rows[scan.ARGS_S], rows[scan.ARGS_E], top["args"], b"{}")
     cols: dict[str, pl.Series] = {
         "ph": ph,
         "cat": cat,
@@ -188,22 +215,20 @@ def _fast_frame(scan: Any, buf: np.ndarray, rows: np.ndarray, pos: np.ndarray) -
         "tid_str": pl.repeat(None, n, dtype=pl.String, eager=True),
         "scope": string("s", scan.SC_S),
         "name": string("name", scan.NAME_S),
-        "dur_ns": _int_col(np.where(_mask(have, top["dur"]), rows[scan.DUR], 0), np.ones(n, bool)),
+        "dur_ns": _int_col(np.where(top["dur"], rows[scan.DUR], 0), np.ones(n, bool)),
         "args_raw": args,
     }
-    cols.update(_known_args(scan, buf, rows, have, k))
+    cols.update(_known_args(scan, buf, rows, bits))
     frame = pl.DataFrame(cols)
     return _with_copies(frame, k)
 
 
-def _known_args(
-    scan: Any, buf: np.ndarray, rows: np.ndarray, have: np.ndarray, k: np.ndarray
-) -> dict[str, pl.Series]:
+def _known_args(scan: Any, buf: np.ndarray, rows: np.ndarray, bits: np.ndarray) -> dict[str, pl.Series]:
     """The known args columns, each on the rows of the args classes that read it (absent where no row has it)."""
     out: dict[str, pl.Series] = {}
     for j, key in enumerate(scan.ARG_KEYS):
         col, how, classes = _ARGS[key]
-        valid = _mask(have, scan.ARG_BIT0 + j) & _CLASS_TABLES[key][k - FLOW_CLASS]
+        valid = bits[scan.ARG_BIT0 + j]
         if not valid.any():
             continue
         if j < 12:

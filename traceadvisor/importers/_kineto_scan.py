@@ -222,6 +222,7 @@ def _event(buf, p, end, out, row, stack):
     """The element at ``p`` into out[row]: position after it; -1 invalid, -2 nested too deep."""
     out[EV_S, row] = p
     out[HAVE, row] = 0
+    out[CLASS, row] = 0
     if buf[p] != 123:  # not an object
         q, f = _skip(buf, p, end, stack)
         out[FLAGS, row] = UNUSUAL
@@ -291,8 +292,10 @@ def _event(buf, p, end, out, row, stack):
         if buf[p] == 125:
             out[FLAGS, row] = unusual
             out[EV_E, row] = p + 1
-            out[HAVE, row] = have
-            if not unusual:
+            if unusual:  # no field of it is read from these rows (the msgspec path decodes it)
+                out[HAVE, row] = 0
+            else:
+                out[HAVE, row] = have
                 out[CLASS, row] = _class(buf, out, row, have)
             return p + 1
         return -1
@@ -338,3 +341,17 @@ def scan(buf, p, end, out, n, stack):
         p = _ws(buf, p + 1, end)
         if p >= end:
             return BAD, n, p
+
+
+@njit
+def masks(have, k, table):
+    """Row ``b``: which events have field bit ``b`` set and are of an args class that reads it
+    (``table[b, class - FLOW_CLASS]``), in one pass over the events."""
+    n = len(have)
+    out = np.empty((table.shape[0], n), np.bool_)
+    for i in range(n):
+        h = have[i]
+        c = k[i] - FLOW_CLASS
+        for b in range(table.shape[0]):
+            out[b, i] = ((h >> b) & 1) == 1 and table[b, c]
+    return out

@@ -17,6 +17,7 @@ import polars as pl
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import link_flows
 from traceadvisor.importers._kineto_chunks import import_chunks
+from traceadvisor.importers._kineto_fast import use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
@@ -66,7 +67,9 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
     # helpers for a big trace start now, so that their start-up overlaps reading the file
     try:
-        with Helpers(worker_count(_text_size_hint(path)) - 1) as helpers:
+        size = _text_size_hint(path)
+        # the compiled scanner decodes in threads (no GIL held); msgspec's decode needs helper processes
+        with Helpers(0 if use_scanner(size) else worker_count(size) - 1) as helpers:
             loaded = load(path, progress, quick=True)
             meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
             ev, flows, totals, loaded = _import_events(loaded, path, meta, helpers, progress)
@@ -157,9 +160,11 @@ def _import_serial(
     loaded: Loaded, path: Path, meta: TraceMeta, progress: Progress | None
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     text = EventText(loaded.events, loaded.text, loaded.events_offset)
+    threads = worker_count(len(text.mv)) if use_scanner(len(text.mv)) else 1
     if progress is not None:
-        progress.start(len(text.ranges()), f"decoding {path.name}")
-    result = import_chunks(text, meta, _rank(loaded), progress)
+        how = f" ({threads} threads)" if threads > 1 else ""
+        progress.start(len(text.ranges()), f"decoding {path.name}{how}")
+    result = import_chunks(text, meta, _rank(loaded), progress, threads)
     del text
     loaded.events = loaded.text = None  # free the JSON text; the frames hold everything now
     return result
