@@ -454,8 +454,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """SDPA / FlashAttention: each chain's kernels become one kernel of the fused time (kernel-only path: the
-    kernels between the two GEMMs take no time)."""
+    """SDPA / FlashAttention: each chain's kernels become one kernel of the fused time and its host ops one op
+    (kernel-only path: the kernels between the two GEMMs take no time, nor do their launching ops)."""
     if "kernel_only" in rows.columns:
         return _fix_kernels(rows, trace)
     ch = rows.select("rank", "tid", "chain_start_ns", "chain_end_ns", "fused_us")
@@ -498,14 +498,28 @@ def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
             nulls_equal=True,
         )
         .filter((pl.col("start_ns") > pl.col("c0")) & (pl.col("start_ns") < pl.col("c1")))
-        .select("rank", "device", "stream", "correlation_id", "start_ns")
+        .select("rank", "device", "stream", "correlation_id", "start_ns", "c0")
         .collect()
     )
-    g = gpu_eids(trace, k)
+    g = gpu_eids(trace, k.drop("c0"))
     if not g.height:
         return None
     fx = Fix("fused attention: the score matrix's kernels (softmax, scale, mask) fused away")
-    return without_queue_backpressure(trace, fx.gpu_duration(g["eid"], np.zeros(g.height, np.int64)))
+    fx = fx.gpu_duration(g["eid"], np.zeros(g.height, np.int64))
+    # their host ops go too: from the first removed kernel's launch call to the end of the last one's, per chain
+    rt = launch_calls(
+        trace.lazy(), "pid", "tid", api_start="start_ns", api_end=pl.col("start_ns") + pl.col("dur_ns")
+    )
+    cut = (
+        k.lazy()
+        .join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
+        .group_by("rank", "device", "stream", "c0", "pid", "tid")
+        .agg(pl.col("api_start").min(), pl.col("api_end").max())
+        .collect()
+    )
+    if cut.height:
+        fx = fx.cut_host(cut["rank"].fill_null(-1), cut["pid"], cut["tid"], cut["api_start"], cut["api_end"])
+    return without_queue_backpressure(trace, fx)
 
 
 def _attention_step(b: TraceBuilder, host: float, gpu: float, fused: bool) -> tuple[float, float]:
