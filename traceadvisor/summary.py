@@ -130,15 +130,17 @@ def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool) -> pl.LazyFrame:
+def gpu_with_launch(lf: pl.LazyFrame, records_launches: bool, rt: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """GPU work on a device with ``launch_ns`` (its runtime call), ``ext`` (framework op id), ``linked`` and
     ``key_ns``, the time that places it in a step: the launch, else (no correlation data) its own start; null when
-    the launch is missing from a trace that records launches (queued before profiling began)."""
+    the launch is missing from a trace that records launches (queued before profiling began). ``rt``: the
+    launch calls (``launch_calls(lf, launch_ns=..., rt_ext=...)``) when at hand."""
     lf = lf.with_columns(pl.col("rank").fill_null(0))
     g = views.gpu_work(lf, before_capture=True).filter(
         pl.col("device").is_not_null() & pl.col("start_ns").is_not_null()
     )
-    rt = views.launch_calls(lf, launch_ns="start_ns", rt_ext="external_id")
+    if rt is None:
+        rt = views.launch_calls(lf, launch_ns="start_ns", rt_ext="external_id")
     return (
         g.join(rt, on=["rank", "correlation_id"], how="left")
         .with_columns(
@@ -227,10 +229,14 @@ def _base_frames(
     outside, in-window GPU work with exclusive time): computed once per trace (``views.shared``) and read by
     every summary view and by the rules that use the summary's window."""
     launches = records_launches(trace)
+    # the trace's shared launch lookup, where filling null ranks with 0 changes nothing
+    rt = None
+    if trace.events.get_column("rank").null_count() == 0:
+        rt = views.launch_calls(trace.lazy(), launch_ns="start_ns", rt_ext="external_id")
 
     def gpu_steps(lf: pl.LazyFrame) -> pl.LazyFrame:
         lf = lf.select(SUMMARY_COLUMNS)  # the views read these only: no args or shapes through the sorts
-        return assign_steps(gpu_with_launch(lf, launches), step_frame(lf) if has_steps else None)
+        return assign_steps(gpu_with_launch(lf, launches, rt), step_frame(lf) if has_steps else None)
 
     g_steps = views.shared(trace, "summary.gpu_steps", gpu_steps)
     st = views.shared(trace, "summary.steps", lambda lf: with_warmup(step_frame(lf), g_steps))

@@ -116,12 +116,17 @@ def _merged_collectives(k: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def exposed_collectives(trace: Trace) -> pl.LazyFrame:
-    """Merged collective intervals with ``overlap_ns`` (with compute) and ``exposed_ns``."""
-    k = views.kernels(trace.lazy()).filter(pl.col("device").is_not_null())
+    """Merged collective intervals with ``overlap_ns`` (with compute) and ``exposed_ns``: computed once per
+    trace (``views.shared``) for ``detect`` and ``evidence_plan``, which both read it."""
+    return views.shared(trace, "COM001.exposed_collectives", _exposed)
+
+
+def _exposed(lf: pl.LazyFrame) -> pl.LazyFrame:
+    k = views.kernels(lf).filter(pl.col("device").is_not_null())
     compute = views.merge_intervals(k.filter(pl.col("category") != "collective"), ["rank", "device"])
     coll = views.covered_ns(_merged_collectives(k), compute, ["rank", "device"])
     span = (
-        views.gpu_work(trace.lazy())
+        views.gpu_work(lf)
         .filter(pl.col("device").is_not_null())
         .group_by("rank", "device")
         .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_span_ns"))

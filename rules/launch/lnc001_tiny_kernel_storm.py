@@ -113,16 +113,22 @@ RULE = Rule(
 
 
 def kernels_with_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Every kernel with its launch call's name, API class and duration (null when not linked)."""
-    rt = rulekit.launch_calls(
-        lf,
-        api_name="name",
-        api_dur_ns="dur_ns",
-        api_end_ns=pl.col("start_ns") + pl.col("dur_ns"),
-        api_class="api_class",
+    """Every kernel with its launch call's name, API class and duration (null when not linked): the shared
+    ``views.launches`` (computed once per trace) and the kernels without a correlation id."""
+    api = ("api_name", "api_dur_ns", "api_end_ns", "api_class")
+    linked = (
+        views.launches(lf)
+        .filter(pl.col("kind") == "kernel")
+        .with_columns(api_end_ns=pl.col("api_start_ns") + pl.col("api_dur_ns"))
+        .drop("api_start_ns", "api_tid")
     )
-    k = views.kernels(lf).drop("api_class")
-    return k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+    unlinked = (
+        views.kernels(lf)
+        .filter(pl.col("correlation_id").is_null())
+        .drop("api_class")
+        .with_columns(pl.lit(None, dtype=linked.collect_schema()[c]).alias(c) for c in api)
+    )
+    return pl.concat([linked, unlinked.select(linked.collect_schema().names())], how="vertical")
 
 
 def with_gpu_wait(k: pl.LazyFrame, lf: pl.LazyFrame) -> pl.LazyFrame:

@@ -288,7 +288,7 @@ def cast_host_ns(trace: Trace) -> float:
     )
     ops = (
         lf.filter((pl.col("kind") == "cpu_op") & views.name_contains(lf, SMALL_OPS))
-        .join(launched.unique(), on=["rank", "external_id"], how="semi", nulls_equal=True)
+        .join(launched, on=["rank", "external_id"], how="semi", nulls_equal=True)
         .select("rank", "tid", "start_ns", "dur_ns")
         .collect()
     )
@@ -315,7 +315,7 @@ def _launching_ops(trace: Trace) -> pl.DataFrame:
     """Per op that launched GPU work: its first kernel (``eid``, ``device``, ``dur_ns``), that kernel's launch call
     (``launch_eid``), the op's name, thread, start and recorded shapes."""
     ev = indexed(trace)
-    rt = views.launch_calls(ev, launch_eid="eid", ext="external_id")
+    rt = views.launch_calls(trace.lazy(), launch_eid="eid", ext="external_id")
     k = ev.filter(pl.col("kind") == "kernel").select(
         "eid", "rank", "device", "correlation_id", "start_ns", "dur_ns"
     )
@@ -326,7 +326,7 @@ def _launching_ops(trace: Trace) -> pl.DataFrame:
             "rank", pl.col("external_id").alias("ext"), "name", "tid", "start_ns", "input_dims", "input_types"
         )
         .join(
-            k.select("rank", "ext").unique(),
+            k.select("rank", "ext"),
             on=["rank", "ext"],
             how="semi",
             nulls_equal=True,
@@ -392,11 +392,12 @@ def _forward_casts(r: dict, flagged: bool, after: str | None) -> tuple[list[int]
     parameters at every use and its activation when that is FP32 (down to bf16); an FP32-list op casts its input
     up when a matrix op (bf16 out) produced it (norms excepted: they read the residual stream, which a residual
     add with an FP32 tensor keeps FP32)."""
-    dims, types = _parsed(r["input_dims"], r["input_types"])
     if flagged:
+        dims, types = _parsed(r["input_dims"], r["input_types"])
         params, acts = autocast.OPERANDS.get(r["op"], ((), tuple(range(len(dims)))))
         return _fp32(dims, types, list(params) + (list(acts) if after != "matrix" else [])), False
     if after == "matrix" and re.search(autocast.FP32_OPS, r["op"]) and not re.search(autocast.NORMS, r["op"]):
+        dims, types = _parsed(r["input_dims"], r["input_types"])  # parsed only for the ops that cast
         return _fp32(dims, types, [0]), True
     return [], False
 

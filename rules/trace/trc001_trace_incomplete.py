@@ -275,7 +275,8 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
         _rk(), api=views.api_name(lf=lf)
     )
     gpu = views.gpu_work(lf).with_columns(_rk())
-    gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id").unique()
+    # the key sets below are only read by anti joins, which do not need them unique
+    gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id")
     last_gpu = gpu.group_by("_rk").agg(pl.col("correlation_id").max().alias("last_corr"))
     launches = (
         _outside_stream_capture(rt, rt.filter(pl.col("api_class") == "launch"))
@@ -287,7 +288,7 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
         launches.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")),
     )
     first_rt = rt.group_by("_rk").agg(pl.col("correlation_id").min().alias("first_corr"))
-    rt_keys = rt.select("_rk", "correlation_id").unique()
+    rt_keys = rt.select("_rk", "correlation_id")
     in_window = gpu.join(
         first_rt, on="_rk", how="inner"
     ).filter(  # older ids were launched before the capture

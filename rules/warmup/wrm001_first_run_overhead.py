@@ -413,7 +413,7 @@ def _compile_gaps(lf: pl.LazyFrame, options: dict) -> pl.LazyFrame:
         (pl.col("api_class") == "module_load")
         | ((pl.col("kind") == "overhead") & pl.col("name").is_in(MODULE_LOAD_OVERHEAD))
     )
-    gpu_pids = lf.filter(pl.col("kind") == "runtime").select(_rk(), "pid").unique()
+    gpu_pids = lf.filter(pl.col("kind") == "runtime").select(_rk(), "pid")  # for an anti join: not unique
     osrt = lf.filter(
         (pl.col("kind") == "other") & pl.col("args").str.contains('"domain":"osrt"', literal=True)
     ).with_columns(_rk())

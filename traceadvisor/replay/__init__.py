@@ -110,10 +110,10 @@ class Replayer:
         keep = th.join(procs.unique(), on=["rank", "pid"], how="semi")["tcode"].to_numpy()
         return gpu | np.isin(g.thread, keep)
 
-    @property
+    @cached_property
     def launch_cost_ns(self) -> int:
         """What one asynchronous launch costs the host here: the median duration of the calls that launched
-        kernels (10 us when none did)."""
+        kernels (10 us when none did; computed once per graph)."""
         g = self.g
         k = np.nonzero((g.ntype == G.GPU) & (g.launcher >= 0) & (g.kind == "kernel"))[0]
         if not len(k):

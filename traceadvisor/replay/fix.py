@@ -206,18 +206,34 @@ def indexed(trace: Trace) -> pl.LazyFrame:
     return trace.lazy().with_row_index("eid").with_columns(pl.col("eid").cast(pl.Int64))
 
 
-def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
-    """``keys`` joined to the GPU activities' ``eid`` (plus ``dur_ns``, ``bytes``, ``name``, ``kind``,
-    ``correlation_id``), on whichever of ``rank``, ``device``, ``stream``, ``correlation_id``, ``start_ns``
-    the keys have (a rule's rows usually carry ``rank``, ``device``, ``start_ns``)."""
-    on = [c for c in ("rank", "device", "stream", "correlation_id", "start_ns") if c in keys.columns]
-    g = (
-        indexed(trace)
+def _gpu_rows(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The GPU activities with ``eid`` and the columns ``gpu_eids`` gives (shared: several fixes look them up)."""
+    return (
+        lf.with_row_index("eid")
+        .with_columns(pl.col("eid").cast(pl.Int64))
         .filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
         .select(
             "eid", "rank", "device", "stream", "correlation_id", "start_ns", "dur_ns", "bytes", "name", "kind"
         )
     )
+
+
+def _runtime_rows(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The host runtime calls with ``eid`` and the columns ``host_eids`` gives (shared)."""
+    return (
+        lf.with_row_index("eid")
+        .with_columns(pl.col("eid").cast(pl.Int64))
+        .filter(pl.col("kind") == "runtime")
+        .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
+    )
+
+
+def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` joined to the GPU activities' ``eid`` (plus ``dur_ns``, ``bytes``, ``name``, ``kind``,
+    ``correlation_id``), on whichever of ``rank``, ``device``, ``stream``, ``correlation_id``, ``start_ns``
+    the keys have (a rule's rows usually carry ``rank``, ``device``, ``start_ns``)."""
+    on = [c for c in ("rank", "device", "stream", "correlation_id", "start_ns") if c in keys.columns]
+    g = views.shared(trace, "replay.fix.gpu_rows", _gpu_rows)
     return keys.lazy().select(on).unique().join(g, on=on, how="inner", nulls_equal=True).collect()
 
 
@@ -226,7 +242,7 @@ def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     activities in ``gpu`` (``rank``, ``correlation_id``)."""
     from traceadvisor.schema import views
 
-    h = views.launch_calls(indexed(trace), "eid", "pid", "tid", "start_ns", "dur_ns", "name")
+    h = views.launch_calls(trace.lazy(), "eid", "pid", "tid", "start_ns", "dur_ns", "name")
     k = gpu.lazy().select("rank", "correlation_id").drop_nulls("correlation_id").unique()
     return k.join(h, on=["rank", "correlation_id"], how="inner", nulls_equal=True).collect()
 
@@ -235,11 +251,7 @@ def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` (``rank`` and ``start_ns``, plus ``tid`` or ``correlation_id`` when known) joined to the host
     runtime calls' ``eid`` (plus ``pid``, ``tid``, ``dur_ns``, ``name``, ``correlation_id``)."""
     on = [c for c in ("rank", "tid", "correlation_id", "start_ns") if c in keys.columns]
-    h = (
-        indexed(trace)
-        .filter(pl.col("kind") == "runtime")
-        .select("eid", "rank", "pid", "tid", "correlation_id", "start_ns", "dur_ns", "name")
-    )
+    h = views.shared(trace, "replay.fix.runtime_rows", _runtime_rows)
     return keys.lazy().select(on).unique().join(h, on=on, how="inner", nulls_equal=True).collect()
 
 
@@ -264,7 +276,7 @@ def calls_within(
     )
     rt = (
         indexed(trace)
-        .filter((pl.col("kind") == "runtime") & views.api_name().is_in(list(names)))
+        .filter((pl.col("kind") == "runtime") & views.api_name(lf=trace.lazy()).is_in(list(names)))
         .select("eid", "rank", "pid", "tid", pl.col("start_ns").alias("_s"), "dur_ns", "name")
         .collect()
     )
