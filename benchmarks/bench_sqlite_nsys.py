@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", type=Path, help="folder to keep the large export in (default: a temporary folder)"
     )
     a = ap.parse_args(argv)
+    os.environ.setdefault("POLARS_ENGINE_AFFINITY", "in-memory")  # as the CLI runs polars
     if not a.source.is_file():
         print(f"source export not found: {a.source}", file=sys.stderr)
         return 2
@@ -127,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         f"nsys-sqlite import: {rows_in:,} input rows -> {events:,} events in {wall:.2f} s wall "
         f"({cpu:.2f} s CPU, all threads) = {rows_in / wall / 1e6:.2f} M rows/s wall, "
         f"{rows_in / cpu / 1e6:.2f} M rows per CPU-second "
-        f"(best of {len(runs)}; load average {load:.1f} on {os.cpu_count()} CPUs)"
+        f"(best of {len(runs)}; load average {load:.1f} on {os.cpu_count()} CPUs); "
+        f"median CPU {statistics.median(r[1] for r in runs):.2f} s; "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
     )
     med = statistics.median(r[0] for r in runs)
     print(
