@@ -192,6 +192,11 @@ def test_escaped_keys_and_unicode_escapes(tmp_path, monkeypatch):
         '{"ph": "X", "name": "x", "ts": 1} {"ph": "X"}]}',  # missing comma
         '{"ph": "X", "name": "x", "ts": 1, "args": {"a": [1, 2}}]}',  # mismatched bracket
         '{"ph": "X", "name": "x", "ts": 1, "args": {"a": ' + "[" * 1200 + "]" * 1200 + "}}]}",  # too deep
+        '{"ph": "X", "name": "x", "ts": 1, "args": {"a": '
+        + "[" * 998
+        + "]" * 998
+        + "}}]}",  # msgspec's limit
+        '{"ph": "X", "name": "x", "ts": 1, "args": {"a": ' + "[" * 300 + "]" * 300 + "}}]}",  # deep, valid
     ],
 )
 def test_damaged_text_is_handled_as_the_msgspec_path_does(tmp_path, monkeypatch, tail):

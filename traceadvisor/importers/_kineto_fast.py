@@ -31,7 +31,7 @@ from traceadvisor.importers._kineto_raw import (
 
 # below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s)
 SCAN_MIN_BYTES = 32 << 20
-_STACK = 1024  # nesting the scanner follows (the msgspec decoder's limit is about 1,000)
+_STACK = 1024  # at least _kineto_scan._MAX_DEPTH
 
 
 def use_scanner(text_bytes: int) -> bool:

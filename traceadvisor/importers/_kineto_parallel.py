@@ -1,4 +1,6 @@
-"""Big Kineto traces: decode and build ranges of whole events in helper processes as well as in this one.
+"""Big Kineto traces without the compiled scanner: decode and build ranges of whole events in helper processes
+as well as in this one. (With numba installed, big traces go through ``_kineto_fast``, which needs no helper:
+its ranges are built by threads, see ``_kineto_chunks.import_chunks``.)
 
 Decoding JSON into Python objects holds the GIL, so a large trace (hundreds of MB) is cut into ranges of whole
 events (the same cuts as the serial path). A ``concurrent.futures`` process pool of ``workers - 1`` helpers

@@ -4,6 +4,10 @@ Reads the object layout (``{"traceEvents": [...], "deviceProperties": ...}``) of
 bare-list layout; ``ts``/``dur`` are microseconds whatever ``displayTimeUnit`` says, relative to
 ``baseTimeNanoseconds`` when that key exists. A file cut off mid-write keeps every complete event before
 the cut. See ``_kineto_build`` for the field map and ``../shared/docs/formats.md`` section 1 for the format.
+
+Events are decoded by msgspec into typed records (``_kineto_load``, ``_kineto_raw``); a big text (32 MB or more)
+by a compiled scanner instead (``_kineto_scan``, ``_kineto_fast``), which builds the same columns from the bytes
+without a Python object per event, in threads.
 """
 
 from __future__ import annotations

@@ -1,0 +1,84 @@
+"""Compiled (numba) builders of the Kineto scanner's columns: Arrow string views straight from the input bytes,
+and the masks of which events have which field. (The scanner itself is ``_kineto_scan``.)"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from traceadvisor.importers._kineto_raw import FLOW_CLASS
+
+
+def njit(f):
+    """``f`` compiled without the GIL, with numba's on-disk cache: beside this file, else (no writable place
+    there) in traceadvisor's cache directory; compiled on every run only when neither is writable."""
+    try:
+        return numba.njit(cache=True, nogil=True)(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        from traceadvisor.cache import cache_dir
+
+        if not numba.config.CACHE_DIR:
+            numba.config.CACHE_DIR = str(cache_dir() / "numba")
+            try:
+                return numba.njit(cache=True, nogil=True)(f)
+            except RuntimeError:
+                pass
+        return numba.njit(nogil=True)(f)
+
+
+@njit
+def _put32(v, at, x):
+    v[at] = x & 255
+    v[at + 1] = (x >> 8) & 255
+    v[at + 2] = (x >> 16) & 255
+    v[at + 3] = (x >> 24) & 255
+
+
+@njit
+def views(buf, starts, ends, ok, absent):
+    """Arrow string views of buf[starts[i]:ends[i]] where ``ok``, else of the (at most 12) bytes ``absent``:
+    (views, data) -- 16 bytes per string (length, then the string itself up to 12 bytes, else its first 4 bytes,
+    buffer 0 and its offset in ``data``, which holds the strings longer than 12 bytes)."""
+    n = len(starts)
+    total = 0
+    for i in range(n):
+        if ok[i] and ends[i] - starts[i] > 12:
+            total += ends[i] - starts[i]
+    data = np.empty(total, np.uint8)
+    v = np.zeros(16 * n, np.uint8)
+    j = 0
+    for i in range(n):
+        at = 16 * i
+        if not ok[i]:
+            _put32(v, at, len(absent))
+            for t in range(len(absent)):
+                v[at + 4 + t] = absent[t]
+            continue
+        s = starts[i]
+        size = ends[i] - s
+        _put32(v, at, size)
+        if size <= 12:
+            for t in range(size):
+                v[at + 4 + t] = buf[s + t]
+        else:
+            for t in range(4):
+                v[at + 4 + t] = buf[s + t]
+            _put32(v, at + 12, j)
+            for t in range(size):
+                data[j + t] = buf[s + t]
+            j += size
+    return v, data
+
+
+@njit
+def masks(have, k, table):
+    """Row ``b``: which events have field bit ``b`` set and are of an args class that reads it
+    (``table[b, class - FLOW_CLASS]``), in one pass over the events."""
+    n = len(have)
+    out = np.empty((table.shape[0], n), np.bool_)
+    for i in range(n):
+        h = have[i]
+        c = k[i] - FLOW_CLASS
+        for b in range(table.shape[0]):
+            out[b, i] = ((h >> b) & 1) == 1 and table[b, c]
+    return out
