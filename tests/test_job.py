@@ -58,10 +58,11 @@ def _no_worker_processes(request, monkeypatch):
         monkeypatch.setattr(executor, "run_local", _ranks_in_this_process)
 
 
-# The job of the cross-rank tests: 16 ranks, rank 11 the straggler. Matching collectives, aligning clocks and
-# naming the rank the others wait for do not depend on the rank count beyond a few ranks (16 keep the test fast;
-# the 1024-rank scale is benchmarks/README's "analyze --job"); 11 is neither the first nor the last rank.
-RANKS, STRAGGLER = 16, 11
+# The job of the cross-rank tests: 8 ranks (one node of data parallelism), rank 5 the straggler. Matching
+# collectives, aligning clocks and naming the rank the others wait for do not depend on the rank count beyond a
+# few ranks (8 keep the test fast; the 1024-rank scale is benchmarks/README's "analyze --job"); 5 is neither the
+# first nor the last rank.
+RANKS, STRAGGLER = 8, 5
 
 
 @pytest.fixture(scope="module")
