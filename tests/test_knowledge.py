@@ -4,6 +4,7 @@ package or the rule pack holds a copy (three or more of their names as string li
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -117,8 +118,10 @@ TOKENS = {
 }
 
 
+@functools.cache
 def _literals(p: Path) -> str:
-    """The string literals of a module outside docstrings, lower case, joined."""
+    """The string literals of a module outside docstrings, lower case, joined (parsed once per module and run:
+    every table's test reads them)."""
     tree = ast.parse(p.read_text(encoding="utf-8"))
     docs = set()
     for n in ast.walk(tree):
