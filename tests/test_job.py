@@ -164,18 +164,20 @@ def _comparable(res) -> dict:
 
 @pytest.mark.real_executors
 def test_pool_and_dask_local_cluster_give_identical_results(tmp_path):
-    """The real executors, on a small job (3 ranks, 2 workers each): a spawned process pool and a
-    dask.distributed LocalCluster of processes give the same result."""
+    """The real executors, on a small job (3 ranks, one worker process each: a worker process costs seconds to
+    start, and neither the result nor the fold depends on the worker count; the fold in any arrival order is
+    test_findings_folded_as_ranks_arrive_whatever_the_order): a spawned process pool and a dask.distributed
+    LocalCluster of processes give the same result."""
     pytest.importorskip("distributed")
     make_job(JOB128, tmp_path, 3, straggler=1, delay_ms=15.0, seed=3)
     opts = {"select": ["STR001", "COM001", "IDL001"]}
-    local = analyze_job([tmp_path], workers=2, **opts)
-    remote = analyze_job([tmp_path], dask="local", workers=2, **opts)
+    local = analyze_job([tmp_path], workers=1, **opts)
+    remote = analyze_job([tmp_path], dask="local", workers=1, **opts)
     assert local.job.executor == "local process pool" and remote.job.executor == "dask local"
-    # the ranks really ran in other processes: two pool workers, then two dask workers
+    # the ranks really ran in another process: the pool's worker, then the dask worker
     for res in (local, remote):
         pids = {int(pid) for pid in res.job.timing["worker_peak_rss_bytes"]}
-        assert os.getpid() not in pids and 1 <= len(pids) <= 2, pids
+        assert os.getpid() not in pids and len(pids) == 1, pids
     assert _comparable(local) == _comparable(remote)
     assert [f.rank for f in remote.findings if f.rule == "STR001"] == [1]
 
