@@ -435,6 +435,23 @@ def test_timeline_aggregates_what_cannot_be_drawn():
     assert "Aggregated for speed" in html and "busy blocks" in html
 
 
+def test_host_lanes_by_busy_time_in_any_row_order():
+    """The busiest threads are picked by the union of their events (overlaps counted once), whether or not
+    the rows come in start order (in order, the lanes skip the sort)."""
+    nested = [(s, 5000) for s in range(0, 100_000, 10_000)] * 50  # 50 copies of 10 spans: 50 us busy
+    apart = [(s, 5000) for s in range(0, 200_000, 10_000)][::-1]  # 20 disjoint spans, last first: 100 us
+    rows = [(10, 1, s, d) for s, d in nested] + [(10, 2, s, d) for s, d in apart]
+    df = pl.DataFrame(rows, schema=["pid", "tid", "start_ns", "dur_ns"], orient="row").with_columns(
+        kind=pl.lit("cpu_op"), name=pl.lit("op"), rank=pl.lit(0)
+    )
+    meta = TraceMeta(path="t.json", format="synthetic", capabilities={"timeline", "cpu_ops"})
+    for frame in (df.sort("start_ns"), df):
+        tr = Trace(conform(frame), meta)
+        ev, lanes, notes = F.lane_events(tr, max_cpu_lanes=1)
+        assert lanes["label"].to_list() == ["CPU thread 2"] and lanes["events"].to_list() == [20]
+        assert ev.height == 20 and "1 host thread(s)" in notes[0] and "(500 host events)" in notes[0]
+
+
 def test_lane_caps_share_the_budget():
     assert F.lane_caps([10, 100_000, 50_000], 1000) == [10, 495, 495]
     assert F.lane_caps([5, 6], 1000) == [5, 6]

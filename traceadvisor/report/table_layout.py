@@ -10,7 +10,7 @@ FIXED_BUDGET_CHARS = 120  # short columns' widths summed beyond this: every colu
 
 def _chars(text: str) -> int:
     """Width of ``text`` in ``ch`` (the width of "0"): capitals are wider (MEM001 was cut to "MEM..." at 6)."""
-    return len(text) + (sum(c.isupper() for c in text) + 2) // 3
+    return len(text) + (sum(map(str.isupper, text)) + 2) // 3
 
 
 def column_widths(headers: list[str], columns: list[list[str]], hi: int = 36) -> list[str | None]:

@@ -88,14 +88,13 @@ def lane_events(
     )
     by = ["gpu", "rank", "a", "b"]
     span = max(trace.span_ns(), 1)
-    host = ev.filter(~pl.col("gpu"))
     # busy time of each thread: the union of its events, summed as each event's part past the latest earlier end
     lane = ["rank", "a", "b"]
+    host = ev.lazy().filter(~pl.col("gpu")).select(*lane, "start_ns", "end_ns")
+    if not ev["start_ns"].is_sorted():  # imported traces are in start order: each thread's rows are too
+        host = host.sort([*lane, "start_ns"])
     busy = (
-        host.lazy()
-        .select(*lane, "start_ns", "end_ns")
-        .sort([*lane, "start_ns"])
-        .with_columns(_prev=views.latest_end_before(lane).fill_null(0))
+        host.with_columns(_prev=views.latest_end_before(lane).fill_null(0))
         .group_by(lane)
         .agg(busy_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", "_prev")).clip(lower_bound=0).sum())
         .collect()
@@ -108,7 +107,8 @@ def lane_events(
     lanes = lanes.filter(pl.col("gpu")).vstack(lanes.join(keep.select(by), on=by, how="semi"))
     notes: list[str] = []
     if busy.height > keep.height:
-        n_dropped = host.height - int(lanes.filter(~pl.col("gpu"))["events"].sum())
+        n_host = int(ev["gpu"].not_().sum())
+        n_dropped = n_host - int(lanes.filter(~pl.col("gpu"))["events"].sum())
         notes.append(
             f"{busy.height - keep.height} host thread(s) with less activity are not drawn "
             f"({n_dropped:,} host events); the lanes show the {keep.height} busiest threads."
@@ -171,10 +171,17 @@ def _split_lane_events(ev: pl.DataFrame, caps: pl.DataFrame) -> tuple[pl.DataFra
     Ties are broken pseudo-randomly (a hash of the row), spread over time. A lane within its cap keeps every
     event; the others pick their longest with one top-k selection each (ranking every row of a lane of
     600 k host events cost a second)."""
-    n = ev.group_by("lane").agg(_n=pl.len()).join(caps, on="lane")
+    n_all = ev.group_by("lane").agg(_n=pl.len())
+    n = n_all.join(caps, on="lane")
     over = n.filter(pl.col("_n") > pl.col("cap"))
+    # every lane has a cap (the timeline's case): no copy of the events to drop the others
+    in_caps = (
+        ev
+        if n.height == n_all.height
+        else ev.join(caps.select("lane"), on="lane", how="semi", maintain_order="left")
+    )
     if over.height == 0:
-        return ev.join(caps.select("lane"), on="lane", how="semi", maintain_order="left"), ev.clear()
+        return in_caps, ev.clear()
     kept = [
         ev.lazy()
         .filter(pl.col("lane") == lane)
@@ -185,7 +192,6 @@ def _split_lane_events(ev: pl.DataFrame, caps: pl.DataFrame) -> tuple[pl.DataFra
     ]
     big = over["lane"].implode()
     rows = pl.concat(pl.collect_all(kept))["row"].implode() if kept else pl.Series("row", [], pl.UInt32)
-    in_caps = ev.join(caps.select("lane"), on="lane", how="semi", maintain_order="left")
     keep = ~pl.col("lane").is_in(big) | pl.col("row").is_in(rows)
     return in_caps.filter(keep), in_caps.filter(~keep)
 
@@ -206,20 +212,30 @@ def merge_blocks(ev: pl.DataFrame, t0_ns: int, bucket_ns: int) -> pl.DataFrame:
                 "busy_ns": pl.Int64,
             }
         )
-    b = ev.with_columns(bucket=(pl.col("start_ns") - t0_ns) // bucket_ns)
-    per_key = b.group_by("lane", "bucket", "key").agg(kt=pl.col("dur_ns").sum())
+    # one pass over the events (per lane, column and key); the columns are summed from that small frame
+    per_key = (
+        ev.lazy()
+        .group_by("lane", bucket=(pl.col("start_ns") - t0_ns) // bucket_ns, key="key")
+        .agg(
+            kt=pl.col("dur_ns").sum(),
+            start_ns=pl.col("start_ns").min(),
+            end_ns=pl.col("end_ns").max(),
+            n=pl.len(),
+        )
+        .collect()
+    )
     dom = (
         per_key.sort("kt", "key", descending=[True, False])
         .group_by("lane", "bucket")
         .agg(pl.col("key").first())
     )
     cols = (
-        b.group_by("lane", "bucket")
+        per_key.group_by("lane", "bucket")
         .agg(
-            start_ns=pl.col("start_ns").min(),
-            end_ns=pl.col("end_ns").max(),
-            n=pl.len(),
-            busy_ns=pl.col("dur_ns").sum(),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("n").sum(),
+            busy_ns=pl.col("kt").sum(),
         )
         .join(dom, on=["lane", "bucket"])
         .sort("lane", "bucket")
