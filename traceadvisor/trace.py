@@ -172,11 +172,12 @@ class Trace:
 
         if self.events.height == 0 or not self.meta.devices:
             return list(self.meta.devices)
-        used = set(
-            self.events.filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
-            .get_column("device")
-            .drop_nulls()
-            .unique()
+        used = set(  # lazy: only the two columns are read, not every column of the GPU rows copied
+            self.events.lazy()
+            .filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
+            .select(pl.col("device").drop_nulls().unique())
+            .collect()
+            .to_series()
             .to_list()
         )
         active = [d for d in self.meta.devices if d.index in used]
