@@ -18,6 +18,9 @@ and the summary in the engine's one ``pl.collect_all``.
   has them with completion times and the warm-up flag).
 * ``per_step(rows, steps, at)``: the step each row's time ``at`` falls in (backward as-of join per rank).
 * ``gpu_busy(lf)``, ``gpu_idle_gaps(lf)``: merged GPU busy intervals and idle gaps per (rank, device).
+* ``host_bound_gaps(trace, skip_first_step)``: GPU idle gaps of the analysed steps (or window) whose next
+  activity was launched after they began (the launch queue ran dry), with the launching thread; IDL001's
+  measure, DLD001's host input preparation.
 * ``api(lf, *classes)``: runtime rows of the given API classes (``knowledge.apis``), with a bare ``api`` name.
 * ``device_model(trace, device)``: the device's model from ``traceadvisor.devices`` (resolved at import).
 * ``without_queue_backpressure(trace, fix)``: a GPU-side fix also frees launch calls that waited on a full
@@ -28,7 +31,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import summary
 from traceadvisor.devices import BY_KEY, Model
+from traceadvisor.schema import views
 from traceadvisor.schema.views import (
     GPU_KINDS,
     api_name,
@@ -51,6 +56,7 @@ __all__ = [
     "gpu_busy",
     "gpu_idle_gaps",
     "has_steps",
+    "host_bound_gaps",
     "idle_between",
     "latest_end_before",
     "launch_calls",
@@ -175,3 +181,111 @@ def sum_in(
             .drop("_t", "_c")
         )
     return g.with_columns((pl.col("_c_hi") - pl.col("_c_lo")).alias(out)).drop("_hi", "_lo", "_c_hi", "_c_lo")
+
+
+def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Per GPU start time: when its launch call started and ended, its name, the launching op's external id and
+    the launching thread (``api_pid``, ``api_tid``)."""
+    pids = launch_calls(lf, api_pid="pid")
+    return (
+        views.launches(lf)
+        .join(pids, on=["rank", "correlation_id"], how="left", nulls_equal=True)
+        .group_by("rank", "device", "start_ns")
+        .agg(
+            pl.col("api_start_ns").min(),
+            (pl.col("api_start_ns") + pl.col("api_dur_ns")).min().alias("api_end_ns"),
+            pl.col("api_name").first(),
+            pl.col("name").first().alias("next_kernel"),
+            pl.col("external_id").first(),
+            pl.col("api_pid").first(),
+            pl.col("api_tid").first(),
+        )
+    )
+
+
+def _analysed(trace: Trace, skip_first_step: bool) -> tuple[pl.LazyFrame, pl.LazyFrame | None]:
+    """The summary's analysed window per (rank, device) (``start_ns``, ``end_ns``; rank as the summary keys it,
+    0 for an unranked trace) and, with steps, the steps the gaps are read in: the summary's analysed steps (a
+    warm-up first step left out, as WRM001 reports it), or all steps when ``skip_first_step`` is off."""
+    sp = summary.plan(trace)
+    win = sp.frames["windows"].select("rank", "device", "start_ns", "end_ns")
+    if not sp.has_steps:
+        return win, None
+    st = sp.frames["steps"]
+    if skip_first_step:
+        st = st.filter(pl.col("analysed"))
+    st = st.select("rank", "name", "start_ns", "end_ns")
+    span = st.group_by("rank").agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
+    win = (
+        win.join(span, on="rank", how="left")
+        .with_columns(start_ns=pl.min_horizontal("start_ns", "s0"), end_ns=pl.max_horizontal("end_ns", "s1"))
+        .drop("s0", "s1")
+    )
+    return win, st
+
+
+def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
+    """Idle gaps inside the analysed window (clipped to the analysed steps when the trace has them) whose next
+    GPU work was launched after they began, with the window (``win_start``, ``win_end``) of their device."""
+    lf = trace.lazy()
+    win, st = _analysed(trace, skip_first_step)
+    rk = pl.col("rank").cast(pl.Int32).fill_null(0).alias("_rk")  # the summary's rank key (0: unranked)
+    # the GPU idle from the window's start to the device's first activity counts as a gap too (a first analysed
+    # step whose host work before its first launch has no earlier GPU work in the capture); clipped to the window
+    first = views.gpu_busy(lf).group_by("rank", "device").agg(pl.col("start_ns").min().alias("end_ns"))
+    lead = first.select(
+        "rank", "device", pl.lit(0, dtype=pl.Int64).alias("start_ns"), "end_ns", gap_ns="end_ns"
+    )
+    idle = pl.concat([views.gpu_idle_gaps(lf), lead], how="vertical_relaxed")
+    gaps = (
+        idle.join(
+            _next_launch(lf),
+            left_on=["rank", "device", "end_ns"],
+            right_on=["rank", "device", "start_ns"],
+            how="inner",
+            nulls_equal=True,
+        )
+        .filter(pl.col("api_end_ns") > pl.col("start_ns"))
+        .with_columns(rk)
+        .join(
+            win.select(_rk="rank", device="device", win_start="start_ns", win_end="end_ns"),
+            on=["_rk", "device"],
+            how="inner",
+            nulls_equal=True,
+        )
+        .with_columns(
+            start_ns=pl.max_horizontal("start_ns", "win_start"), end_ns=pl.min_horizontal("end_ns", "win_end")
+        )
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+    )
+    if st is not None:
+        steps = st.select(
+            pl.col("rank").cast(pl.Int32).alias("_rk"),
+            pl.col("start_ns").alias("step_start"),
+            pl.col("end_ns").alias("step_end"),
+            pl.col("name").alias("step"),
+        )
+        # a gap is read in every analysed step it overlaps (the idle GPU at the end of one step often runs on
+        # into the next one's host work: input preparation before its first launch)
+        gaps = (
+            gaps.join_where(
+                steps.rename({"_rk": "_srk"}),
+                pl.col("_rk") == pl.col("_srk"),
+                pl.col("start_ns") < pl.col("step_end"),
+                pl.col("end_ns") > pl.col("step_start"),
+            )
+            .drop("_srk")
+            .with_columns(
+                start_ns=pl.max_horizontal("start_ns", "step_start"),
+                end_ns=pl.min_horizontal("end_ns", "step_end"),
+            )
+        )
+    else:
+        gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
+    ops = views.op_names(lf).select("rank", "external_id", pl.col("name").alias("next_op"))
+    return (
+        gaps.drop("_rk")
+        .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
+        .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns")))
+    )

@@ -1,9 +1,13 @@
-"""The GPU waits while the training loop fetches the next batch from the DataLoader
+"""The GPU waits while the training loop fetches or prepares the next batch on the training thread
 
 ## What it detects
 Host spans that fetch the next batch (PyTorch's ``enumerate(DataLoader)#..._DataLoaderIter.__next__`` record
 function, PyTorch Lightning's ``train_dataloader_next``) during which the GPU of that process has nothing to do:
-data loading, decoding and augmentation sit on the critical path of the step.
+data loading, decoding and augmentation sit on the critical path of the step. And the same work without a
+DataLoader: a GPU idle stretch with an empty launch queue (``rulekit.host_bound_gaps``, IDL001's measure) during
+which the thread that makes the next launch ran no recorded framework op, runtime call or range for most of the
+time (numpy or PIL augmentation, tokenization, Python preprocessing, logging in the loop), each stretch a large
+share of the step.
 
 ## Why it matters
 While the training thread waits for a batch, every GPU kernel of the step is delayed by the same amount. With
@@ -17,6 +21,18 @@ the device was busy (kernels, copies, memsets); the rest is GPU idle time caused
 ``impact_ns``: an upper bound of what a faster input pipeline could save. A finding needs that idle time to be at
 least ``min_idle_pct`` of the analysed window (the steps, else the trace span).
 
+Batch preparation outside any op: each host-bound idle gap, read per analysed step, from its start (or the
+step's start) to the start of the launch call that ends it, on that call's thread; its *untracked* time is the
+part no host event of the thread covers. A stretch counts when at least half of it is untracked (launch and
+dispatch cost sit inside ops and runtime calls; batch preparation does not) and its untracked time is at least
+``min_stretch_pct_of_step`` of the median analysed step (the analysed window without steps): Python between ops
+and profiler bookkeeping come in many short pieces. From the real traces: ``h200_ho_resnet18_cpu_aug`` (numpy
+augmentation of each batch in the loop) has one stretch per step, 18.1-18.8 ms untracked of 19.4-20.3 ms, 42-44 %
+of its 42.8 ms step; over every other trace of ``fixtures/h200_*`` and the torch corpus the largest such stretch
+is 13.9 % of its step (``h200_compile_warmup``: 0.33 ms in 2.4 ms steps), then 10.1 %
+(``h200_ho_bert_compiled_warm``: 1.67 ms, compiled code's Python) and 4.4 % (``hta_sampled_job128``): 25 % sits
+between them. Such a stretch is GPU idle as a whole (``idle_ns`` = its span).
+
 Thresholds, from the real traces: ``kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list`` (the TensorBoard
 plugin's ResNet-50 sample, single-process DataLoader) spends 313 ms in six
 ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` spans, 49-59 ms each, against steps of about 210 ms;
@@ -27,13 +43,21 @@ first and keeps the second silent with a wide margin.
 Predicted saving (the replay, docs/impact.md): the fix is "fetch in worker processes" (``num_workers > 0``):
 the batch is prefetched off the critical path, so each fetch span on the training thread shrinks to what
 taking a ready batch from the workers' queue costs (``worker_fetch_us``, 70 us: the six
-``_MultiProcessingDataLoaderIter`` fetches of ``hta_a100_train_rank3_of_8`` take 0.42 ms in all). The replay
-then says how much of the removed host time the GPU was waiting for.
+``_MultiProcessingDataLoaderIter`` fetches of ``hta_a100_train_rank3_of_8`` take 0.42 ms in all); a stretch of
+batch preparation is cut the same way on its thread, the CPU-only ops inside it (``torch.from_numpy``'s
+``lift_fresh``, the collating ``stack``) included, as workers take them too. The replay then says how much of the
+removed host time the GPU was waiting for: on ``h200_ho_resnet18_cpu_aug`` 52.5 % of the window, measured
+62.9 % (42.8 -> 15.9 ms per step, 8 workers, without the profiler; the eager part of the fixed step also ran
+faster there, which the replay does not know).
 
 ## Known false positives
 The first batch of an epoch (worker start-up, prefetch queue filling) is slow by design; captures that hold only
 the first steps overstate the stall. A GPU that idles during the fetch for another reason (a synchronisation just
 before it) is attributed to data loading as well. Custom input pipelines without these record-function names are
+not seen by the first measure. The second reads "no recorded event" as "not framework work": a host that runs
+long uninstrumented native code on the training thread (a custom extension without record_function, a blocking
+read of a file or socket, a checkpoint write between the step's launches) is reported as batch preparation too;
+batch preparation interleaved with GPU launches (per-sample GPU transforms) splits into short stretches and is
 not seen.
 
 ## References
@@ -50,7 +74,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import rulekit
+from traceadvisor import rulekit, summary
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
@@ -60,8 +84,9 @@ from traceadvisor.trace import Trace
 RULE = Rule(
     code="DLD001",
     name="dataloader-stall",
-    title="GPU idle while the next batch is fetched from the DataLoader",
-    summary="{count} batch fetches kept the GPU idle for {impact_ms:.1f} ms ({idle_pct_of_window:.1f}% of the "
+    title="GPU idle while the next batch is fetched or prepared on the training thread",
+    summary="{count} batch fetches or preparations on the training thread kept the GPU idle for "
+    "{impact_ms:.1f} ms ({idle_pct_of_window:.1f}% of the "
     "analysed window); loading in worker processes would save {saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
     advice={
         "common": "Take data preparation off the training thread's critical path: load and augment in parallel "
@@ -85,6 +110,12 @@ RULE = Rule(
             "% of window",
             "report when data-wait GPU idle is at least this share of the "
             "analysed window (steps, or the trace span)",
+        ),
+        "min_stretch_pct_of_step": Option(
+            25.0,
+            "% of step",
+            "a GPU idle stretch with the launching thread outside any recorded op for most of it counts as "
+            "batch preparation when that untracked time is at least this share of the median step",
         ),
         "worker_fetch_us": Option(
             70.0, "us", "what one fetch costs the training thread with DataLoader workers (the fix's model)"
@@ -127,16 +158,96 @@ def _window(trace: Trace) -> pl.LazyFrame:
     )
 
 
-def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+def _loader_rows(trace: Trace) -> pl.LazyFrame:
+    """The batch-fetch spans per device of the rank with the GPU's busy time inside them."""
     lf = trace.lazy()
     devices = views.gpu_work(lf).filter(pl.col("device").is_not_null()).select("rank", "device").unique()
     spans = fetch_spans(lf).join(devices, on="rank", how="inner", nulls_equal=True)
-    spans = (
+    return (
         views.covered_ns(spans, views.gpu_busy(lf), ["rank", "device"])
         .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .with_columns(idle_ns=pl.col("span_ns") - pl.col("covered_ns"))
+        .with_columns(
+            idle_ns=pl.col("span_ns") - pl.col("covered_ns"),
+            source=pl.lit("dataloader"),
+            pid=pl.lit(None, dtype=pl.Int64),
+            tid=pl.lit(None, dtype=pl.Int64),
+            untracked_ns=pl.lit(None, dtype=pl.Int64),
+        )
     )
-    spans = spans.join(_window(trace), on="rank", how="left", nulls_equal=True)
+
+
+def _step_ns(trace: Trace) -> pl.LazyFrame:
+    """Per (rank key, device): the median analysed step, else the analysed window (what a stretch is read against)."""
+    sp = summary.plan(trace)
+    win = sp.frames["windows"].select(
+        "rank", "device", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns")
+    )
+    if not sp.has_steps:
+        return win
+    st = (
+        sp.frames["steps"]
+        .filter(pl.col("analysed"))
+        .group_by("rank")
+        .agg((pl.col("end_ns") - pl.col("start_ns")).median().cast(pl.Int64).alias("med"))
+    )
+    return win.join(st, on="rank", how="left").select(
+        "rank", "device", pl.coalesce("med", "step_ns").alias("step_ns")
+    )
+
+
+def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    """GPU idle stretches (launch queue empty) during which the next launch's thread ran no recorded host event
+    for most of the time, each a large share of the step: batch preparation on the training thread."""
+    lf = trace.lazy()
+    g = rulekit.host_bound_gaps(trace, True).filter(pl.col("api_tid").is_not_null())
+    iv = g.select(
+        "rank",
+        "device",
+        pl.col("api_pid").alias("pid"),
+        pl.col("api_tid").alias("tid"),
+        "start_ns",
+        pl.min_horizontal("end_ns", "api_start_ns").alias("end_ns"),
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    host = lf.filter(pl.col("kind").is_in(HOST_KINDS + ("runtime",)) & pl.col("tid").is_not_null())
+    busy = rulekit.merge_intervals(
+        host.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns")), ["rank", "pid", "tid"]
+    )
+    step = _step_ns(trace).select(pl.col("rank").alias("_rk"), "device", "step_ns")
+    return (
+        views.covered_ns(iv, busy, ["rank", "pid", "tid"])
+        .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .with_columns(untracked_ns=pl.col("span_ns") - pl.col("covered_ns"))
+        .with_columns(_rk=pl.col("rank").cast(pl.Int32).fill_null(0))
+        .join(step, on=["_rk", "device"], how="inner", nulls_equal=True)
+        .filter(
+            (2 * pl.col("untracked_ns") >= pl.col("span_ns"))
+            & (pl.col("untracked_ns") * 100 >= options["min_stretch_pct_of_step"] * pl.col("step_ns"))
+        )
+        .select(
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            pl.lit(1, dtype=pl.UInt32).alias("fetches"),
+            pl.lit("host work outside any recorded op").alias("name"),
+            "span_ns",
+            pl.lit(0, dtype=pl.Int64).alias("covered_ns"),
+            pl.col("span_ns").alias("idle_ns"),
+            pl.lit("untracked host work").alias("source"),
+            "pid",
+            "tid",
+            "untracked_ns",
+        )
+    )
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    cols = ["rank", "device", "start_ns", "end_ns", "fetches", "name", "span_ns", "covered_ns", "idle_ns"]
+    cols += ["source", "pid", "tid", "untracked_ns"]
+    loader = _loader_rows(trace).select(cols)
+    rows = pl.concat([loader, host_prep_rows(trace, options).select(cols)], how="vertical_relaxed")
+    # a stretch inside a fetch span is counted by the fetch span (its time is covered by the span's annotation)
+    spans = rows.join(_window(trace), on="rank", how="left", nulls_equal=True)
     share = pl.col("idle_ns").sum().over("rank", "device") / pl.col("window_ns")
     return (
         spans.filter((pl.col("idle_ns") > 0) & (share * 100 >= options["min_idle_pct"]))
@@ -152,38 +263,56 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             pl.col("covered_ns").alias("gpu_busy_ns"),
             "idle_ns",
             "window_ns",
+            "source",
+            "pid",
+            "tid",
+            "untracked_ns",
         )
         .sort("start_ns")
     )
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
-    """DataLoader workers: each fetch costs a queue get on the training thread."""
+    """DataLoader workers: each fetch, and each stretch of batch preparation on the launching thread, costs a
+    queue get on the training thread."""
     keep = int(options["worker_fetch_ns"])
     ev = (
         indexed(trace)
         .filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")) & pl.col("tid").is_not_null())
         .select("rank", "pid", "tid", "start_ns", "name")
     )
+    loader = rows.filter(pl.col("source") == "dataloader")
     sp = (
-        rows.lazy()
+        loader.lazy()
         .select("rank", "start_ns", "end_ns", "name")
         .join(ev, on=["rank", "start_ns", "name"], how="inner", nulls_equal=True)
         .unique(subset=["rank", "start_ns"], keep="first")
+        .select("rank", "pid", "tid", "start_ns", "end_ns")
         .collect()
     )
+    prep = rows.filter(pl.col("source") != "dataloader").select("rank", "pid", "tid", "start_ns", "end_ns")
+    sp = pl.concat([sp, prep.cast(sp.schema)])
     if not sp.height:
         return None
-    return Fix(
-        f"DataLoader workers: {sp.height} fetches off the training thread ({keep / 1e3:.0f} us each)"
-    ).cut_host(sp["rank"].fill_null(-1), sp["pid"], sp["tid"], sp["start_ns"] + keep, sp["end_ns"])
+    words = f"{loader.height} fetches" if loader.height else ""
+    if prep.height:
+        words += (" and " if words else "") + f"{prep.height} stretches of batch preparation"
+    return Fix(f"DataLoader workers: {words} off the training thread ({keep / 1e3:.0f} us each)").cut_host(
+        sp["rank"].fill_null(-1), sp["pid"], sp["tid"], sp["start_ns"] + keep, sp["end_ns"]
+    )
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     window = int(rows["window_ns"][0] or 0)
     idle = int(rows["idle_ns"].sum())
-    names = rows["name"].unique().to_list()
+    loader = rows.filter(pl.col("source") == "dataloader")
+    prep = rows.filter(pl.col("source") != "dataloader")
+    names = loader["name"].unique().to_list()
     return {
+        "batch_fetches": int(loader["count"].sum()),
+        "untracked_stretches": prep.height,
+        "untracked_host_ms": float(prep["untracked_ns"].sum() or 0) / 1e6,
+        "untracked_stretch_ms_median": float(prep["span_ns"].median() or 0) / 1e6,
         "idle_pct_of_window": 100.0 * idle / window if window else 0.0,
         "fetch_ms_total": float(rows["span_ns"].sum()) / 1e6,
         "fetch_ms_median": float(rows["span_ns"].median() or 0) / 1e6,
@@ -217,4 +346,36 @@ def example_good() -> Trace:
     """Worker processes have the next batch ready: the fetch takes 30 us."""
     b = TraceBuilder(name="dld001_good")
     _steps(b, 30)
+    return b.build()
+
+
+def _prep_steps(b: TraceBuilder, ops: int) -> None:
+    """Five 12 ms steps: 10 ms of host work on the training thread, then 1.5 ms of GPU work. With ``ops`` = 0 the
+    work runs outside any recorded op (numpy, Python) with one ``aten::lift_fresh`` (``torch.from_numpy``) per
+    sample; otherwise it is ``ops`` recorded framework ops with 10 us of Python between them."""
+    for i in range(5):
+        t = i * 12_000.0
+        b.step(i, t, 12_000)
+        if ops:
+            per = 10_000 / ops
+            for k in range(ops):
+                b.cpu_op("aten::add", t + k * per, per - 10, ext=i * 1000 + k + 1)
+        else:
+            for k in range(16):
+                b.cpu_op("aten::lift_fresh", t + 300 + k * 600, 1, ext=i * 1000 + k + 1)
+        b.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", t + 10_000, t + 10_010, 1500)
+
+
+def example_prep_bad() -> Trace:
+    """Batch preparation in the loop: 10 ms of each 12 ms step outside any op while the GPU idles."""
+    b = TraceBuilder(name="dld001_prep_bad")
+    _prep_steps(b, 0)
+    return b.build()
+
+
+def example_prep_good() -> Trace:
+    """The same host time in 40 recorded framework ops: launch and dispatch cost (IDL001's), not batch
+    preparation."""
+    b = TraceBuilder(name="dld001_prep_good")
+    _prep_steps(b, 40)
     return b.build()

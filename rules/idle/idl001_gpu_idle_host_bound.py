@@ -19,7 +19,9 @@ empty. Gaps whose next activity was already submitted (stream waits, dependencie
 link are not counted. The window is the library summary's analysed window of the device (``summary.py``, the
 one every report shows): with iteration markers its analysed steps, which leave out a first step found to be
 warm-up (``skip_first_step``; torch.compile or lazy initialisation, which WRM001 reports: counting it here
-would report the same time twice), and only the parts of gaps inside those steps count; without them the span
+would report the same time twice), and only the parts of gaps inside those steps count (a gap is read in every
+step it overlaps: the idle GPU at the end of one step runs on into the next one's host work before its first
+launch, and the GPU idle from the first analysed step's start to the device's first activity is a gap too); without them the span
 from the first to the last GPU activity, where gaps longer than ``max_gap_ms`` are phases outside the loop
 (start-up, set-up, checkpointing), left out of the gaps and of the window and only reported in the evidence.
 ``impact_ns`` is the host-bound idle time: an upper bound of what removing the host overhead could give back. A
@@ -43,7 +45,9 @@ the replayed window minus the replayed window with that change.
 
 ## Known false positives
 A host thread that deliberately waits (a barrier, a blocking synchronize to measure time, waiting for a
-request in a server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Without step
+request in a server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Host-bound idle during which the launching thread runs no recorded op
+for a large share of the step is batch preparation in the loop, which DLD001 reports with its own fix
+(DataLoader workers); the graph launch predicted here leaves that host work in place. Without step
 markers the window is the whole capture, so set-up phases shorter than ``max_gap_ms`` count.
 
 ## References
@@ -59,7 +63,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import summary
+from traceadvisor import rulekit, summary
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
@@ -110,100 +114,6 @@ RULE = Rule(
 )
 
 
-def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Per GPU start time: when its launch call started and ended, its name, the launching op's external id."""
-    return (
-        views.launches(lf)
-        .group_by("rank", "device", "start_ns")
-        .agg(
-            pl.col("api_start_ns").min(),
-            (pl.col("api_start_ns") + pl.col("api_dur_ns")).min().alias("api_end_ns"),
-            pl.col("api_name").first(),
-            pl.col("name").first().alias("next_kernel"),
-            pl.col("external_id").first(),
-        )
-    )
-
-
-def _analysed(trace: Trace, skip_first_step: bool) -> tuple[pl.LazyFrame, pl.LazyFrame | None]:
-    """The summary's analysed window per (rank, device) (``start_ns``, ``end_ns``; rank as the summary keys it,
-    0 for an unranked trace) and, with steps, the steps the gaps are read in: the summary's analysed steps (a
-    warm-up first step left out, as WRM001 reports it), or all steps when ``skip_first_step`` is off."""
-    sp = summary.plan(trace)
-    win = sp.frames["windows"].select("rank", "device", "start_ns", "end_ns")
-    if not sp.has_steps:
-        return win, None
-    st = sp.frames["steps"]
-    if skip_first_step:
-        st = st.filter(pl.col("analysed"))
-    st = st.select("rank", "name", "start_ns", "end_ns")
-    span = st.group_by("rank").agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
-    win = (
-        win.join(span, on="rank", how="left")
-        .with_columns(start_ns=pl.min_horizontal("start_ns", "s0"), end_ns=pl.max_horizontal("end_ns", "s1"))
-        .drop("s0", "s1")
-    )
-    return win, st
-
-
-def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
-    """Idle gaps inside the analysed window (clipped to the analysed steps when the trace has them) whose next
-    GPU work was launched after they began, with the window (``win_start``, ``win_end``) of their device."""
-    lf = trace.lazy()
-    win, st = _analysed(trace, skip_first_step)
-    rk = pl.col("rank").cast(pl.Int32).fill_null(0).alias("_rk")  # the summary's rank key (0: unranked)
-    gaps = (
-        views.gpu_idle_gaps(lf)
-        .join(
-            _next_launch(lf),
-            left_on=["rank", "device", "end_ns"],
-            right_on=["rank", "device", "start_ns"],
-            how="inner",
-            nulls_equal=True,
-        )
-        .filter(pl.col("api_end_ns") > pl.col("start_ns"))
-        .with_columns(rk)
-        .join(
-            win.select(_rk="rank", device="device", win_start="start_ns", win_end="end_ns"),
-            on=["_rk", "device"],
-            how="inner",
-            nulls_equal=True,
-        )
-        .with_columns(
-            start_ns=pl.max_horizontal("start_ns", "win_start"), end_ns=pl.min_horizontal("end_ns", "win_end")
-        )
-        .filter(pl.col("end_ns") > pl.col("start_ns"))
-    )
-    if st is not None:
-        steps = st.select(
-            pl.col("rank").cast(pl.Int32).alias("_rk"),
-            pl.col("start_ns").alias("step_start"),
-            pl.col("end_ns").alias("step_end"),
-            pl.col("name").alias("step"),
-        )
-        gaps = (
-            gaps.sort("start_ns")
-            .join_asof(
-                steps.sort("step_start"),
-                left_on="start_ns",
-                right_on="step_start",
-                by="_rk",
-                check_sortedness=False,
-            )
-            .filter(pl.col("step_end").is_not_null() & (pl.col("start_ns") < pl.col("step_end")))
-            .with_columns(end_ns=pl.min_horizontal("end_ns", "step_end"))
-        )
-    else:
-        gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
-    ops = views.op_names(lf).select("rank", "external_id", pl.col("name").alias("next_op"))
-    return (
-        gaps.drop("_rk")
-        .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
-        .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns")))
-    )
-
-
 def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     """One graph launch per step holding the offending items."""
     return graph_launch_fix(trace, rows["start_ns"].drop_nulls().to_numpy())
@@ -211,7 +121,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     skip = bool(options["skip_first_step"])
-    g = host_bound_gaps(trace, skip)
+    g = rulekit.host_bound_gaps(trace, skip)
     window = pl.col("win_end") - pl.col("win_start")
     if not summary.trace_has_steps(trace):
         # gaps longer than max_gap are phases outside the loop (start-up, set-up): out of the gaps and the window

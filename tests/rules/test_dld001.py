@@ -7,6 +7,7 @@ import raw_json
 from conftest import TRACES
 from corpus_check import rule, runner, trace
 
+from traceadvisor.engine.runner import analyze
 from traceadvisor.testing import TraceBuilder
 
 RM = rule("idle/dld001_dataloader_stall.py")
@@ -66,3 +67,22 @@ def test_amd_advice():
     RM.module._steps(b, 20_000)
     (f,) = run(b.build()).findings
     assert f.advice["stack"] == "amd" and "rocAL" in f.advice["primary"]
+
+
+def test_batch_preparation_outside_any_op():
+    """No DataLoader: 10 ms of each 12 ms step outside any recorded op while the GPU idles (the first step's from its
+    start) is reported and cut by the fix; the same host time inside recorded framework ops is launch cost
+    (IDL001's), not batch preparation."""
+    (f,) = run(RM.module.example_prep_bad()).findings
+    assert f.count == 5 and f.evidence["untracked_stretches"] == 5 and f.evidence["batch_fetches"] == 0
+    assert f.evidence["untracked_host_ms"] == pytest.approx(5 * 10.0 - 5 * 16 * 0.001, rel=1e-3)
+    assert 0.75 < f.share <= 10 / 12 and not f.evidence["single_process_loader"]
+    assert run(RM.module.example_prep_good()).findings == []
+
+
+def test_batch_preparation_needs_a_large_share_of_the_step():
+    """The stretch of host work outside any op must be at least ``min_stretch_pct_of_step`` of the step."""
+    t = RM.module.example_prep_bad()
+    for pct, reported in ((90, False), (80, True)):
+        res = analyze([t], [RM], {RM.code: {"min_stretch_pct_of_step": pct}})
+        assert bool(res.findings) is reported and not res.errors, pct
