@@ -18,7 +18,7 @@ and the summary in the engine's one ``pl.collect_all``.
   has them with completion times and the warm-up flag).
 * ``per_step(rows, steps, at)``: the step each row's time ``at`` falls in (backward as-of join per rank).
 * ``gpu_busy(lf)``, ``gpu_idle_gaps(lf)``: merged GPU busy intervals and idle gaps per (rank, device).
-* ``host_bound_gaps(trace, skip_first_step)``: GPU idle gaps of the analysed steps (or window) whose next
+* ``host_bound_gaps(trace, skip_first_step, leading)``: GPU idle gaps of the analysed steps (or window) whose next
   activity was launched after they began (the launch queue ran dry), with the launching thread; IDL001's
   measure, DLD001's host input preparation.
 * ``api(lf, *classes)``: runtime rows of the given API classes (``knowledge.apis``), with a bare ``api`` name.
@@ -224,19 +224,22 @@ def _analysed(trace: Trace, skip_first_step: bool) -> tuple[pl.LazyFrame, pl.Laz
     return win, st
 
 
-def host_bound_gaps(trace: Trace, skip_first_step: bool = True) -> pl.LazyFrame:
-    """Idle gaps inside the analysed window (clipped to the analysed steps when the trace has them) whose next
-    GPU work was launched after they began, with the window (``win_start``, ``win_end``) of their device."""
+def host_bound_gaps(trace: Trace, skip_first_step: bool = True, leading: bool = False) -> pl.LazyFrame:
+    """Idle gaps inside the analysed window (clipped to the analysed steps when the trace has them; a gap is read
+    in every step it overlaps) whose next GPU work was launched after they began, with the window (``win_start``,
+    ``win_end``) of their device and the launching thread (``api_pid``, ``api_tid``). ``leading``: the GPU idle
+    from the window's start to the device's first activity is a gap too (a first analysed step whose host work
+    before its first launch has no earlier GPU work in the capture)."""
     lf = trace.lazy()
     win, st = _analysed(trace, skip_first_step)
     rk = pl.col("rank").cast(pl.Int32).fill_null(0).alias("_rk")  # the summary's rank key (0: unranked)
-    # the GPU idle from the window's start to the device's first activity counts as a gap too (a first analysed
-    # step whose host work before its first launch has no earlier GPU work in the capture); clipped to the window
-    first = views.gpu_busy(lf).group_by("rank", "device").agg(pl.col("start_ns").min().alias("end_ns"))
-    lead = first.select(
-        "rank", "device", pl.lit(0, dtype=pl.Int64).alias("start_ns"), "end_ns", gap_ns="end_ns"
-    )
-    idle = pl.concat([views.gpu_idle_gaps(lf), lead], how="vertical_relaxed")
+    idle = views.gpu_idle_gaps(lf)
+    if leading:  # the GPU idle from the window's start to the device's first activity, clipped to the window
+        first = views.gpu_busy(lf).group_by("rank", "device").agg(pl.col("start_ns").min().alias("end_ns"))
+        lead = first.select(
+            "rank", "device", pl.lit(0, dtype=pl.Int64).alias("start_ns"), "end_ns", gap_ns="end_ns"
+        )
+        idle = pl.concat([idle, lead], how="vertical_relaxed")
     gaps = (
         idle.join(
             _next_launch(lf),

@@ -21,8 +21,9 @@ the device was busy (kernels, copies, memsets); the rest is GPU idle time caused
 ``impact_ns``: an upper bound of what a faster input pipeline could save. A finding needs that idle time to be at
 least ``min_idle_pct`` of the analysed window (the steps, else the trace span).
 
-Batch preparation outside any op: each host-bound idle gap, read per analysed step, from its start (or the
-step's start) to the start of the launch call that ends it, on that call's thread; its *untracked* time is the
+Batch preparation outside any op: each host-bound idle gap, read per analysed step (and the GPU idle from the
+first analysed step's start to the device's first activity), from its start (or the step's start) to the start
+of the launch call that ends it, on that call's thread; its *untracked* time is the
 part no host event of the thread covers. A stretch counts when at least half of it is untracked (launch and
 dispatch cost sit inside ops and runtime calls; batch preparation does not) and its untracked time is at least
 ``min_stretch_pct_of_step`` of the median analysed step (the analysed window without steps): Python between ops
@@ -199,7 +200,7 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     """GPU idle stretches (launch queue empty) during which the next launch's thread ran no recorded host event
     for most of the time, each a large share of the step: batch preparation on the training thread."""
     lf = trace.lazy()
-    g = rulekit.host_bound_gaps(trace, True).filter(pl.col("api_tid").is_not_null())
+    g = rulekit.host_bound_gaps(trace, True, leading=True).filter(pl.col("api_tid").is_not_null())
     iv = g.select(
         "rank",
         "device",

@@ -21,7 +21,7 @@ one every report shows): with iteration markers its analysed steps, which leave 
 warm-up (``skip_first_step``; torch.compile or lazy initialisation, which WRM001 reports: counting it here
 would report the same time twice), and only the parts of gaps inside those steps count (a gap is read in every
 step it overlaps: the idle GPU at the end of one step runs on into the next one's host work before its first
-launch, and the GPU idle from the first analysed step's start to the device's first activity is a gap too); without them the span
+launch); without them the span
 from the first to the last GPU activity, where gaps longer than ``max_gap_ms`` are phases outside the loop
 (start-up, set-up, checkpointing), left out of the gaps and of the window and only reported in the evidence.
 ``impact_ns`` is the host-bound idle time: an upper bound of what removing the host overhead could give back. A
