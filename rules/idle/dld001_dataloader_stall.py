@@ -7,7 +7,10 @@ data loading, decoding and augmentation sit on the critical path of the step. An
 DataLoader: a GPU idle stretch with an empty launch queue (``rulekit.host_bound_gaps``, IDL001's measure) during
 which the thread that makes the next launch ran no recorded framework op, runtime call or range for most of the
 time (numpy or PIL augmentation, tokenization, Python preprocessing, logging in the loop), each stretch a large
-share of the step.
+share of the step. This second measure needs step markers (batch preparation is per step; without them a long
+stretch is a phase outside the loop: start-up, compilation, set-up) and framework ops recorded on the thread
+(torch.profiler; an nsys or rocprof capture records only runtime calls, so all framework work would read as
+outside any op).
 
 ## Why it matters
 While the training thread waits for a batch, every GPU kernel of the step is delayed by the same amount. With
@@ -208,7 +211,11 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         pl.col("api_tid").alias("tid"),
         "start_ns",
         pl.min_horizontal("end_ns", "api_start_ns").alias("end_ns"),
-    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    ).filter((pl.col("end_ns") > pl.col("start_ns")) & pl.lit(_has_steps(trace)))
+    # "outside any op" needs a profiler that records framework ops on that thread (nsys and rocprof record only
+    # runtime calls: all framework work would read as untracked)
+    op_threads = lf.filter(pl.col("kind") == "cpu_op").select("rank", "pid", "tid").unique()
+    iv = iv.join(op_threads, on=["rank", "pid", "tid"], how="semi", nulls_equal=True)
     host = lf.filter(pl.col("kind").is_in(HOST_KINDS + ("runtime",)) & pl.col("tid").is_not_null())
     busy = rulekit.merge_intervals(
         host.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns")), ["rank", "pid", "tid"]
