@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -126,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     t_rules = time.perf_counter() - t
     a.out.mkdir(parents=True, exist_ok=True)
     out = a.out / f"{trace.name}.html"
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     write_html(res, out)
-    t_html = time.perf_counter() - t
+    # CPU seconds of all threads beside the wall time: on a loaded machine the wall time is mostly waiting
+    t_html, c_html = time.perf_counter() - t, time.process_time() - c
     t = time.perf_counter()
     md = render_markdown(res)
     t_md = time.perf_counter() - t
@@ -141,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         "import_s": round(t_import, 2),
         "rules_s": round(t_rules, 2),
         "write_html_s": round(t_html, 2),
+        "write_html_cpu_s": round(c_html, 2),
+        "load_average": round(os.getloadavg()[0], 1),
         "html_mb": round(mb, 2),
         "markdown_s": round(t_md, 3),
         "markdown_chars": len(md),
