@@ -286,9 +286,7 @@ def host_bound_gaps(trace: Trace, skip_first_step: bool = True, leading: bool = 
     else:
         gaps = gaps.with_columns(step=pl.lit(None, dtype=pl.String))
     ops = views.op_names(lf).select("rank", "external_id", pl.col("name").alias("next_op"))
-    return (
-        gaps.drop("_rk")
-        .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .join(ops, on=["rank", "external_id"], how="left", nulls_equal=True)
-        .with_columns(launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns")))
+    gaps = gaps.drop("_rk").with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
+    return views.lookup(gaps, ops, ["rank", "external_id"], nulls_equal=True).with_columns(
+        launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))
     )

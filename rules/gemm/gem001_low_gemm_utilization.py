@@ -177,8 +177,9 @@ def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
 def _shape_table(trace: Trace, lf: pl.LazyFrame, options: dict[str, Any]) -> pl.LazyFrame:
     ops = gemm_ops(lf)
     kern = gemm_kernels(lf)
+    # ties broken by start and name: an op's kernel (and so its dtype) is the same on every run
     per_op = (
-        kern.sort("dur_ns", descending=True)
+        kern.sort(["dur_ns", "start_ns", "name"], descending=[True, False, False], nulls_last=True)
         .group_by("rank", "ext")
         .agg(
             pl.col("device").first(),
@@ -196,7 +197,7 @@ def _shape_table(trace: Trace, lf: pl.LazyFrame, options: dict[str, Any]) -> pl.
     joined = joined.filter(pl.col("dtype").is_not_null() & (pl.col("gpu_ns") > 0))
     keys = ["rank", "device", "m", "n", "k", "batch", "dtype"]
     shapes = (
-        joined.sort("gpu_ns", descending=True)
+        joined.sort(["gpu_ns", "k_start", "external_id"], descending=[True, False, False], nulls_last=True)
         .group_by(keys)
         .agg(
             pl.len().alias("calls"),
@@ -325,7 +326,11 @@ def evidence_plan(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             host_us_per_call=pl.col("host_ns_median") / 1e3,
         )
         .filter(~pl.col("flagged"))
-        .sort("gpu_ns", descending=True)
+        .sort(
+            ["gpu_ns", "m", "n", "k", "batch", "dtype"],
+            descending=[True, False, False, False, False, False],
+            nulls_last=True,
+        )
     )
 
 
@@ -333,7 +338,10 @@ def evidence(
     rows: pl.DataFrame, trace: Trace, options: dict[str, Any], context: pl.DataFrame
 ) -> dict[str, Any]:
     """Per-shape numbers: ``shapes`` (flagged) and ``unflagged_shapes`` (same rank/device, for context)."""
-    flagged = [_shape_dict(r, True) for r in rows.sort("impact_ns", descending=True).iter_rows(named=True)]
+    flagged = [
+        _shape_dict(r, True)
+        for r in rows.sort("impact_ns", descending=True, maintain_order=True).iter_rows(named=True)
+    ]
     rank, device = rows["rank"][0], rows["device"][0]
     every = context.filter(pl.col("rank").eq_missing(rank) & pl.col("device").eq_missing(device))
     other = [_shape_dict(r, False) for r in every.iter_rows(named=True)]

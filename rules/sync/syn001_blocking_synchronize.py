@@ -221,8 +221,8 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
                 pl.col("external_id")
             )
         )
-        .join(ops, on=["_rk", "_ext"], how="left")
     )
+    rows = views.lookup(rows, ops, ["_rk", "_ext"])
     return rows.filter(pl.col("impact_ns").sum().over(["_rk", "device"]) >= min_total).select(
         "rank",
         "device",

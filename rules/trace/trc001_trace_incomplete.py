@@ -278,17 +278,20 @@ def _links(lf: pl.LazyFrame, options: dict) -> list[pl.LazyFrame]:
     # the key sets below are only read by anti joins, which do not need them unique
     gpu_keys = gpu.filter(pl.col("correlation_id").is_not_null()).select("_rk", "correlation_id")
     last_gpu = gpu.group_by("_rk").agg(pl.col("correlation_id").max().alias("last_corr"))
-    launches = (
-        _outside_stream_capture(rt, rt.filter(pl.col("api_class") == "launch"))
-        .join(last_gpu, on="_rk", how="inner")
-        .filter(pl.col("correlation_id") <= pl.col("last_corr"))
+    launch_rows = rt.filter(pl.col("api_class") == "launch")
+    classes = views.distinct_values(lf, "api_class")
+    if classes is None or "capture_begin" in classes:  # no stream capture at all: nothing to take out
+        launch_rows = _outside_stream_capture(rt, launch_rows)
+    launches = launch_rows.join(last_gpu, on="_rk", how="inner").filter(
+        pl.col("correlation_id") <= pl.col("last_corr")
     )  # newer launches ran after the capture stopped
     unmatched = _agg(
         launches.join(gpu_keys, on=["_rk", "correlation_id"], how="anti"),
         launches.group_by("_rk").agg(pl.len().cast(pl.Int64).alias("total")),
     )
-    first_rt = rt.group_by("_rk").agg(pl.col("correlation_id").min().alias("first_corr"))
-    rt_keys = rt.select("_rk", "correlation_id")
+    keys = views.runtime_by_correlation(lf).select(_rk(), "correlation_id")  # the same (rank, id) pairs
+    first_rt = keys.group_by("_rk").agg(pl.col("correlation_id").min().alias("first_corr"))
+    rt_keys = keys
     in_window = gpu.join(
         first_rt, on="_rk", how="inner"
     ).filter(  # older ids were launched before the capture
