@@ -17,9 +17,7 @@ pytest.importorskip("numba")
 
 REAL = [
     "hta_a100_train_rank3_of_8.json.gz",
-    "hta_v100_rank0_ns_timeunit.pt.trace.json.gz",
     "kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list.pt.trace.json.gz",
-    "tracelens_mi300x_resnet_ddp8_act_checkpoint_train_rank0.json.gz",
     "hta_mi250_minitoy_train_rocm6.2.json.gz",
     "hta_a100_cupti_profiler_range.json.gz",
 ]
