@@ -21,6 +21,8 @@ and the summary in the engine's one ``pl.collect_all``.
 * ``host_bound_gaps(trace, skip_first_step, leading)``: GPU idle gaps of the analysed steps (or window) whose next
   activity was launched after they began (the launch queue ran dry), with the launching thread; IDL001's
   measure, DLD001's host input preparation.
+* ``outside_ops(trace, gaps)``: the host side of host-bound gaps on the launching thread, with the time no
+  recorded host event covers (``untracked_ns``).
 * ``api(lf, *classes)``: runtime rows of the given API classes (``knowledge.apis``), with a bare ``api`` name.
 * ``device_model(trace, device)``: the device's model from ``traceadvisor.devices`` (resolved at import).
 * ``without_queue_backpressure(trace, fix)``: a GPU-side fix also frees launch calls that waited on a full
@@ -61,6 +63,7 @@ __all__ = [
     "latest_end_before",
     "launch_calls",
     "merge_intervals",
+    "outside_ops",
     "per_step",
     "step_frame",
     "sum_in",
@@ -289,4 +292,41 @@ def host_bound_gaps(trace: Trace, skip_first_step: bool = True, leading: bool = 
     gaps = gaps.drop("_rk").with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
     return views.lookup(gaps, ops, ["rank", "external_id"], nulls_equal=True).with_columns(
         launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))
+    )
+
+
+# host rows that count as recorded work on a thread (the step markers are not)
+_RECORDED = ("cpu_op", "runtime", "annotation", "python")
+
+
+def outside_ops(trace: Trace, gaps: pl.LazyFrame) -> pl.LazyFrame:
+    """Per host-bound gap (``host_bound_gaps`` rows): its host side, from its start to the start of the launch
+    call that ends it (``start_ns``, ``end_ns``) on that call's thread (``pid``, ``tid``), with ``span_ns`` and
+    ``untracked_ns``, the part no recorded host event of the thread covers (Python, numpy, I/O: work outside any
+    framework op or runtime call). Only threads with recorded framework ops: an nsys or rocprof capture records
+    runtime calls alone, where all framework work would read as untracked."""
+    lf = trace.lazy()
+    iv = (
+        gaps.filter(pl.col("api_tid").is_not_null())
+        .select(
+            "rank",
+            "device",
+            pl.col("api_pid").alias("pid"),
+            pl.col("api_tid").alias("tid"),
+            "start_ns",
+            pl.min_horizontal("end_ns", "api_start_ns").alias("end_ns"),
+        )
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+    )
+    op_threads = lf.filter(pl.col("kind") == "cpu_op").select("rank", "pid", "tid").unique()
+    iv = iv.join(op_threads, on=["rank", "pid", "tid"], how="semi", nulls_equal=True)
+    host = lf.filter(pl.col("kind").is_in(_RECORDED) & pl.col("tid").is_not_null())
+    busy = merge_intervals(
+        host.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns")), ["rank", "pid", "tid"]
+    )
+    return (
+        covered_ns(iv, busy, ["rank", "pid", "tid"])
+        .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .with_columns(untracked_ns=pl.col("span_ns") - pl.col("covered_ns"))
+        .drop("covered_ns")
     )

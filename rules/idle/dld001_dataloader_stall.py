@@ -31,7 +31,7 @@ part no host event of the thread covers. A stretch counts when at least half of 
 dispatch cost sit inside ops and runtime calls; batch preparation does not) and its untracked time is at least
 ``min_stretch_pct_of_step`` of the median analysed step (the analysed window without steps): Python between ops
 and profiler bookkeeping come in many short pieces. From the real traces: ``h200_ho_resnet18_cpu_aug`` (numpy
-augmentation of each batch in the loop) has one stretch per step, 18.1-18.8 ms untracked of 19.4-20.3 ms, 42-44 %
+augmentation of each batch in the loop) has one stretch per step, 18.1-19.7 ms untracked of 19.4-20.3 ms, 42-46 %
 of its 42.8 ms step; over every other trace of ``fixtures/h200_*`` and the torch corpus the largest such stretch
 is 13.9 % of its step (``h200_compile_warmup``: 0.33 ms in 2.4 ms steps), then 10.1 %
 (``h200_ho_bert_compiled_warm``: 1.67 ms, compiled code's Python) and 4.4 % (``hta_sampled_job128``): 25 % sits
@@ -202,30 +202,11 @@ def _step_ns(trace: Trace) -> pl.LazyFrame:
 def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     """GPU idle stretches (launch queue empty) during which the next launch's thread ran no recorded host event
     for most of the time, each a large share of the step: batch preparation on the training thread."""
-    lf = trace.lazy()
     g = rulekit.host_bound_gaps(trace, True, leading=True).filter(pl.col("api_tid").is_not_null())
-    iv = g.select(
-        "rank",
-        "device",
-        pl.col("api_pid").alias("pid"),
-        pl.col("api_tid").alias("tid"),
-        "start_ns",
-        pl.min_horizontal("end_ns", "api_start_ns").alias("end_ns"),
-    ).filter((pl.col("end_ns") > pl.col("start_ns")) & pl.lit(_has_steps(trace)))
-    # "outside any op" needs a profiler that records framework ops on that thread (nsys and rocprof record only
-    # runtime calls: all framework work would read as untracked)
-    op_threads = lf.filter(pl.col("kind") == "cpu_op").select("rank", "pid", "tid").unique()
-    iv = iv.join(op_threads, on=["rank", "pid", "tid"], how="semi", nulls_equal=True)
-    host = lf.filter(pl.col("kind").is_in(HOST_KINDS + ("runtime",)) & pl.col("tid").is_not_null())
-    busy = rulekit.merge_intervals(
-        host.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns")), ["rank", "pid", "tid"]
-    )
+    iv = rulekit.outside_ops(trace, g.filter(pl.lit(_has_steps(trace))))
     step = _step_ns(trace).select(pl.col("rank").alias("_rk"), "device", "step_ns")
     return (
-        views.covered_ns(iv, busy, ["rank", "pid", "tid"])
-        .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .with_columns(untracked_ns=pl.col("span_ns") - pl.col("covered_ns"))
-        .with_columns(_rk=pl.col("rank").cast(pl.Int32).fill_null(0))
+        iv.with_columns(_rk=pl.col("rank").cast(pl.Int32).fill_null(0))
         .join(step, on=["_rk", "device"], how="inner", nulls_equal=True)
         .filter(
             (2 * pl.col("untracked_ns") >= pl.col("span_ns"))

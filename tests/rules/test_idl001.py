@@ -103,3 +103,13 @@ def test_first_step_warmup_is_left_to_wrm001():
     ).findings
     assert f.bound_ns < g.bound_ns / 5  # the warm-up step held most of the idle
     assert "after the first" in f.evidence["window"]
+
+
+def test_idle_outside_any_op_is_attributed():
+    """Cause attribution: the idle during which the launching thread ran no recorded op (batch preparation in the
+    loop, DLD001's) against launch cost inside ops (the 30 us aten::mul per 2 us kernel)."""
+    prep = rule("idle/dld001_dataloader_stall.py").module.example_prep_bad()
+    (f,) = run(prep).findings
+    assert f.evidence["idle_outside_ops_pct"] > 90
+    (g,) = run(RM.module.example_bad()).findings
+    assert g.evidence["idle_outside_ops_pct"] < 10
