@@ -99,3 +99,19 @@ def test_unfused_attention_in_training_matches_the_backward_chains(analysed):
     (f,) = [f for f in res.findings if f.rule == "ATT001"]
     assert f.count == 18 * 3 * 2
     assert "512" in f.evidence["shapes"]  # the cross-attention's 128 x 512 scores
+
+
+def test_a_graph_saving_that_may_be_profiler_overhead_is_minor(analysed):
+    """ViT-S is GPU-bound without the profiler (36.7 ms per step, 34.2 ms of GPU work) and host-bound under it: its
+    graph-launch saving (35 % at 2.5 us per recorded event) vanishes at the trace's high per-event cost, so
+    IDL001/LNC001 are minor with the sensitivity in their evidence; the host-bound BERT (4.5 ms of GPU work in a
+    49.3 ms step) keeps its finding at both costs (docs/impact.md)."""
+    _, res = analysed("h200_ho_vit_s_bf16_warm.pt.trace.json.gz")
+    graph = [f for f in res.findings if f.rule in ("IDL001", "LNC001")]
+    assert graph and all(f.minor for f in graph)
+    for f in graph:
+        lo, hi = f.evidence["profiler_overhead"]["saving_pct"]
+        assert lo > 20 and hi < 5, (lo, hi)
+    _, res = analysed("h200_ho_bert_adamw_loop.pt.trace.json.gz")
+    graph = [f for f in res.findings if f.rule in ("IDL001", "LNC001")]
+    assert graph and not any(f.minor or "profiler_overhead" in f.evidence for f in graph)

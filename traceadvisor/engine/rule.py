@@ -139,7 +139,8 @@ class Finding:
     ranges: list[tuple[int, int]] = field(default_factory=list)  # [start_ns, end_ns] of offending items
     window_ns: int | None = None  # the analysed window, replayed as recorded
     prediction: dict[str, Any] | None = None  # {"before_ns", "after_ns", "method"} from the replay
-    minor: bool = False  # predicted saving below max(0.5% of the window, 50 us): not ranked, not failed on
+    minor: bool = False  # predicted saving below max(0.5% of the window, 50 us), or maybe profiler overhead
+    # (replay.overhead_sensitivity): not ranked, not failed on
     bound_ns: int | None = None  # the rule's own bound, for rules whose fix the replay cannot express
     trace_index: int = 0  # position of the trace in the analysis (names can repeat: a/x.json, b/x.json)
     sources: list[str] = field(

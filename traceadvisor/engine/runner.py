@@ -219,6 +219,16 @@ def build_findings(
         if callable(extra):
             more = extra(g, trace, options, context) if context is not None else extra(g, trace, options)
             evidence.update(more or {})
+        uncertain = False
+        if pred is not None and got and rp is not None:
+            from traceadvisor.replay import overhead_sensitivity
+
+            sens = overhead_sensitivity(rp, got[0], pred)
+            if sens is not None:
+                uncertain = sens.pop("uncertain")
+                if uncertain:  # the saving vanishes at a plausible higher profiler cost per recorded event
+                    sens["note"] = "the host time this fix removes may be profiler overhead"
+                    evidence["profiler_overhead"] = sens
         evidence = _json_safe(evidence)
         # the summary states what the rule measured (its bound); the predicted saving is impact_ns / share
         cap = max(trace.span_ns(), 1)
@@ -254,7 +264,7 @@ def build_findings(
             ranges=[(int(a), int(b)) for a, b in ranges],
             window_ns=window,
             prediction=pred.to_dict() if pred is not None else ({"method": note} if note else None),
-            minor=pred is not None and is_minor(impact, window),
+            minor=pred is not None and (uncertain or is_minor(impact, window)),
             bound_ns=bound if modelled else None,
         )
         if fixes is not None and got:

@@ -19,3 +19,21 @@ PROFILER_EVENT_NAMES: tuple[str, ...] = (
 )
 # every event of this kind is profiler overhead
 PROFILER_KINDS: tuple[str, ...] = ("overhead",)
+
+# ATen ops that only make a view or an empty tensor (no kernel, no data touched): their recorded duration is the
+# dispatcher's and the profiler's own cost, a per-trace measure of what each recorded event costs the host
+# (replay.overhead_sensitivity, docs/impact.md)
+TRIVIAL_OPS: tuple[str, ...] = (
+    "aten::view",
+    "aten::detach",
+    "aten::t",
+    "aten::empty",
+    "aten::as_strided",
+    "aten::expand",
+    "aten::transpose",
+    "aten::reshape",
+    "aten::permute",
+    "aten::select",
+    "aten::slice",
+    "aten::alias",
+)
