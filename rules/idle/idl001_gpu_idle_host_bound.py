@@ -122,6 +122,9 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     return graph_launch_fix(trace, rows["start_ns"].drop_nulls().to_numpy())
 
 
+_OWN = ("win_start", "win_end", "api_start_ns", "api_pid", "api_tid")
+
+
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     skip = bool(options["skip_first_step"])
     g = rulekit.host_bound_gaps(trace, skip)
@@ -148,11 +151,8 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "next_op",
         "step",
         "window_ns",
-        "win_start",
-        "win_end",
-        "api_start_ns",
-        "api_pid",
-        "api_tid",
+        # the rule's own (not evidence: raw clock times): the window, and the launching thread for outside_ops
+        *(pl.col(c).alias(f"_{c}") for c in _OWN),
     )
 
 
@@ -185,7 +185,12 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     }
     # cause attribution: the idle during which the launching thread ran no recorded op or runtime call is host
     # work outside the framework (batch preparation, Python, I/O: DLD001), not launch cost a graph removes
-    out_ops = rulekit.outside_ops(trace, rows.lazy()).select(pl.col("untracked_ns").sum()).collect().item()
+    out_ops = (
+        rulekit.outside_ops(trace, rows.lazy().rename({f"_{c}": c for c in _OWN}))
+        .select(pl.col("untracked_ns").sum())
+        .collect()
+        .item()
+    )
     out["idle_outside_ops_ms"] = float(out_ops or 0) / 1e6
     out["idle_outside_ops_pct"] = 100.0 * float(out_ops or 0) / max(1, int(rows["gap_ns"].sum()))
     if not summary.trace_has_steps(trace):
@@ -195,8 +200,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
                 (pl.col("gap_ns") > options["max_gap_ns"])
                 & pl.col("rank").eq_missing(rows["rank"][0])
                 & pl.col("device").eq_missing(rows["device"][0])
-                & (pl.col("end_ns") > int(rows["win_start"][0]))
-                & (pl.col("start_ns") < int(rows["win_end"][0]))
+                & (pl.col("end_ns") > int(rows["_win_start"][0]))
+                & (pl.col("start_ns") < int(rows["_win_end"][0]))
             )
             .select(pl.len(), pl.col("gap_ns").sum())
             .collect()

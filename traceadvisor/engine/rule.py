@@ -6,7 +6,8 @@ A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
   ``Known false positives`` and ``References`` (shown by ``traceadvisor rule CODE`` and in the report);
 * ``RULE = Rule(...)``: code, name, needed capabilities, options, summary template, advice per stack;
 * ``detect(trace, options) -> pl.LazyFrame``: one row per offending item (copy, kernel, sync, gap, shape...)
-  with at least ``rank``, ``device``, ``start_ns``, ``end_ns``, ``impact_ns`` and the rule's evidence columns.
+  with at least ``rank``, ``device``, ``start_ns``, ``end_ns``, ``impact_ns`` and the rule's evidence columns
+  (a column named ``_...`` is the rule's own, read by its ``evidence``/``fix`` hooks, never shown as evidence).
   It must stay lazy: the engine collects every rule's frame in one ``pl.collect_all``;
 * optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding; a hook that needs
   more of the trace than the rows declares ``evidence_plan(trace, options) -> pl.LazyFrame`` and takes it as a

@@ -210,7 +210,8 @@ def build_findings(
             if vals:
                 conf = max(vals, key=CONFIDENCES.index)
         top = g.sort("impact_ns", descending=True, nulls_last=True, maintain_order=True)
-        ev_cols = [c for c in top.columns if c not in ("confidence",)]
+        # a column named "_..." is the rule's own (read by its hooks), not evidence
+        ev_cols = [c for c in top.columns if c != "confidence" and not c.startswith("_")]
         evidence: dict[str, Any] = {
             "items": top.head(MAX_EVIDENCE_ROWS).select(ev_cols).to_dicts(),
             "items_total": g.height,
