@@ -281,29 +281,9 @@ def _skip(buf, p, end, stack):
 
 
 @njit
-def _int(buf, s, e):
-    """(ok, value) of an integer literal buf[s:e] that fits int64."""
-    q = s
-    neg = False
-    if buf[q] == 45:
-        neg = True
-        q += 1
-    acc = 0
-    while q < e:
-        d = buf[q] - 48
-        if d < 0 or d > 9:
-            return False, 0
-        if acc > (_INT64_MAX - d) // 10:
-            return False, 0
-        acc = acc * 10 + d
-        q += 1
-    return True, -acc if neg else acc
-
-
-@njit
-def _us(buf, s, e, is_dur):
-    """(ok, exact integer ns) of a JSON number of microseconds buf[s:e]: at most 3 decimals that are not zero,
-    no exponent, within int64 ns; a duration also within the range where the float conversion is exact."""
+def _sign_digits(buf, s, e):
+    """(ok, negative, value, end) of an optional minus and the decimal digits from buf[s], up to the first
+    non-digit (``end``); not ok when the value passes int64."""
     q = s
     neg = False
     if buf[q] == 45:
@@ -313,9 +293,28 @@ def _us(buf, s, e, is_dur):
     while q < e and 48 <= buf[q] <= 57:
         d = buf[q] - 48
         if acc > (_INT64_MAX - d) // 10:
-            return False, 0
+            return False, neg, 0, q
         acc = acc * 10 + d
         q += 1
+    return True, neg, acc, q
+
+
+@njit
+def _int(buf, s, e):
+    """(ok, value) of an integer literal buf[s:e] that fits int64."""
+    ok, neg, acc, q = _sign_digits(buf, s, e)
+    if not ok or q != e:
+        return False, 0
+    return True, -acc if neg else acc
+
+
+@njit
+def _us(buf, s, e, is_dur):
+    """(ok, exact integer ns) of a JSON number of microseconds buf[s:e]: at most 3 decimals that are not zero,
+    no exponent, within int64 ns; a duration also within the range where the float conversion is exact."""
+    ok, neg, acc, q = _sign_digits(buf, s, e)
+    if not ok:
+        return False, 0
     frac = 0
     nf = 0
     if q < e and buf[q] == 46:

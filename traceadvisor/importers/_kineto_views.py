@@ -3,27 +3,15 @@ and the masks of which events have which field. (The scanner itself is ``_kineto
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from traceadvisor import jit
 from traceadvisor.importers._kineto_raw import FLOW_CLASS
 
 
 def njit(f):
-    """``f`` compiled without the GIL, with numba's on-disk cache: beside this file, else (no writable place
-    there) in traceadvisor's cache directory; compiled on every run only when neither is writable."""
-    try:
-        return numba.njit(cache=True, nogil=True)(f)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        from traceadvisor.cache import cache_dir
-
-        if not numba.config.CACHE_DIR:
-            numba.config.CACHE_DIR = str(cache_dir() / "numba")
-            try:
-                return numba.njit(cache=True, nogil=True)(f)
-            except RuntimeError:
-                pass
-        return numba.njit(nogil=True)(f)
+    """``f`` compiled without the GIL (the scanner's ranges run in threads), cached (``traceadvisor.jit``)."""
+    return jit.njit(f, nogil=True)
 
 
 @njit

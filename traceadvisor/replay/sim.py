@@ -4,17 +4,18 @@ The kernels (``kahn``: a topological order of the edges, ``relax``: the earliest
 the critical path back from a point) are plain Python over numpy arrays. Graphs with more than ``JIT_MIN_EDGES`` edges run them compiled with numba
 (``cache=True``: numba writes the compiled code under ``$NUMBA_CACHE_DIR``, else beside this file, else under the
 user's cache directory when the package directory is read-only, else under traceadvisor's cache directory:
-``_njit``); smaller graphs run them as they are, so a small trace never imports numba (its import and
+``traceadvisor.jit``); smaller graphs run them as they are, so a small trace never imports numba (its import and
 cached-code load cost about a CPU-second). Both paths run the same source, and ``tests/test_replay.py`` checks
 that they agree on the corpus.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import numpy as np
+
+from traceadvisor import jit
 
 # Below this many edges the interpreted kernels (about 1 us per edge) beat numba's import and cache load.
 JIT_MIN_EDGES = 20_000
@@ -151,7 +152,7 @@ def _jit():
     """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
     with _LOCK:
         if not _KERNELS:
-            kahn, relax, walk = _njit(_kahn), _njit(_relax), _njit(_walk)
+            kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
             # load (or compile and cache) the one signature the replay uses, on tiny inputs
             i, b = np.zeros(1, np.int64), np.ones(1, bool)
             kahn(2, i, i + 1)
@@ -159,25 +160,6 @@ def _jit():
             walk(1, 0, np.ones(2, np.int64), np.full(2, -1, np.int64), i)
             _KERNELS.extend((kahn, relax, walk))
         return _KERNELS
-
-
-def _njit(f):
-    """``f`` compiled by numba with its on-disk cache: beside this file, else in the user's cache directory, else
-    (a read-only install without a writable home: numba finds no place and refuses) in traceadvisor's own cache
-    directory (``traceadvisor.cache.cache_dir``); compiled on every run (about 2 CPU-s) only when none is
-    writable."""
-    import numba
-
-    try:
-        return numba.njit(cache=True)(f)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        from traceadvisor.cache import cache_dir
-
-        if not numba.config.CACHE_DIR:
-            numba.config.CACHE_DIR = str(cache_dir() / "numba")
-            with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
-                return numba.njit(cache=True)(f)
-        return numba.njit(f)
 
 
 def warm_up() -> None:

@@ -9,6 +9,7 @@ markdown-it (a tenth of a small ``analyze --html``). Any problem with that file 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -65,11 +66,10 @@ class _Store:
             self.path = _store_path(self.dir)
             self.entries = {}
             if self.path is not None:
-                try:
+                # an unreadable or damaged file: every text renders afresh
+                with contextlib.suppress(OSError, ValueError):
                     got = json.loads(self.path.read_text(encoding="utf-8"))
                     self.entries = got if isinstance(got, dict) else {}
-                except (OSError, ValueError):
-                    pass
         return self.entries
 
 

@@ -1,0 +1,29 @@
+"""numba compilation for traceadvisor's compiled kernels (the replay's, the Kineto scanner's), one cache policy.
+
+``njit(f)`` compiles with numba's on-disk cache: under ``$NUMBA_CACHE_DIR``, else beside ``f``'s file, else in
+the user's cache directory; on a read-only install without a writable home numba finds no place and refuses,
+and the cache goes to traceadvisor's own cache directory (``traceadvisor.cache.cache_dir``). Only when none is
+writable is ``f`` compiled on every run. numba is imported here, on the first call: importing this module is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+
+def njit(f: Callable[..., Any], *, nogil: bool = False) -> Callable[..., Any]:
+    """``f`` compiled by numba (``nogil``: released the GIL while it runs), cached on disk where possible."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=nogil)(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        from traceadvisor.cache import cache_dir
+
+        if not numba.config.CACHE_DIR:
+            numba.config.CACHE_DIR = str(cache_dir() / "numba")
+            with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
+                return numba.njit(cache=True, nogil=nogil)(f)
+        return numba.njit(nogil=nogil)(f)
