@@ -1,6 +1,7 @@
 """Held-out-style real traces of fixtures/h200_heldout (facts.json): user-style torch.profiler code (with and
 without a schedule) and one nsys export, on models no rule was developed on (BERT, OPT, Llama, ConvNeXt,
-EfficientNet, ResNet-18, a plain MLP). Each checks the findings a correct analysis must report and must not, and
+EfficientNet, ResNet-18, a plain MLP; batch 3: unfused vs fused optimizers on ResNet-50, ViT-B, BERT and
+GPT-2). Each checks the findings a correct analysis must report and must not, and
 for the single-fix pairs the predicted share against the saving measured without the profiler."""
 
 from __future__ import annotations
