@@ -42,3 +42,13 @@ FOREACH_KERNEL = r"multi_tensor_apply_kernel"
 # fixed runs of fixtures/h200_heldout batch 3: fused AdamW 0.70 (GPT-2, 124 M parameters: 3.48 GB in 1.03 ms per
 # step), 0.71 (BERT, 67 M), 0.75 (ViT-B, 87 M), fused SGD 0.67 (ResNet-50, 26 M: 20 bytes each in 0.16 ms)
 FUSED_HBM_EFFICIENCY = 0.7
+
+# Without an ``Optimizer.step`` range (an nsys or rocprof capture, no record_function): an Adam-family per-parameter
+# loop read from its kernels. Each parameter's update ends in one ``addcdiv_`` kernel (``param.addcdiv_(exp_avg,
+# denom)``) after 7 other elementwise kernels (mul_, lerp_, mul_, addcmul_, sqrt, div, add_); addcdiv is used by the
+# Adam family, RMSprop and Adagrad only. A run of at least ``LOOP_MIN_PARAMS`` such kernels on one stream, at most
+# ``LOOP_MAX_PERIOD`` kernels apart with only elementwise kernels between, is one optimizer step (costed as AdamW).
+LOOP_UPDATE_KERNEL = r"addcdiv_cuda_kernel|addcdiv_kernel"
+LOOP_OPTIMIZER = "AdamW"
+LOOP_MIN_PARAMS = 10
+LOOP_MAX_PERIOD = 12
