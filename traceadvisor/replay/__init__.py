@@ -10,6 +10,7 @@ The replayed window is the analysed window (``replay.window``) measured on the r
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -57,6 +58,9 @@ class Prediction:
         if self.scope != "window":
             d["scope"] = self.scope
         return d
+
+
+_MEMO_BYTES = 32 << 20  # replays kept per graph (16 bytes per point each): at most this much, and 8
 
 
 class Replayer:
@@ -230,8 +234,21 @@ class Replayer:
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
 
     def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:
+        """(times, edge that set each point) of the graph replayed with ``fix``. Two fixes that give the same
+        weights and edges (the every-fix prediction of a single finding, a fix that changes nothing, the
+        baseline of a trace without a profiler cost) are replayed once: the result is kept by its inputs."""
         release, w, active = self.arrays(fix)
-        return relax(release, self.g.src, self.g.dst, w, self.g.order, active)
+        key = hashlib.blake2b(w.data, digest_size=16)
+        key.update(active.data)
+        k = key.digest()
+        memo = self.__dict__.setdefault("_runs", {})  # shared with the at_overhead copies: same graph
+        hit = memo.get(k)
+        if hit is None:
+            hit = relax(release, self.g.src, self.g.dst, w, self.g.order, active)
+            while memo and len(memo) >= min(8, _MEMO_BYTES // max(16 * len(release), 1)):
+                memo.pop(next(iter(memo)))
+            memo[k] = hit
+        return hit[0].copy(), hit[1].copy()
 
     def predict(self, fix: Fix) -> Prediction:
         t, _ = self.run(fix)
