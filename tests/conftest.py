@@ -4,9 +4,10 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
 
 * the README's command runs under pytest-xdist (``-n auto``): tests are scheduled by file (``--dist loadgroup``,
   each test's group is its module), so module-scoped fixtures are built once; the files that share a per-process
-  cache (``SHARED_GROUPS``) form one group; the all-rules corpus test is grouped by corpus file instead, so its
-  many files spread over both workers; the longest groups are handed out first and the corpus groups last
-  (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
+  cache (``SHARED_GROUPS``) form one group; the tests parametrized by corpus file that share its analysis
+  (``CORPUS_GROUPS``: the all-rules corpus test, MEM001's per-file count) are grouped by corpus file instead, so
+  each file is analysed once and the many files spread over both workers; the longest groups are handed out
+  first and the corpus groups last (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
 * one import cache per run (a session temp dir shared by the workers): a corpus file parsed by one test is read
   back from Parquet by every later one;
 * the objects alive after collection are frozen out of the garbage collector's scans (``gc.freeze``);
@@ -77,7 +78,7 @@ def traces_dir() -> Path:
 def pytest_collection_modifyitems(config, items):
     """xdist groups for ``--dist loadgroup``: a test file runs on one worker (its module fixtures are built
     once), the files of a ``SHARED_GROUPS`` group on the same one, except the tests parametrized by corpus file
-    in ``GROUP_BY_PARAM``, which group by that file."""
+    in ``CORPUS_GROUPS``, which group by that file (one group per file across those modules)."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     groups: dict[pytest.Item, str] = {}
@@ -88,9 +89,9 @@ def pytest_collection_modifyitems(config, items):
             continue
         mod = item.nodeid.split("::", 1)[0]
         group = SHARED_GROUPS.get(mod, mod)
-        if mod in GROUP_BY_PARAM and hasattr(item, "callspec") and "path" in item.callspec.params:
+        if mod in CORPUS_GROUPS and hasattr(item, "callspec") and "path" in item.callspec.params:
             # neither "]" nor "@" in a group name: xdist would read the node id as having no group
-            group = f"{mod}::{Path(item.callspec.params['path']).relative_to(TRACES)}"
+            group = f"{CORPUS_GROUP}{Path(item.callspec.params['path']).relative_to(TRACES)}"
         item.add_marker(pytest.mark.xdist_group(group))
         groups[item] = group
     # xdist hands out groups in this order (pyproject: --no-loadscope-reorder): the long ones first, so that no
@@ -99,14 +100,14 @@ def pytest_collection_modifyitems(config, items):
     last = len(heavy) + 1
     items[:] = sorted(
         items,
-        key=lambda it: heavy.get(
-            groups[it], last if groups[it].split("::", 1)[0] in GROUP_BY_PARAM else len(heavy)
-        ),
+        key=lambda it: heavy.get(groups[it], last if groups[it].startswith(CORPUS_GROUP) else len(heavy)),
     )
 
 
-# test files whose per-corpus-file tests share a per-file fixture, not a per-module one
-GROUP_BY_PARAM = {"tests/rules/test_corpus.py"}
+# test files whose per-corpus-file tests share the file's analysis (tests/rules/corpus_check.py ``analysed``),
+# not a per-module fixture: one group per corpus file, named CORPUS_GROUP + the file's path in the corpus
+CORPUS_GROUPS = {"tests/rules/test_corpus.py", "tests/rules/test_mem001.py"}
+CORPUS_GROUP = "corpus::"
 # the groups that take longest, longest first (CPU seconds of the full run at 9089fc4, 1 Dec: held-out 64, job 43,
 # Kineto import 29, export 26, calibration traces 21, Kineto scanner 20, capture 19, sniffing 18, fuzz regressions
 # 17, MEM001 14, sanitize 13, API docs 11, QA counts 11, H200 models 10)

@@ -1,4 +1,6 @@
-"""Helpers for rule tests: the real corpus files, their importer, and loading each once per session."""
+"""Helpers for rule tests: the real corpus files, their importer, and loading and analysing each once per test
+process. The tests parametrized by corpus file that read ``analysed(path)`` share one xdist group per file
+(``CORPUS_GROUPS`` in tests/conftest.py), so each corpus file is analysed once per run."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES
 
-from traceadvisor.engine.loader import builtin_pack, load_file
+from traceadvisor.engine.loader import builtin_pack, load_file, load_rules
 from traceadvisor.engine.rule import RuleModule
 from traceadvisor.engine.runner import AnalysisResult, analyze
 from traceadvisor.errors import InputError
@@ -67,6 +69,18 @@ def load_or_skip(path: Path) -> Trace:
             pytest.fail(f"{path.name}: {t}")
         pytest.skip(t)
     return t
+
+
+@functools.cache
+def _analysed(path: str) -> AnalysisResult:
+    return analyze([_load(path)], load_rules())
+
+
+def analysed(path: Path) -> tuple[Trace, AnalysisResult]:
+    """A corpus file and its analysis by every rule of the built-in pack with their default options, once per test
+    process (shared: a test must not modify them)."""
+    t = load_or_skip(path)
+    return t, _analysed(str(path))
 
 
 def trace(name: str) -> Trace:

@@ -8,16 +8,13 @@ rule with an invariant worth checking on real traces adds it to ``CHECKS``.
 from __future__ import annotations
 
 import pytest
-from corpus_check import corpus_files, ids, load_or_skip
+from corpus_check import analysed, corpus_files, ids
 
 from traceadvisor.compare import compare
-from traceadvisor.engine.loader import load_rules
-from traceadvisor.engine.runner import analyze
 from traceadvisor.report import summary_view
 from traceadvisor.report.json_report import result_to_dict
 from traceadvisor.report.markdown import md_text, render_markdown
 
-RULES = load_rules()
 CORPUS = corpus_files()
 
 # rule code -> invariant of each of its findings on a real trace
@@ -37,21 +34,8 @@ CHECKS = {
 }
 
 
-@pytest.fixture(scope="module")
-def analysed():
-    done: dict[str, tuple] = {}
-
-    def get(path):
-        if str(path) not in done:
-            t = load_or_skip(path)
-            done[str(path)] = (t, analyze([t], RULES))
-        return done[str(path)]
-
-    return get
-
-
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
-def test_every_rule_runs_on_the_corpus_file(path, analysed):
+def test_every_rule_runs_on_the_corpus_file(path):
     _, res = analysed(path)
     assert not res.errors, res.errors
     for f in res.findings:
@@ -61,7 +45,7 @@ def test_every_rule_runs_on_the_corpus_file(path, analysed):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=ids(CORPUS))
-def test_summary_is_the_same_in_every_output(path, analysed):
+def test_summary_is_the_same_in_every_output(path):
     t, res = analysed(path)
     s = res.summaries[0]
     tot = s.totals
