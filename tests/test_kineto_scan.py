@@ -216,3 +216,50 @@ def test_ranges_in_threads_equal_one_thread(tmp_path, monkeypatch):
         monkeypatch.setenv("TRACEADVISOR_WORKERS", workers)
         out.append(kineto.read(path))
     assert out[0].events.equals(out[1].events) and out[0].meta.to_dict() == out[1].meta.to_dict()
+
+
+def test_a_cold_numba_cache_takes_the_msgspec_path_and_compiles_at_exit(monkeypatch):
+    """The scanner's compilation (~15 CPU-s) never lands on an import: with its code not in numba's cache, a big
+    text goes to the msgspec path and the code is compiled after the process (``compile_later``)."""
+    from traceadvisor.importers import _kineto_fast as fast
+
+    monkeypatch.delenv("TRACEADVISOR_KINETO_SCAN", raising=False)
+    later = []
+    monkeypatch.setattr(fast, "_cached", lambda scan: False)
+    monkeypatch.setattr(fast, "compile_later", lambda: later.append(True))
+    fast._scanner.cache_clear()
+    try:
+        assert not fast.use_scanner(fast.SCAN_MIN_BYTES)
+        assert later == [True]
+        assert not fast.use_scanner(fast.SCAN_MIN_BYTES - 1) and later == [True]  # small: never asked
+        monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", "1")  # forced: compiled (here, loaded) in process
+        assert fast.use_scanner(0)
+    finally:
+        fast._scanner.cache_clear()
+
+
+def test_the_compiled_scanner_is_found_in_numbas_cache():
+    from traceadvisor.importers import _kineto_fast as fast
+
+    scan = fast._scanner()  # compiled into the cache (or loaded from it)
+    assert scan is not None and fast._cached(scan)
+
+
+def test_the_compile_at_exit_runs_once_while_its_lock_is_fresh(monkeypatch, tmp_path):
+    import os
+
+    from traceadvisor.importers import _kineto_fast as fast
+
+    monkeypatch.setenv("TRACEADVISOR_CACHE_DIR", str(tmp_path))
+    spawned = []
+    monkeypatch.setattr(os, "posix_spawn", lambda path, argv, env, **kw: spawned.append((argv, kw)))
+    fast._spawn_compile()
+    fast._spawn_compile()  # a compile is under way (its lock is fresh): no second one
+    lock = tmp_path / "kineto-scanner-compile.lock"
+    assert len(spawned) == 1 and lock.exists()
+    argv, kw = spawned[0]
+    assert argv[1:] == ["-m", "traceadvisor.importers._kineto_fast", "--compile", str(lock)]
+    assert kw["setsid"]  # detached: outlives the importing process
+    os.utime(lock, (0, 0))  # left over from a killed compile
+    fast._spawn_compile()
+    assert len(spawned) == 2

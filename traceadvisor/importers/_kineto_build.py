@@ -230,6 +230,7 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         "tid_str",
         "scope",
         "class_code",
+        "_pos",
     )
     return with_args(lf.select(keep).collect())
 

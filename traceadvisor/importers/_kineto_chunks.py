@@ -82,10 +82,12 @@ def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def with_order_key(ev: pl.DataFrame, index: int) -> pl.DataFrame:
-    """``order_key`` = range index and args class of each row (its ``class_code`` is dropped): the final sort
-    by (start, order_key), keeping input order after that, puts rows with the same start time in the order
-    the importer has always had (range, then class of category, then input order)."""
-    return ev.select(pl.exclude("class_code"), order_key=pl.col("class_code").cast(pl.Int32) + 8 * index)
+    """``order_key`` = range index, args class and input position of each row (its ``class_code`` and ``_pos``
+    are dropped): the final sort by (start, order_key) puts rows with the same start time in the order the
+    importer has always had (range, then class of category, then input order), whatever the order of the rows
+    in the range's frame (the msgspec path groups them by class, the scanner keeps input order)."""
+    group = pl.col("class_code").cast(pl.Int64) + 8 * index
+    return ev.select(pl.exclude("class_code", "_pos"), order_key=group * (1 << 32) + pl.col("_pos"))
 
 
 def range_result(

@@ -8,10 +8,15 @@ by the msgspec path and put back in input order; a range the scanner rejects is 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import os
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -35,45 +40,116 @@ _STACK = 1024  # at least _kineto_scan._MAX_DEPTH
 
 
 def use_scanner(text_bytes: int) -> bool:
-    """Whether to scan: ``TRACEADVISOR_KINETO_SCAN=1``/``0`` forces it; else for big texts, where numba is
-    installed."""
+    """Whether to scan: ``TRACEADVISOR_KINETO_SCAN=1``/``0`` forces it (1 compiles it here if need be); else for
+    big texts, where numba is installed and the scanner's compiled code is in numba's cache. When it is not
+    (the first big import after an install), this import takes the msgspec path and the code is compiled at
+    exit in a detached, low-priority process (``compile_later``): the ~15 CPU-s of compilation never land on
+    a user's import."""
     env = os.environ.get("TRACEADVISOR_KINETO_SCAN", "").strip()
     if env in ("0", "1"):
         return env == "1" and _scanner() is not None
-    return text_bytes >= SCAN_MIN_BYTES and _scanner() is not None
+    return text_bytes >= SCAN_MIN_BYTES and _scanner(compile=False) is not None
 
 
 @functools.cache
-def _scanner() -> Any:
-    """The scanner module, its compiled code loaded (from numba's cache: compiled on the first run only); None
-    where numba is missing or broken."""
+def _scanner(compile: bool = True) -> Any:
+    """The scanner module, its compiled code loaded (from numba's cache, else compiled now); None where numba is
+    missing or broken, and, unless ``compile``, where the code is not in numba's cache yet (then compiled at
+    exit in a detached process)."""
     try:
         from traceadvisor.importers import _kineto_scan
     except ImportError:
         return None
     # the scanner's key table and the args structs of _kineto_raw name the same keys (one place: the structs)
     assert set(_kineto_scan.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
-    _load(_kineto_scan)
+    with _no_scipy():
+        if not compile and not _cached(_kineto_scan):
+            compile_later()
+            return None
+        for f, args in _warm_calls(_kineto_scan):
+            f(*args)
     return _kineto_scan
 
 
-def _load(scan: Any) -> None:
-    """Load the compiled code with a first call on tiny inputs of the types the importer passes. numba's set-up
-    probes for a BLAS by importing SciPy (0.5-1 CPU-s): the scanner needs none, so where nothing imported SciPy
-    yet, that probe is answered "absent" during the load (numba then declines only np.dot and np.linalg in
-    compiled code, which nothing in traceadvisor uses)."""
+@contextlib.contextmanager
+def _no_scipy() -> Iterator[None]:
+    """numba's set-up probes for a BLAS by importing SciPy (0.5-1 CPU-s): the scanner needs none, so where nothing
+    imported SciPy yet, that probe is answered "absent" while the scanner loads (numba then declines only
+    np.dot and np.linalg in compiled code, which nothing in traceadvisor uses)."""
     block = "scipy" not in sys.modules
     if block:
         sys.modules["scipy"] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
     try:
-        text = np.frombuffer(bytearray(b'{"ph": "X"}'), np.uint8)
-        scan.scan(text, 0, len(text), np.empty((scan.NCOLS, 1), np.int64), 0, np.empty(_STACK, np.uint8))
-        one = np.zeros(1, np.int64)
-        scan.views(text, one, one, np.ones(1, bool), np.frombuffer(b"{}", np.uint8))
-        scan.masks(one, one, _reads(scan))
+        yield
     finally:
         if block:
             del sys.modules["scipy"]
+
+
+def _warm_calls(scan: Any) -> list[tuple[Any, tuple[Any, ...]]]:
+    """A first call of each compiled function on tiny inputs of the types the importer passes."""
+    text = np.frombuffer(bytearray(b'{"ph": "X"}'), np.uint8)
+    one = np.zeros(1, np.int64)
+    return [
+        (scan.scan, (text, 0, len(text), np.empty((scan.NCOLS, 1), np.int64), 0, np.empty(_STACK, np.uint8))),
+        (scan.views, (text, one, one, np.ones(1, bool), np.frombuffer(b"{}", np.uint8))),
+        (scan.masks, (one, one, _reads(scan))),
+    ]
+
+
+def _cached(scan: Any) -> bool:
+    """Whether numba's on-disk cache holds the code of every ``_warm_calls`` signature (loaded when it does)."""
+    try:
+        for f, args in _warm_calls(scan):
+            sig = tuple(f.typeof_pyval(a) for a in args)
+            if sig in f.overloads:
+                continue
+            cres = f._cache.load_overload(sig, f.targetctx)
+            if cres is None:
+                return False
+            f.add_overload(cres)
+    except Exception:  # noqa: BLE001 - numba's cache internals differ: compile on use, as without this check
+        return True
+    return True
+
+
+_LOCK_MAX_AGE_S = 900  # a compile lock older than this is left over from a killed compile
+_LATER: list[bool] = []
+
+
+def compile_later() -> None:
+    """At exit, compile the scanner in a detached process at low priority (once per process; not while another
+    process compiles it, as told by a lock file in traceadvisor's cache directory)."""
+    if not _LATER:
+        _LATER.append(True)
+        atexit.register(_spawn_compile)
+
+
+def _compile_lock() -> Path:
+    from traceadvisor.cache import cache_dir
+
+    return cache_dir() / "kineto-scanner-compile.lock"
+
+
+def _spawn_compile() -> None:
+    lock = _compile_lock()
+    with contextlib.suppress(OSError):
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        if lock.exists() and time.time() - lock.stat().st_mtime < _LOCK_MAX_AGE_S:
+            return
+        lock.write_text(str(os.getpid()))
+        null = os.devnull
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-m", "traceadvisor.importers._kineto_fast", "--compile", str(lock)],
+            os.environ,
+            setsid=True,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
+            ],
+        )
 
 
 def _arg_columns() -> dict[str, tuple[str, str, tuple[int, ...]]]:
@@ -115,9 +191,10 @@ def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
     slow = _slow_frame(scan, mv, rows[:, ~usual], pos[~usual])
     if slow is None:
         return None
-    # the unusual events' rows hold no fields (all null): built with the rest, then replaced
+    # the unusual events' rows hold no fields (all null): built with the rest, then replaced; the rows need not be
+    # in input order (``_kineto_chunks.with_order_key`` orders by ``_pos``)
     fast = _fast_frame(scan, buf, rows, pos).filter(pl.Series(usual))
-    return pl.concat([fast, slow], how="diagonal").sort("_pos")
+    return pl.concat([fast, slow], how="diagonal")
 
 
 def _scan(scan: Any, buf: np.ndarray, a: int, b: int) -> np.ndarray | None:
@@ -262,3 +339,22 @@ def _with_copies(frame: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
     frame = frame.with_columns(**out)
     inferred = pl.when(pl.col("src_memory").is_not_null() | pl.col("dst_memory").is_not_null()).then(False)
     return frame.with_columns(memory_inferred=inferred)
+
+
+def _main(argv: list[str]) -> None:
+    """``python -m traceadvisor.importers._kineto_fast --compile [LOCK]``: compile the scanner into numba's cache
+    (what ``compile_later`` runs; also a way to compile it ahead, e.g. after an install), then remove LOCK."""
+    if argv[:1] != ["--compile"]:
+        raise SystemExit("usage: python -m traceadvisor.importers._kineto_fast --compile [LOCK]")
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    try:
+        _scanner()
+    finally:
+        if len(argv) > 1:
+            with contextlib.suppress(OSError):
+                os.unlink(argv[1])
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
