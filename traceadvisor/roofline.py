@@ -360,8 +360,17 @@ def _peaks(trace: Trace) -> pl.DataFrame:
     )
 
 
-def op_roofline(trace: Trace) -> pl.DataFrame:
+def ops_plan(trace: Trace) -> pl.LazyFrame | None:
+    """The lazy per-op GPU time that ``op_roofline`` reads (the summary collects it with the rules' queries),
+    or None where the trace has no roofline (no framework ops with shapes, no kernels, no known device peaks)."""
+    if not trace.has("cpu_ops", "input_shapes", "kernels") or _peaks(trace).height == 0:
+        return None
+    return _op_gpu_time(trace.lazy())
+
+
+def op_roofline(trace: Trace, ops: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per (rank, device, op, input dims, dtypes): calls, FLOPs, bytes, GPU time, rates and roofline.
+    ``ops``: ``ops_plan(trace)`` collected already.
 
     Empty when the trace has no framework ops with shapes, no linked kernels, or no known device peaks."""
     empty = pl.DataFrame(schema=ROOFLINE_SCHEMA)
@@ -370,7 +379,7 @@ def op_roofline(trace: Trace) -> pl.DataFrame:
     peaks = _peaks(trace)
     if peaks.height == 0:
         return empty
-    ops = _op_gpu_time(trace.lazy()).collect()
+    ops = _op_gpu_time(trace.lazy()).collect() if ops is None else ops
     if ops.height == 0:
         return empty
     keys = ["c_name", "c_dims", "c_types", "c_concrete"]
@@ -480,10 +489,10 @@ def compact_dims(dims_json: str | None) -> str:
     return ", ".join("x".join(str(i) for i in d) for d in dims if isinstance(d, list) and d)
 
 
-def roofline_summary(trace: Trace, top: int = 400) -> dict[str, Any]:
+def roofline_summary(trace: Trace, top: int = 400, ops: pl.DataFrame | None = None) -> dict[str, Any]:
     """JSON-ready roofline of ``trace``: device peaks, every op group (the ``top`` by GPU time, plus the five
-    largest of every family so each family is drawn) and per family."""
-    df = op_roofline(trace)
+    largest of every family so each family is drawn) and per family (``ops``: ``ops_plan`` collected)."""
+    df = op_roofline(trace, ops)
     if df.height == 0:
         return {"ops": [], "families": [], "device": None}
     fam = (

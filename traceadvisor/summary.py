@@ -267,9 +267,10 @@ class SummaryPlan:
     frames: dict[str, pl.LazyFrame]
 
 
-def plan(trace: Trace) -> SummaryPlan:
+def plan(trace: Trace, roofline: bool = False) -> SummaryPlan:
     """Lazy summary views of ``trace``: ``steps``, ``gpu`` (in-window, with step and exclusive time), and the
-    tables rendered by the reports."""
+    tables rendered by the reports; ``roofline``: also the per-op GPU time of the roofline (``roofline_ops``,
+    where the trace has one), so that it is collected with the rest."""
     lf = trace.lazy()
     has_steps = trace_has_steps(trace)
     g_steps, st, g_all, g = _base_frames(trace, has_steps)
@@ -365,6 +366,12 @@ def plan(trace: Trace) -> SummaryPlan:
             how="vertical_relaxed",
         ).select(pl.col("capture_ns").min(), pl.col("step_ns").min()),
     }
+    if roofline:
+        from traceadvisor.roofline import ops_plan
+
+        rops = ops_plan(trace)
+        if rops is not None:
+            frames["roofline_ops"] = rops
     return SummaryPlan(trace, has_steps, frames)
 
 
@@ -414,7 +421,10 @@ class Summary:
         s.totals = s._totals()
         from traceadvisor.roofline import roofline_summary
 
-        s.roofline = roofline_summary(p.trace)
+        if "roofline_ops" in frames:
+            s.roofline = roofline_summary(p.trace, ops=frames["roofline_ops"])
+        else:  # no roofline for this trace (ops_plan said so): the empty one, computed without a query
+            s.roofline = roofline_summary(p.trace)
         return s
 
     def _totals(self) -> dict[str, Any]:
@@ -467,6 +477,6 @@ class Summary:
 
 def summarize(trace: Trace) -> Summary:
     """Collect one trace's summary on its own (the engine collects it with the rules instead)."""
-    p = plan(trace)
+    p = plan(trace, roofline=True)
     names = list(p.frames)
     return Summary.from_frames(p, dict(zip(names, pl.collect_all(list(p.frames.values())), strict=True)))

@@ -179,8 +179,9 @@ def build_findings(
     if missing:
         raise ValueError(f"detect() result lacks columns {missing}")
     rp = _replayer(trace) if callable(getattr(rm.module, "fix", None)) else None
+    capture_ns = trace.span_ns()  # one query per rule, not three per finding
     # predicted savings are shares of the analysed window; a rule's own bound stays a share of the capture
-    span = max(rp.window_ns if rp is not None and rp.window_ns > 0 else trace.span_ns(), 1)
+    span = max(rp.window_ns if rp is not None and rp.window_ns > 0 else capture_ns, 1)
     keys = [k for k in rm.rule.group_by if k in rows.columns]
     rows = _in_total_order(rows)
     groups = rows.partition_by(keys, as_dict=True, maintain_order=True) if keys else {(): rows}
@@ -188,7 +189,7 @@ def build_findings(
     for key, g in groups.items():
         key = key if isinstance(key, tuple) else (key,)
         kv = dict(zip(keys, key, strict=False))
-        bound = int(min(g["impact_ns"].fill_null(0).sum(), max(trace.span_ns(), 1)))
+        bound = int(min(g["impact_ns"].fill_null(0).sum(), max(capture_ns, 1)))
         if bound < rm.rule.min_impact_ns:
             continue
         got: list = []
@@ -232,7 +233,7 @@ def build_findings(
                     evidence["profiler_overhead"] = sens
         evidence = _json_safe(evidence)
         # the summary states what the rule measured (its bound); the predicted saving is impact_ns / share
-        cap = max(trace.span_ns(), 1)
+        cap = max(capture_ns, 1)
         fmt = {
             "count": count,
             "impact_ms": bound / 1e6,
@@ -312,7 +313,7 @@ def analyze(
                 )
             except Exception as e:  # noqa: BLE001 - a failing rule never sinks the run
                 res.errors.append(_err(rm, trace, e))
-    summaries = [summary_plan(t) for t in traces]
+    summaries = [summary_plan(t, roofline=True) for t in traces]
     from traceadvisor.replay.sim import warm_up_for
 
     for t in traces:  # numba loads while the rules' queries run
