@@ -5,8 +5,9 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
 * the README's command runs under pytest-xdist (``-n auto``): tests are scheduled by file (``--dist loadgroup``,
   each test's group is its module), so module-scoped fixtures are built once; the files that share a per-process
   cache (``SHARED_GROUPS``) form one group; the tests parametrized by corpus file that share its analysis
-  (``CORPUS_GROUPS``: the all-rules corpus test, MEM001's per-file count) are grouped by corpus file instead, so
-  each file is analysed once and the many files spread over both workers; the longest groups are handed out
+  (``CORPUS_GROUPS``: the all-rules corpus test, MEM001's per-file count, the Kineto importer's per-file counts)
+  are grouped by corpus file instead, so each file is analysed and parsed once and the many files spread over
+  both workers; the longest groups are handed out
   first and the corpus groups last (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
 * one import cache per run (a session temp dir shared by the workers): a corpus file parsed by one test is read
   back from Parquet by every later one;
@@ -106,26 +107,31 @@ def pytest_collection_modifyitems(config, items):
 
 # test files whose per-corpus-file tests share the file's analysis (tests/rules/corpus_check.py ``analysed``),
 # not a per-module fixture: one group per corpus file, named CORPUS_GROUP + the file's path in the corpus
-CORPUS_GROUPS = {"tests/rules/test_corpus.py", "tests/rules/test_mem001.py"}
+# (MEM001's count and the Kineto importer's per-file checks also share the file's parsed JSON, tests/raw_json.py)
+CORPUS_GROUPS = {"tests/rules/test_corpus.py", "tests/rules/test_mem001.py", "tests/test_kineto_import.py"}
 CORPUS_GROUP = "corpus::"
-# the groups that take longest, longest first (CPU seconds of the full run at 9089fc4, 1 Dec: held-out 64, job 43,
-# Kineto import 29, export 26, calibration traces 21, Kineto scanner 20, capture 19, sniffing 18, fuzz regressions
-# 17, MEM001 14, sanitize 13, API docs 11, QA counts 11, H200 models 10)
+# the groups that take longest, longest first (CPU seconds of the full run at 55bf764, 1 Dec: held-out 56, job 40,
+# export 28, calibration traces 23, sniffing 22, capture 22, fuzz regressions 18, Kineto import without its
+# per-file tests 16, sanitize 14, API docs 13, replay 12, H200 models 12, compare 12, profile 12, report layout 11,
+# QA counts 11, Kineto scanner 10)
 LONG_GROUPS_FIRST = (
     "tests/rules/test_h200_heldout.py",
     "tests/test_job.py",
-    "tests/test_kineto_import.py",
     "tests/test_export.py",
     "calibration traces",
-    "tests/test_kineto_scan.py",
-    "tests/test_capture.py",
     "tests/test_qa_sniffing.py",
+    "tests/test_capture.py",
     "tests/fuzz/test_fuzz_regressions.py",
-    "tests/rules/test_mem001.py",
+    "tests/test_kineto_import.py",
     "tests/fuzz/test_sanitize.py",
     "tests/test_api_docs.py",
-    "tests/test_qa_counts.py",
+    "tests/test_replay.py",
     "tests/rules/test_h200_models.py",
+    "tests/test_compare.py",
+    "tests/test_profile_external.py",
+    "tests/test_report_layout.py",
+    "tests/test_qa_counts.py",
+    "tests/test_kineto_scan.py",
 )
 # test files that share a per-process cache (tests/analysed.py) run on one worker, one after the other
 SHARED_GROUPS = {
