@@ -9,7 +9,8 @@ writable is ``f`` compiled on every run. numba is imported here, on the first ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -27,3 +28,18 @@ def njit(f: Callable[..., Any], *, nogil: bool = False) -> Callable[..., Any]:
             with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
                 return numba.njit(cache=True, nogil=nogil)(f)
         return numba.njit(nogil=nogil)(f)
+
+
+@contextlib.contextmanager
+def no_blas_probe() -> Iterator[None]:
+    """Around the first call of compiled code in a process: numba's set-up probes for a BLAS by importing SciPy
+    (0.5-1 CPU-s); where nothing imported SciPy yet, the probe is answered "absent" (numba then declines only
+    np.dot and np.linalg in compiled code, which traceadvisor's kernels do not use)."""
+    block = "scipy" not in sys.modules
+    if block:
+        sys.modules["scipy"] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
+    try:
+        yield
+    finally:
+        if block:
+            del sys.modules["scipy"]
