@@ -37,3 +37,8 @@ TRIVIAL_OPS: tuple[str, ...] = (
     "aten::slice",
     "aten::alias",
 )
+
+# Kernels of a compiled program (torch.compile's Inductor: triton_poi_ / triton_red_ / triton_per_ / triton_tem_):
+# their share of a Kineto trace's kernels sets how much host time the profiler costs per recorded event
+# (replay.profiler_overhead_ns, docs/impact.md)
+COMPILED_KERNEL = r"^triton_"

@@ -347,6 +347,12 @@ def _launched_in(rank: np.ndarray, start: np.ndarray):
 PROFILER_OVERHEAD_NS = 2_500
 # producers whose host events carry the per-event cost (Kineto records every op; nsys/rocprof trace API calls)
 _PRODUCER_FACTOR = {"kineto": 1.0}
+# A compiled program (torch.compile: Inductor's Triton kernels, ``knowledge.profiler.COMPILED_KERNEL``) costs the
+# profiler far more host time per recorded event: the cost that replays the measured unprofiled step is 15.8 us on
+# ``h200_ho_bert_compiled_warm`` (Triton kernels 0.67 of its kernels) and 14.9 us on the calibration's
+# ``compile_fixed`` (0.53), against 0.6-6.5 us (median 3.6) on 24 eager traces (docs/impact.md). Modelled as this
+# much more per event times the Triton share of the trace's kernels (15.9 and 13.1 us on those two; 0 when eager).
+COMPILED_EXTRA_NS = 20_000
 
 
 # A plausible high per-event cost, per trace: ``HIGH_PER_TRIVIAL_OP`` times the median recorded duration of the
@@ -367,7 +373,7 @@ def high_overhead_ns(trace: Trace) -> float:
 
     ev = trace.events
     d = ev.filter((pl.col("kind") == "cpu_op") & pl.col("name").is_in(TRIVIAL_OPS))["dur_ns"].median()
-    return max(float(PROFILER_OVERHEAD_NS), HIGH_PER_TRIVIAL_OP * float(d or 0))
+    return max(profiler_overhead_ns(trace), float(PROFILER_OVERHEAD_NS), HIGH_PER_TRIVIAL_OP * float(d or 0))
 
 
 def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | None:
@@ -389,7 +395,16 @@ def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | Non
 
 def profiler_overhead_ns(trace: Trace) -> float:
     """Per-event host cost of the profiler that recorded ``trace`` (0 where it is not known)."""
-    return PROFILER_OVERHEAD_NS * _PRODUCER_FACTOR.get(trace.meta.format, 0.0)
+    base = PROFILER_OVERHEAD_NS * _PRODUCER_FACTOR.get(trace.meta.format, 0.0)
+    return base + COMPILED_EXTRA_NS * compiled_share(trace) if base else base
+
+
+def compiled_share(trace: Trace) -> float:
+    """The share of the trace's kernels that a compiler generated (``knowledge.profiler.COMPILED_KERNEL``)."""
+    from traceadvisor.knowledge.profiler import COMPILED_KERNEL
+
+    k = trace.events.filter(pl.col("kind") == "kernel")["name"]
+    return float(k.str.contains(COMPILED_KERNEL).mean() or 0.0) if k.len() else 0.0
 
 
 def _overhead_per_edge(g: G.Graph, per_event_ns: float) -> np.ndarray:
