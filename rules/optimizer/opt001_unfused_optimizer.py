@@ -103,7 +103,7 @@ RULE = Rule(
         "ROCm apex provides FusedAdam and FusedLAMB. HIP launches cost more host time than CUDA's, so the "
         "per-parameter loop is slower there; check with rocprofv3 --kernel-trace --hip-trace.",
     },
-    needs=("kernels", "annotations"),
+    needs=("kernels",),  # without annotations (ranges) the Adam loop is read from its kernels
     options={
         "min_kernels": Option(10, "kernels", "report a step only when at least this many kernels ran in it"),
         "hbm_efficiency": Option(
