@@ -138,6 +138,17 @@ def _matched_overhead(rp, steps: int, base_ms: float) -> float:
         ("h200_ho_resnet50_sgd_loop.pt.trace.json.gz", "OPT001", 0.15),
         ("h200_ho_bert_adamw_foreach.pt.trace.json.gz", "OPT001", 0.15),
         ("h200_ho_gpt2_adamw_foreach.pt.trace.json.gz", "OPT001", 0.15),
+        pytest.param(
+            "h200_ho_gpt2_generate.pt.trace.json.gz",
+            "LNC001",
+            0.15,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the graph fix takes the whole generate() call (no steps) as one graph: 20.5 ms replayed "
+                "against 63.0 ms measured with a static cache + reduce-overhead, which graphs each token's forward "
+                "and keeps generate()'s eager per-token work (1.4 ms per token)",
+            ),
+        ),
     ],
 )
 def test_the_fix_replays_the_fixed_step_once_the_baseline_matches(name, rule, tol, analysed):
@@ -153,7 +164,7 @@ def test_the_fix_replays_the_fixed_step_once_the_baseline_matches(name, rule, to
     opts = rm.rule.defaults()
     fx = rm.module.fix(rm.module.detect(t, opts).collect(), t, opts)
     rp = replayer(t)
-    steps = int(res.summary(0).steps["analysed"].sum())
+    steps = int(res.summary(0).steps["analysed"].sum()) or 1  # a plain block: the window is one call
     m = FACTS[name]["measured"]
     after = rp.at_overhead(_matched_overhead(rp, steps, m["base_ms"])).predict(fx).after_ns / steps / 1e6
     assert after == pytest.approx(m["fixed_ms"], rel=tol), (after, m["fixed_ms"])
