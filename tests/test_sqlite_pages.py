@@ -139,6 +139,32 @@ def test_what_it_does_not_read_is_left_to_sqlite(tmp_path: Path, sql: list[str])
     assert not err and df.height >= 1
 
 
+def test_uncheckpointed_wal_is_left_to_sqlite(tmp_path: Path) -> None:
+    """A WAL database with committed rows still in its -wal file (a writer holds it open): the file's pages are
+    stale, so the page reader leaves the table to SQLite, which reads every committed row."""
+    p = tmp_path / "wal.db"
+    w = sqlite3.connect(p)
+    try:
+        w.execute("PRAGMA journal_mode=WAL")
+        w.execute("CREATE TABLE t (a INTEGER, s TEXT)")
+        w.executemany("INSERT INTO t VALUES (?, ?)", [(i, "x" * 20) for i in range(3000)])
+        w.commit()
+        w.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the first 3000 rows in the database file itself
+        w.execute("PRAGMA wal_autocheckpoint=0")
+        w.executemany("INSERT INTO t VALUES (?, ?)", [(i, "y" * 20) for i in range(3000)])
+        w.commit()
+        spec = sq.TableSpec("t", ("a", "s"), text=("s",))
+        assert _pages(p, spec) is None
+        with sq.SqliteDB(p) as db:
+            df, err = db.read(spec)
+        assert not err and df.height == 6000
+        w.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # all pages in the file, the -wal empty: read directly
+        got = _pages(p, spec)
+        assert got is not None and got.height == 6000 and got.equals(_adbc(p, spec))
+    finally:
+        w.close()
+
+
 def test_damaged_page_is_left_to_the_salvage(tmp_path: Path) -> None:
     p = _db(tmp_path, "CREATE TABLE t (a INTEGER, s TEXT)")
     con = sqlite3.connect(p)

@@ -373,6 +373,17 @@ def _where(con: sqlite3.Connection, table: str) -> tuple[int, dict[str, int], st
     return int(row[1]), {r[1]: (ROWID if r[1] == alias else i) for i, r in enumerate(info)}, alias
 
 
+def _pending(file: Path, head: bytes) -> bool:
+    """Whether committed pages may live outside the database file: a WAL-mode file (header bytes 18-19 are 2)
+    whose ``-wal`` file holds frames not yet checkpointed, or a ``-journal`` beside it. The file's own pages are
+    then stale or about to be rolled back; SQLite's reads see the right state."""
+    side = Path(f"{file}-wal") if 2 in head[18:20] else Path(f"{file}-journal")
+    try:
+        return side.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def read_spec(db: SqliteDB, spec: TableSpec) -> pl.DataFrame | None:
     """The columns of ``spec`` as ``_sqlite``'s bulk read gives them, decoded from the pages of ``db``'s file
     under a read transaction (a shared lock); None when the table cannot be read exactly this way."""
@@ -429,7 +440,7 @@ def read_table(
         if len(head) < 100:
             return None
         lay = Layout(head)
-        if not lay.utf8 or lay.page_size < 512 or lay.usable < 480:
+        if not lay.utf8 or lay.page_size < 512 or lay.usable < 480 or _pending(file, head):
             return None
         size = Path(file).stat().st_size
         if size < lay.page_size:
