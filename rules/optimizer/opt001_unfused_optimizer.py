@@ -266,12 +266,16 @@ def _ops(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:
 def _kernels(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:
     """The kernels launched from inside each range (launch call on the range's thread, in its span)."""
     lf = trace.lazy()
-    rt = launch_calls(lf, "pid", "tid", api_ns="start_ns")
+    lo, hi = (rg["r_start"].min(), rg["r_end"].max()) if rg.height else (0, 0)
+    rt = (  # the launch calls on the ranges' threads in their time span, before the join with every kernel
+        launch_calls(lf, "pid", "tid", api_ns="start_ns")
+        .filter(pl.col("api_ns").is_between(lo, hi))
+        .join(rg.lazy().select("tid").unique(), on="tid", how="semi")
+    )
     k = (
         lf.filter((pl.col("kind") == "kernel") & pl.col("correlation_id").is_not_null())
         .select("rank", "device", "stream", "correlation_id", "start_ns", "dur_ns", "name")
         .join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
-        .join(rg.lazy().select("tid").unique(), on="tid", how="semi")
     )
     return _in_ranges(k, rg, "api_ns")
 
