@@ -255,10 +255,9 @@ def _family_expr() -> pl.Expr:
 
 
 def _cost_inputs(ops: pl.LazyFrame, inner: pl.LazyFrame) -> pl.LazyFrame:
-    """The inputs each outermost op is costed on (``c_name``, ``c_dims``, ``c_types``, ``c_concrete``): for a
-    matrix family, its innermost nested op of the same family when there is one, else its own. Under autocast ``aten::linear`` is
-    recorded with its FP32 inputs and casts them inside; the ``aten::addmm`` it calls holds the bf16 inputs the
-    GEMM kernel runs on (costing the outer op would use the FP32 peak and bytes: over 100% of the roofline)."""
+    """The row each outermost op is costed on (``c_eid``): for a matrix family, its innermost nested op of the
+    same family if any, else its own. Under autocast ``aten::linear`` is recorded with FP32 inputs and casts
+    them inside; its ``aten::addmm`` holds the bf16 inputs (the outer op: FP32 peak and bytes, over 100%)."""
     rk = pl.col("rank").fill_null(-1).alias("_rk")  # join_asof's ``by`` never matches nulls
     spans = ops.select(rk, "tid", "op_id", pl.col("start_ns").alias("o_start"), pl.col("end_ns").alias("o_end"),
                        pl.col("_fam").alias("o_fam")).sort("o_start")  # fmt: skip
@@ -269,54 +268,48 @@ def _cost_inputs(ops: pl.LazyFrame, inner: pl.LazyFrame) -> pl.LazyFrame:
         .filter((pl.col("start_ns") < pl.col("o_end")) & (pl.col("_fam") == pl.col("o_fam")))
         .filter(pl.col("o_fam").is_in(MATRIX_FAMILIES))  # the dtype picks a matrix op's peak
         .group_by("op_id")
-        .agg(pl.col("name", "input_dims", "input_types", "concrete").sort_by("start_ns").last())
+        .agg(c_eid=pl.col("eid").sort_by("start_ns").last())
     )
-    return (
-        ops.join(last, on="op_id", how="left", suffix="_in")
-        .with_columns(
-            c_name=pl.coalesce("name_in", "name"),
-            c_dims=pl.coalesce("input_dims_in", "input_dims"),
-            c_types=pl.coalesce("input_types_in", "input_types"),
-            c_concrete=pl.coalesce("concrete_in", "concrete"),
-        )
-        .drop("name_in", "input_dims_in", "input_types_in", "concrete_in", "_fam")
-    )
+    return ops.join(last, on="op_id", how="left").with_columns(c_eid=pl.coalesce("c_eid", "eid")).drop("_fam")
+
+
+def _op_strings(trace: Trace, eid: pl.Series, prefix: str = "") -> pl.DataFrame:
+    """Name, input dims, input types and concrete inputs of the events at rows ``eid``."""
+    ev = trace.events.select("name", "input_dims", "input_types", "args")[eid]
+    types = pl.col("input_types").fill_null("[]")
+    out = ev.select("name", "input_dims", types, _concrete_expr().fill_null("[]").alias("concrete"))
+    return out.rename(lambda c: f"{prefix}{c}")
 
 
 def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Cost-model ops (outermost of nested ones on a thread) with the GPU time of the kernels they launched."""
+    """Cost-model ops (outermost of nested ones on a thread) with the GPU time of the kernels they launched, by
+    row (``eid``; ``c_eid``: the row it is costed on; the strings are gathered after: ``_with_strings``)."""
     ops = (
-        lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+        lf.with_row_index("eid")
+        .filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
         .filter(views.name_contains(lf, "|".join(f"(?:{p})" for _, p in ROOFLINE_OPS)))
         .select(
+            "eid",
             "rank",
             "tid",
-            "name",
             "start_ns",
             (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-            "input_dims",
-            pl.col("input_types").fill_null("[]"),
-            _concrete_expr().fill_null("[]").alias("concrete"),
+            _fam=views.per_name(lf, _family_expr()),
         )
         .sort("rank", "tid", "start_ns")
     )
     # outermost only: an op that starts before the running maximum end of earlier ops on its thread is nested
-    ops = ops.with_columns(
-        _prev_end=views.latest_end_before(["rank", "tid"]), _fam=views.per_name(lf, _family_expr())
-    )
+    ops = ops.with_columns(_prev_end=views.latest_end_before(["rank", "tid"]))
     nested = pl.col("_prev_end").is_not_null() & (pl.col("start_ns") < pl.col("_prev_end"))
     inner = ops.filter(nested)
     ops = ops.filter(~nested).drop("_prev_end").with_row_index("op_id")
     ops = _cost_inputs(ops, inner)
-    rt = views.launch_calls(lf, tid="tid", api_ns="start_ns")
-    k = (
-        lf.filter(
-            pl.col("kind").is_in(("kernel", "memset", "memcpy")) & pl.col("correlation_id").is_not_null()
-        )
-        .select("rank", "device", "correlation_id", "dur_ns", pl.col("kind").alias("gpu_kind"))
-        .join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
-        .sort("api_ns")
-    )
+    # GPU work with its launch call, shared (work queued before the capture has no call; one without a start
+    # links to no op)
+    k = views.launches(lf).filter(pl.col("api_start_ns").is_not_null())
+    k = k.select(
+        "rank", "device", "correlation_id", "dur_ns", gpu_kind="kind", tid="api_tid", api_ns="api_start_ns"
+    ).sort("api_ns")
     spans = ops.select(
         pl.col("rank").alias("op_rank"), "tid", "op_id", pl.col("start_ns").alias("op_start"), "end_ns"
     ).sort("op_start")
@@ -331,6 +324,12 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
         )
     )
     return ops.join(linked, on="op_id", how="inner").filter(pl.col("gpu_ns") > 0)
+
+
+def _with_strings(trace: Trace, out: pl.DataFrame) -> pl.DataFrame:
+    """``_op_gpu_time`` collected, with the strings of each op and of the op it is costed on (``c_*``)."""
+    c = _op_strings(trace, out["c_eid"], "c_").rename({"c_input_dims": "c_dims", "c_input_types": "c_types"})
+    return pl.concat([out, _op_strings(trace, out["eid"]), c], how="horizontal")
 
 
 def _peaks(trace: Trace) -> pl.DataFrame:
@@ -368,6 +367,9 @@ def ops_plan(trace: Trace) -> pl.LazyFrame | None:
     return _op_gpu_time(trace.lazy())
 
 
+_ORDER = ["rank", "device", "name", "input_dims", "input_types", "concrete", "c_name", "c_types", "gpu_ns"]
+
+
 def op_roofline(trace: Trace, ops: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per (rank, device, op, input dims, dtypes): calls, FLOPs, bytes, GPU time, rates and roofline.
     ``ops``: ``ops_plan(trace)`` collected already.
@@ -379,7 +381,7 @@ def op_roofline(trace: Trace, ops: pl.DataFrame | None = None) -> pl.DataFrame:
     peaks = _peaks(trace)
     if peaks.height == 0:
         return empty
-    ops = _op_gpu_time(trace.lazy()).collect() if ops is None else ops
+    ops = _with_strings(trace, _op_gpu_time(trace.lazy()).collect() if ops is None else ops)
     if ops.height == 0:
         return empty
     keys = ["c_name", "c_dims", "c_types", "c_concrete"]
@@ -394,18 +396,7 @@ def op_roofline(trace: Trace, ops: pl.DataFrame | None = None) -> pl.DataFrame:
     g = (
         ops.join(uniq, on=keys, how="inner")
         # one order whatever the join produced: the group's first() is the same op variant on every run
-        .sort(
-            "rank",
-            "device",
-            "name",
-            "input_dims",
-            "input_types",
-            "concrete",
-            "c_name",
-            "c_types",
-            "gpu_ns",
-            nulls_last=True,
-        )  # fmt: skip
+        .sort(_ORDER, nulls_last=True)
         .group_by("rank", "device", "family", "name", "input_dims", "dtype", maintain_order=True)
         .agg(
             pl.len().alias("calls"),

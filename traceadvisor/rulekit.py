@@ -139,20 +139,26 @@ def without_queue_backpressure(trace: Trace, fix):
     if rp is None:
         return fix
     cost = rp.launch_cost_ns
-    lf = trace.lazy()
-    started = (
-        lf.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation_id").is_not_null())
-        .group_by("rank", "correlation_id")
-        .agg(pl.col("start_ns").min().alias("_act"))
-    )
-    calls = (
-        indexed(trace)
-        .filter((pl.col("kind") == "runtime") & (pl.col("api_class") == "launch") & (pl.col("dur_ns") > cost))
-        .select("eid", "rank", "correlation_id", "start_ns", "dur_ns")
-        .join(started, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
-        .filter(pl.col("_act") >= pl.col("start_ns") + pl.col("dur_ns") + BACKPRESSURE_QUEUE_NS)
-        .collect()
-    )
+
+    def queued(lf: pl.LazyFrame) -> pl.LazyFrame:
+        started = (
+            lf.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation_id").is_not_null())
+            .group_by("rank", "correlation_id")
+            .agg(pl.col("start_ns").min().alias("_act"))
+        )
+        return (
+            indexed(trace)
+            .filter(
+                (pl.col("kind") == "runtime") & (pl.col("api_class") == "launch") & (pl.col("dur_ns") > cost)
+            )
+            .select("eid", "rank", "correlation_id", "start_ns", "dur_ns")
+            .join(started, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
+            .filter(pl.col("_act") >= pl.col("start_ns") + pl.col("dur_ns") + BACKPRESSURE_QUEUE_NS)
+            .select("eid", "dur_ns")
+        )
+
+    # the same calls for every GPU-side fix of the trace (GEM001, PRC001, ATT001, OPT001): found once
+    calls = views.shared(trace, f"rulekit.queued_launches.{cost!r}", queued).collect()
     if not calls.height:
         return fix
     return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))
@@ -187,12 +193,13 @@ def sum_in(
     return g.with_columns((pl.col("_c_hi") - pl.col("_c_lo")).alias(out)).drop("_hi", "_lo", "_c_hi", "_c_lo")
 
 
-def _next_launch(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Per GPU start time: when its launch call started and ended, its name, the launching op's external id and
-    the launching thread (``api_pid``, ``api_tid``)."""
+def _next_launch(lf: pl.LazyFrame, at: pl.LazyFrame) -> pl.LazyFrame:
+    """Per GPU start time of ``at`` (``rank``, ``device``, ``start_ns``): when its launch call started and ended,
+    its name, the launching op's external id and the launching thread (``api_pid``, ``api_tid``)."""
     pids = launch_calls(lf, api_pid="pid")
     return (
         views.launches(lf)
+        .join(at, on=["rank", "device", "start_ns"], how="semi", nulls_equal=True, maintain_order="left")
         .join(pids, on=["rank", "correlation_id"], how="left", nulls_equal=True)
         .group_by("rank", "device", "start_ns")
         .agg(
@@ -263,7 +270,7 @@ def _host_bound_gaps(trace: Trace, skip_first_step: bool) -> pl.LazyFrame:
     idle = pl.concat([idle, lead], how="vertical_relaxed")
     gaps = (
         idle.join(
-            _next_launch(lf),
+            _next_launch(lf, idle.select("rank", "device", start_ns="end_ns")),
             left_on=["rank", "device", "end_ns"],
             right_on=["rank", "device", "start_ns"],
             how="inner",
@@ -292,12 +299,8 @@ def _host_bound_gaps(trace: Trace, skip_first_step: bool) -> pl.LazyFrame:
         # a gap is read in every analysed step it overlaps (the idle GPU at the end of one step often runs on
         # into the next one's host work: input preparation before its first launch)
         gaps = (
-            gaps.join_where(
-                steps.rename({"_rk": "_srk"}),
-                pl.col("_rk") == pl.col("_srk"),
-                pl.col("start_ns") < pl.col("step_end"),
-                pl.col("end_ns") > pl.col("step_start"),
-            )
+            _step_pairs(gaps.collect(), steps.rename({"_rk": "_srk"}).collect())
+            .lazy()
             .drop("_srk")
             .with_columns(
                 start_ns=pl.max_horizontal("start_ns", "step_start"),
@@ -311,6 +314,45 @@ def _host_bound_gaps(trace: Trace, skip_first_step: bool) -> pl.LazyFrame:
     return views.lookup(gaps, ops, ["rank", "external_id"], nulls_equal=True).with_columns(
         launch_late_ns=(pl.col("api_start_ns") - pl.col("start_ns"))
     )
+
+
+def _step_pairs(gaps: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``gaps`` (``_rk``, ``start_ns``, ``end_ns``) joined to every step of ``steps`` (``_srk``, ``step_start``,
+    ``step_end``) of their rank that they overlap: ``join_where`` on the rank and the two inequalities, which
+    polars runs as an inner join on the rank and a filter (24 k gaps x 90 steps on the benchmark: 0.28 CPU-s).
+    A rank's steps follow each other (starts and ends both in order), so the steps a gap overlaps are a range
+    found by two binary searches; steps out of order or unknown keep the ``join_where``."""
+    keys = ["_srk", "step_start", "step_end"]
+    st = steps.sort("_srk", "step_start", maintain_order=True)
+    unknown = st.select(pl.any_horizontal(pl.col(keys).is_null()).any()).item()
+    ordered = (
+        not unknown and st.select((pl.col("step_end").diff().over("_srk").fill_null(0) >= 0).all()).item()
+    )
+    nulls = pl.any_horizontal(pl.col("_rk", "start_ns", "end_ns").is_null()).any()
+    if not ordered or gaps.select(nulls).item():
+        return gaps.join_where(
+            steps,
+            pl.col("_rk") == pl.col("_srk"),
+            pl.col("start_ns") < pl.col("step_end"),
+            pl.col("end_ns") > pl.col("step_start"),
+        )
+    gi, sj = [], []
+    rk = gaps["_rk"].to_numpy()
+    gs, ge = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
+    base = 0
+    for (r,), grp in st.group_by("_srk", maintain_order=True):
+        ss, se = grp["step_start"].to_numpy(), grp["step_end"].to_numpy()
+        rows = np.flatnonzero(rk == r)
+        lo = np.searchsorted(se, gs[rows], side="right")  # the first step ending after the gap starts
+        hi = np.searchsorted(ss, ge[rows], side="left")  # past the last step starting before it ends
+        n = np.clip(hi - lo, 0, None)
+        first = np.repeat(lo - np.cumsum(n) + n, n)  # each pair's step: lo + its place in its gap's range
+        gi.append(np.repeat(rows, n))
+        sj.append(base + first + np.arange(int(n.sum())))
+        base += grp.height
+    g = np.concatenate(gi) if gi else np.zeros(0, np.int64)
+    j = np.concatenate(sj) if sj else np.zeros(0, np.int64)
+    return pl.concat([gaps[g], st[j]], how="horizontal")
 
 
 # host rows that count as recorded work on a thread (the step markers are not)

@@ -350,8 +350,9 @@ def plan(trace: Trace, roofline: bool = False) -> SummaryPlan:
         .head(TOP_KERNELS)
     )
     frames = {
-        "windows": win,
-        "steps": steps_out.sort(["rank", "step"]),
+        # collected once per trace: the rules read the window and the steps too (IDL001, DLD001, rulekit)
+        "windows": views.shared(trace, "summary.windows", lambda _, w=win: w),
+        "steps": views.shared(trace, "summary.steps_out", lambda _, s=steps_out: s.sort(["rank", "step"])),
         "categories": categories,
         "device_categories": device_categories,
         "step_categories": step_categories,
