@@ -192,7 +192,10 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         bytes=pl.when(pl.col("kind") == "memory")
         .then(pl.col("a_alloc"))
         .otherwise(pl.coalesce(pl.col("a_bytes"), pl.col("a_size"))),
-        input_dims=pl.coalesce(pl.col("input_dims"), pl.col("input_dims_legacy")),
+        # a coalesce copies every string: only where the legacy key was recorded
+        input_dims=pl.coalesce(pl.col("input_dims"), pl.col("input_dims_legacy"))
+        if "input_dims_legacy" in raw.columns
+        else pl.col("input_dims"),
         input_types=pl.col("input_types"),
         registers=pl.col("registers").cast(pl.Int32, strict=False),
         shared_mem_bytes=pl.col("shared_mem_bytes"),

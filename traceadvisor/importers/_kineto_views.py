@@ -59,6 +59,71 @@ def views(buf, starts, ends, ok, absent):
 
 
 @njit
+def _same(buf, a, b, size):
+    for t in range(size):
+        if buf[a + t] != buf[b + t]:
+            return False
+    return True
+
+
+@njit
+def unique_views(buf, starts, ends, ok):
+    """``views`` (null where not ``ok``) of a repetitive column (names, shapes): each distinct string over 12 bytes
+    is stored once in ``data`` and every row holding it points there (a trace repeats a few hundred names over
+    millions of events)."""
+    n = len(starts)
+    cap = 64
+    while cap < 2 * n:
+        cap *= 2
+    first = np.full(cap, -1, np.int64)  # hash slot -> the first row holding that string
+    at = np.zeros(n, np.int64)  # each long string's offset in ``data``
+    new = np.zeros(n, np.bool_)
+    total = 0
+    for i in range(n):
+        s = starts[i]
+        size = ends[i] - s
+        if not ok[i] or size <= 12:
+            continue
+        h = np.uint64(14695981039346656037)
+        for t in range(size):
+            h = (h ^ np.uint64(buf[s + t])) * np.uint64(1099511628211)
+        slot = np.int64(h & np.uint64(cap - 1))
+        while True:
+            r = first[slot]
+            if r < 0:
+                first[slot] = i
+                at[i] = total
+                new[i] = True
+                total += size
+                break
+            if ends[r] - starts[r] == size and _same(buf, starts[r], s, size):
+                at[i] = at[r]
+                break
+            slot = (slot + 1) & (cap - 1)
+    data = np.empty(total, np.uint8)
+    v = np.zeros(16 * n, np.uint8)
+    for i in range(n):
+        if not ok[i]:
+            continue
+        at16 = 16 * i
+        s = starts[i]
+        size = ends[i] - s
+        _put32(v, at16, size)
+        if size <= 12:
+            for t in range(size):
+                v[at16 + 4 + t] = buf[s + t]
+            continue
+        for t in range(4):
+            v[at16 + 4 + t] = buf[s + t]
+        _put32(v, at16 + 12, at[i])
+        if new[i]:
+            j = at[i]
+            for t in range(size):
+                data[j + t] = buf[s + t]
+    return v, data
+
+
+@njit
 def masks(have, k, table):
     """Row ``b``: which events have field bit ``b`` set and are of an args class that reads it
     (``table[b, class - FLOW_CLASS]``), in one pass over the events."""
