@@ -14,20 +14,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
-def njit(f: Callable[..., Any], *, nogil: bool = False) -> Callable[..., Any]:
-    """``f`` compiled by numba (``nogil``: released the GIL while it runs), cached on disk where possible."""
+def njit(f: Callable[..., Any], *, nogil: bool = False, inline: bool = False) -> Callable[..., Any]:
+    """``f`` compiled by numba (``nogil``: released the GIL while it runs; ``inline``: inlined into its callers,
+    which saves a call's reference counting of every array argument), cached on disk where possible."""
     import numba
 
+    opts = {"inline": "always"} if inline else {}
     try:
-        return numba.njit(cache=True, nogil=nogil)(f)
+        return numba.njit(cache=True, nogil=nogil, **opts)(f)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         from traceadvisor.cache import cache_dir
 
         if not numba.config.CACHE_DIR:
             numba.config.CACHE_DIR = str(cache_dir() / "numba")
             with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
-                return numba.njit(cache=True, nogil=nogil)(f)
-        return numba.njit(nogil=nogil)(f)
+                return numba.njit(cache=True, nogil=nogil, **opts)(f)
+        return numba.njit(nogil=nogil, **opts)(f)
 
 
 @contextlib.contextmanager

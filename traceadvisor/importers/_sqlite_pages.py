@@ -42,13 +42,19 @@ MAX_DEPTH = 64
 _PK_DESC = re.compile(r"PRIMARY KEY DESC")  # "x INTEGER PRIMARY KEY DESC": not a rowid alias (a quirk)
 
 
+def _inline(f):
+    """A helper compiled into each caller (``traceadvisor.jit``): called per value, a real call would count
+    references to every array argument (atomic operations) each time."""
+    return jit.njit(f, nogil=True, inline=True)
+
+
 def _njit(f):
     """``f`` compiled without the GIL (tables are read in threads), cached on disk (``traceadvisor.jit``); numba
     is imported with this module, which ``_sqlite`` imports on its first bulk read."""
     return jit.njit(f, nogil=True)
 
 
-@_njit
+@_inline
 def _varint(buf, at, end):
     """(value, next offset) of the varint at ``at``; next offset -1 when it runs past ``end``."""
     v = 0
@@ -125,7 +131,7 @@ def _leaves(buf, page_size, usable, root, out):
     return nleaf, rows
 
 
-@_njit
+@_inline
 def _int_value(buf, at, st):
     """The integer of serial type ``st`` (1-6, 8, 9) at ``at`` (big-endian two's complement)."""
     if st == 8:
@@ -141,7 +147,7 @@ def _int_value(buf, at, st):
     return v
 
 
-@_njit
+@_inline
 def _record(src, p, end, row, neg, want, kinds, slots, ints, reals, real_bits, valid, tstart, tlen):
     """One record (``src[p:end]``) into row ``row`` of the outputs; a text value's start is stored as is, or as
     ``-(start + 1)`` when ``neg`` (the record was assembled in the spill buffer). Returns 0, or -1 (damage),
