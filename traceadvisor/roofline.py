@@ -273,14 +273,6 @@ def _cost_inputs(ops: pl.LazyFrame, inner: pl.LazyFrame) -> pl.LazyFrame:
     return ops.join(last, on="op_id", how="left").with_columns(c_eid=pl.coalesce("c_eid", "eid")).drop("_fam")
 
 
-def _op_strings(trace: Trace, eid: pl.Series, prefix: str = "") -> pl.DataFrame:
-    """Name, input dims, input types and concrete inputs of the events at rows ``eid``."""
-    ev = trace.events.select("name", "input_dims", "input_types", "args")[eid]
-    types = pl.col("input_types").fill_null("[]")
-    out = ev.select("name", "input_dims", types, _concrete_expr().fill_null("[]").alias("concrete"))
-    return out.rename(lambda c: f"{prefix}{c}")
-
-
 def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Cost-model ops (outermost of nested ones on a thread) with the GPU time of the kernels they launched, by
     row (``eid``; ``c_eid``: the row it is costed on; the strings are gathered after: ``_with_strings``)."""
@@ -328,8 +320,15 @@ def _op_gpu_time(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 def _with_strings(trace: Trace, out: pl.DataFrame) -> pl.DataFrame:
     """``_op_gpu_time`` collected, with the strings of each op and of the op it is costed on (``c_*``)."""
-    c = _op_strings(trace, out["c_eid"], "c_").rename({"c_input_dims": "c_dims", "c_input_types": "c_types"})
-    return pl.concat([out, _op_strings(trace, out["eid"]), c], how="horizontal")
+    ev = trace.events.select("name", "input_dims", "input_types", "args")
+    cols = ["name", "input_dims", pl.col("input_types").fill_null("[]")]
+    cols.append(_concrete_expr().fill_null("[]").alias("concrete"))
+    own = ev[out["eid"]].select(cols)
+    at = (out["c_eid"] != out["eid"]).arg_true()  # the ops costed on another op's inputs (a few)
+    inner = ev[out["c_eid"][at]].select(cols)
+    c = pl.DataFrame([own[k].clone().scatter(at, inner[k]).alias(f"c_{k}") for k in own.columns])
+    c = c.rename({"c_input_dims": "c_dims", "c_input_types": "c_types"})
+    return pl.concat([out, own, c], how="horizontal")
 
 
 def _peaks(trace: Trace) -> pl.DataFrame:
