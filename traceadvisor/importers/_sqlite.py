@@ -10,10 +10,7 @@ bulk Arrow reads and damage salvage.
   ignored that way).
 * **Schema** (tables, views, columns with declared types, ``user_version``) comes from sqlite-utils over the
   read-only connection.
-* **Bulk reads**: an intact table is decoded from its b-tree pages by a compiled reader (``_sqlite_pages``, a
-  few times cheaper than SQLite's row-at-a-time API), under a read transaction; any other (a view, damage, a
-  value of another storage class than its column's) is read by ADBC's SQLite driver into Arrow. Tables are read
-  on parallel read-only connections. For ADBC, a first row of
+* **Bulk reads**: ADBC's SQLite driver into Arrow, tables on parallel read-only connections. A first row of
   typed literals fixes each column's Arrow type (ADBC infers it from the first batch); a column that mixes
   storage classes is read again with per-value ``typeof`` casts.
 * **Damage**: a file cut short (its header counts pages that are missing) is read through a private copy padded
@@ -25,6 +22,7 @@ bulk Arrow reads and damage salvage.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -42,14 +40,11 @@ from traceadvisor.importers._sqlite_salvage import DB_ERRORS
 from traceadvisor.importers._sqlite_salvage import frame as _frame
 from traceadvisor.importers._sqlite_salvage import scan_by_rowid as _scan_by_rowid
 from traceadvisor.importers._sqlite_salvage import scan_plain as _scan_plain
-from traceadvisor.importers._sqlite_salvage import sqlite_names as sqlite_names
 
 # what a native read can raise: Python errors and Rust panics (BaseException subclasses)
 READ_ERRORS: tuple[type[BaseException], ...] = (Exception, PanicException)
 SIDECARS = ("-wal", "-journal")
 BATCH_ROWS = "65536"
-# the page reader's fixed cost (numba's import and code load, ~1 CPU-s) pays off from about 1 M rows read
-PAGES_MIN_BYTES = 32 << 20
 
 
 def quote(name: str) -> str:
@@ -160,7 +155,6 @@ class SqliteDB:
         self._tmp: str | None = None
         self._schema: dict[str, str] | None = None
         self._cols: dict[str, dict[str, str]] = {}
-        self._pages: bool | None = None
         try:
             self._prepare()
         except BaseException:
@@ -349,7 +343,6 @@ class SqliteDB:
         errors: dict[str, str] = {}
         if not specs:
             return frames, errors
-        self.use_pages()  # decided (and numba loaded) once, before the threads
         with ThreadPoolExecutor(max(1, min(workers, len(specs)))) as ex:
             for name, df, err in ex.map(one, specs):
                 frames[name] = df
@@ -358,9 +351,6 @@ class SqliteDB:
         return frames, errors
 
     def _read_one(self, spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
-        df = self._read_pages(spec)
-        if df is not None:
-            return spec.table, df, ""
         try:
             return spec.table, _adbc_read(self.uri, spec), ""
         except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
@@ -369,25 +359,6 @@ class SqliteDB:
         except READ_ERRORS:
             df, err = self.salvage(spec)
             return spec.table, df, err or "read failed"
-
-    def use_pages(self) -> bool:
-        """Whether tables are decoded from their pages: ``TRACEADVISOR_SQLITE_PAGES=1``/``0`` forces it; else for
-        databases of at least ``PAGES_MIN_BYTES`` (below, numba's load costs more than it saves)."""
-        if self._pages is None:
-            env = os.environ.get("TRACEADVISOR_SQLITE_PAGES", "").strip()
-            self._pages = env == "1" if env in ("0", "1") else self.file.stat().st_size >= PAGES_MIN_BYTES
-            if self._pages:
-                from traceadvisor.importers._sqlite_pages import loaded
-
-                self._pages = loaded()
-        return self._pages
-
-    def _read_pages(self, spec: TableSpec) -> pl.DataFrame | None:
-        if not spec.columns or not self.use_pages():
-            return None
-        from traceadvisor.importers._sqlite_pages import read_spec
-
-        return read_spec(self, spec)
 
     def _present(self, spec: TableSpec) -> tuple[TableSpec, tuple[str, ...]]:
         """The spec narrowed to the columns the table has, and the wanted ones it lacks (none when the schema
@@ -582,3 +553,35 @@ def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
         finally:
             con.close()
     raise sqlite3.DatabaseError(str(last))
+
+
+# --------------------------------------------------------------------------------------------- sniffing
+SCHEMA_SCAN_BYTES = 32 << 20  # a damaged file's schema text is looked for in its first 32 MiB
+_CREATE_RE = re.compile(rb'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)')
+
+
+def sqlite_names(probe) -> set[str]:
+    """Table and view names of a SQLite probe; for a damaged or cut file, the names in its schema text.
+
+    ``sqlite_master`` rows hold each table's ``CREATE`` statement as text, and SQLite writes the schema
+    first, so the names are found in the file's first pages even when the schema cannot be loaded (a file cut
+    short fails SQLite's page-count check before any page is read). The result is kept on the probe: every
+    SQLite importer's ``sniff`` asks.
+    """
+    try:
+        return probe.tables
+    except InputError:
+        cached = probe.__dict__.get("_schema_text_names")
+        if cached is None:
+            cached = _schema_text_names(probe.path, probe.raw_head)
+            probe.__dict__["_schema_text_names"] = cached
+        return cached
+
+
+def _schema_text_names(path: Path, head: bytes) -> set[str]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(SCHEMA_SCAN_BYTES)
+    except OSError:
+        data = head
+    return {m.decode("ascii", errors="replace") for m in _CREATE_RE.findall(data)}

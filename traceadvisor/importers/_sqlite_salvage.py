@@ -1,17 +1,12 @@
 """Row-wise salvage of damaged SQLite tables (used by ``_sqlite``): rows read in rowid order, one damaged page
-costing only its own rows (the scan resumes at the next readable rowid); table names of a damaged file from its
-schema text (``sqlite_names``)."""
+costing only its own rows (the scan resumes at the next readable rowid)."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
-
-from traceadvisor.errors import InputError
 
 if TYPE_CHECKING:
     from traceadvisor.importers._sqlite import TableSpec
@@ -132,35 +127,3 @@ def _next_readable(con: sqlite3.Connection, table: str, failed_at: int) -> int |
         else:
             hi, found = mid, got
     return found
-
-
-# --------------------------------------------------------------------------------------------- sniffing
-SCHEMA_SCAN_BYTES = 32 << 20  # a damaged file's schema text is looked for in its first 32 MiB
-_CREATE_RE = re.compile(rb'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)')
-
-
-def sqlite_names(probe) -> set[str]:
-    """Table and view names of a SQLite probe; for a damaged or cut file, the names in its schema text.
-
-    ``sqlite_master`` rows hold each table's ``CREATE`` statement as text, and SQLite writes the schema
-    first, so the names are found in the file's first pages even when the schema cannot be loaded (a file cut
-    short fails SQLite's page-count check before any page is read). The result is kept on the probe: every
-    SQLite importer's ``sniff`` asks.
-    """
-    try:
-        return probe.tables
-    except InputError:
-        cached = probe.__dict__.get("_schema_text_names")
-        if cached is None:
-            cached = _schema_text_names(probe.path, probe.raw_head)
-            probe.__dict__["_schema_text_names"] = cached
-        return cached
-
-
-def _schema_text_names(path: Path, head: bytes) -> set[str]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(SCHEMA_SCAN_BYTES)
-    except OSError:
-        data = head
-    return {m.decode("ascii", errors="replace") for m in _CREATE_RE.findall(data)}
