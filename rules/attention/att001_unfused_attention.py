@@ -68,7 +68,7 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
-from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.replay.fix import Fix, gpu_eids, gpu_rows_with
 from traceadvisor.rulekit import launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -467,11 +467,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     k = k.with_columns(
         new_ns=pl.when(first).then((pl.col("fused_us") * 1e3).round(0)).otherwise(0.0).cast(pl.Int64)
     )
-    g = gpu_eids(trace, k.select("rank", "device", "stream", "correlation_id", "start_ns")).join(
-        k.select("rank", "correlation_id", "start_ns", "new_ns"),
-        on=["rank", "correlation_id", "start_ns"],
-        nulls_equal=True,
-    )
+    g = gpu_rows_with(trace, k, "new_ns")
     if not g.height:
         return None
     fx = Fix(f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak")

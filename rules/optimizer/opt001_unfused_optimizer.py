@@ -77,7 +77,7 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import optimizers as K
 from traceadvisor.knowledge.dtypes import element_bytes
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
-from traceadvisor.replay.fix import Fix, gpu_eids
+from traceadvisor.replay.fix import Fix, gpu_rows_with
 from traceadvisor.rulekit import device_model, launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -434,11 +434,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     k = k.join(rg.select("range", "fused_ns"), on="range").with_columns(
         new_ns=pl.when(first).then(pl.col("fused_ns")).otherwise(0).cast(pl.Int64)
     )
-    g = gpu_eids(trace, k.select("rank", "device", "stream", "correlation_id", "start_ns")).join(
-        k.select("rank", "correlation_id", "start_ns", "new_ns"),
-        on=["rank", "correlation_id", "start_ns"],
-        nulls_equal=True,
-    )
+    g = gpu_rows_with(trace, k, "new_ns")
     if not g.height:
         return None
     fx = Fix(f"fused optimizer step at {float(options['hbm_efficiency']):.0%} of HBM bandwidth, one host op")

@@ -80,7 +80,7 @@ import polars as pl
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import autocast
-from traceadvisor.replay.fix import Fix, gpu_eids, indexed
+from traceadvisor.replay.fix import Fix, gpu_rows_with, indexed
 from traceadvisor.rulekit import without_queue_backpressure
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import precision_expr
@@ -244,11 +244,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster, after the casts autocast
     puts before it (their kernels on its stream, their host ops on its thread)."""
-    g = gpu_eids(trace, rows.select("rank", "device", "stream", "correlation_id", "start_ns")).join(
-        rows.select("rank", "correlation_id", "start_ns", "speedup"),
-        on=["rank", "correlation_id", "start_ns"],
-        nulls_equal=True,
-    )
+    g = gpu_rows_with(trace, rows, "speedup")
     if not g.height:
         return None
     g = g.with_columns(

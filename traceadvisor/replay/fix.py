@@ -237,6 +237,15 @@ def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     return keys.lazy().select(on).unique().join(g, on=on, how="inner", nulls_equal=True).collect()
 
 
+def gpu_rows_with(trace: Trace, rows: pl.DataFrame, *carry: str) -> pl.DataFrame:
+    """The GPU activities of ``rows`` (kernels with ``rank``, ``device``, ``stream``, ``correlation_id``,
+    ``start_ns``) as ``gpu_eids`` gives them, with the rows' ``carry`` columns beside each (a fix's new duration,
+    its speed-up)."""
+    on = ["rank", "correlation_id", "start_ns"]
+    keys = rows.select("rank", "device", "stream", "correlation_id", "start_ns")
+    return gpu_eids(trace, keys).join(rows.select(*on, *carry), on=on, nulls_equal=True)
+
+
 def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
     """The host runtime calls (``eid``, ``pid``, ``tid``, ``start_ns``, ``dur_ns``, ``name``) that launched the GPU
     activities in ``gpu`` (``rank``, ``correlation_id``)."""
