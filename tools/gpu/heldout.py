@@ -742,13 +742,16 @@ ALL = [
     bert_compiled_graphs,
 ]
 
-if __name__ == "__main__":
-    out = Path(sys.argv[1])
+
+def run_all(scenarios: list[Callable[[Path], None]], argv: list[str]) -> None:
+    """Run the scenarios named in ``argv[2:]`` (all by default) into the folder ``argv[1]``, each on its own: one
+    scenario's failure must not lose the others; then list what was written."""
+    out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    names = sys.argv[2:] or [f.__name__ for f in ALL]
+    names = argv[2:] or [f.__name__ for f in scenarios]
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
     (out / "env.json").write_text(json.dumps(env))
-    for f in ALL:
+    for f in scenarios:
         if f.__name__ in names:
             t0 = time.time()
             try:
@@ -757,4 +760,10 @@ if __name__ == "__main__":
                 print(f"[{f.__name__}] FAILED: {type(e).__name__}: {e}", flush=True)
             print(f"== {f.__name__} {time.time() - t0:.1f}s", flush=True)
             torch.cuda.empty_cache()
-    os.system(f"ls -la {out}")
+    for p in sorted(out.rglob("*")):
+        if p.is_file():
+            print(f"{p.stat().st_size:>12} {p.relative_to(out)}")
+
+
+if __name__ == "__main__":
+    run_all(ALL, sys.argv)

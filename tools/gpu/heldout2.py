@@ -7,8 +7,6 @@ the profiler, base and fixed interleaved in one process, median of rounds.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import time
@@ -19,7 +17,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" /
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import ACT, DEV, bert, gz, record, sync, timed_pair, trainer  # noqa: E402
+from heldout import ACT, DEV, bert, gz, record, run_all, sync, timed_pair, trainer  # noqa: E402
 from torch.profiler import profile, schedule  # noqa: E402
 
 HEALTHY = ["WRM001", "MEM001", "MEM002", "MEM003", "SYN001", "DLD001", "PRC001", "GEM002"]
@@ -410,19 +408,4 @@ ALL = [vit_warm, vitb_warm, bart_sdpa, t5_train, optim_fused, mlm_mask, vit_toli
        gpt2_generate]  # fmt: skip
 
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    names = sys.argv[2:] or [f.__name__ for f in ALL]
-    (out / "env.json").write_text(
-        json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__})
-    )
-    for f in ALL:
-        if f.__name__ in names:
-            t0 = time.time()
-            try:
-                f(out)
-            except Exception as e:  # one scenario's failure must not lose the others
-                print(f"[{f.__name__}] FAILED: {type(e).__name__}: {e}", flush=True)
-            print(f"== {f.__name__} {time.time() - t0:.1f}s", flush=True)
-            torch.cuda.empty_cache()
-    os.system(f"ls -la {out}")
+    run_all(ALL, sys.argv)

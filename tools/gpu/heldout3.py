@@ -9,8 +9,6 @@ around the block): what the optimizer itself costs unprofiled.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import time
@@ -20,7 +18,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" /
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, bert, record, sync, timed_pair, trainer  # noqa: E402
+from heldout import DEV, bert, record, run_all, sync, timed_pair, trainer  # noqa: E402
 from heldout2 import prof  # noqa: E402
 
 ABSENT = ["WRM001", "MEM001", "MEM002", "DLD001", "PRC001", "GEM002"]
@@ -166,19 +164,4 @@ def bert_foreach(out: Path) -> None:
 ALL = [resnet50_sgd, gpt2_foreach, vit_loop, bert_foreach]
 
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    names = sys.argv[2:] or [f.__name__ for f in ALL]
-    (out / "env.json").write_text(
-        json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__})
-    )
-    for f in ALL:
-        if f.__name__ in names:
-            t0 = time.time()
-            try:
-                f(out)
-            except Exception as e:  # one scenario's failure must not lose the others
-                print(f"[{f.__name__}] FAILED: {type(e).__name__}: {e}", flush=True)
-            print(f"== {f.__name__} {time.time() - t0:.1f}s", flush=True)
-            torch.cuda.empty_cache()
-    os.system(f"ls -la {out} {out}/parts")
+    run_all(ALL, sys.argv)
