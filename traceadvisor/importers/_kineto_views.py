@@ -23,6 +23,20 @@ def _put32(v, at, x):
 
 
 @njit
+def _put_view(v, at, buf, s, size, offset):
+    """The 16-byte Arrow string view at ``v[at:]`` of buf[s:s+size]: its length, then the string itself up to
+    12 bytes, else its first 4 bytes, buffer 0 and ``offset`` (where its bytes are in the data buffer)."""
+    _put32(v, at, size)
+    if size <= 12:
+        for t in range(size):
+            v[at + 4 + t] = buf[s + t]
+        return
+    for t in range(4):
+        v[at + 4 + t] = buf[s + t]
+    _put32(v, at + 12, offset)
+
+
+@njit
 def views(buf, starts, ends, ok, absent):
     """Arrow string views of buf[starts[i]:ends[i]] where ``ok``, else of the (at most 12) bytes ``absent``:
     (views, data) -- 16 bytes per string (length, then the string itself up to 12 bytes, else its first 4 bytes,
@@ -44,14 +58,8 @@ def views(buf, starts, ends, ok, absent):
             continue
         s = starts[i]
         size = ends[i] - s
-        _put32(v, at, size)
-        if size <= 12:
-            for t in range(size):
-                v[at + 4 + t] = buf[s + t]
-        else:
-            for t in range(4):
-                v[at + 4 + t] = buf[s + t]
-            _put32(v, at + 12, j)
+        _put_view(v, at, buf, s, size, j)
+        if size > 12:
             for t in range(size):
                 data[j + t] = buf[s + t]
             j += size
@@ -105,18 +113,10 @@ def unique_views(buf, starts, ends, ok):
     for i in range(n):
         if not ok[i]:
             continue
-        at16 = 16 * i
         s = starts[i]
         size = ends[i] - s
-        _put32(v, at16, size)
-        if size <= 12:
-            for t in range(size):
-                v[at16 + 4 + t] = buf[s + t]
-            continue
-        for t in range(4):
-            v[at16 + 4 + t] = buf[s + t]
-        _put32(v, at16 + 12, at[i])
-        if new[i]:
+        _put_view(v, 16 * i, buf, s, size, at[i])
+        if size > 12 and new[i]:
             j = at[i]
             for t in range(size):
                 data[j + t] = buf[s + t]
