@@ -149,3 +149,74 @@ def test_damaged_page_costs_only_its_rows(tmp_path: Path) -> None:
         n, cerr = db.count("t")
     assert err and 4900 < df.height < 5000
     assert cerr and n == df.height
+
+
+def _table(p: Path, rows: int, extra: str = "") -> None:
+    con = sqlite3.connect(p)
+    con.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT, x REAL){extra}")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i * 3 - 50, f"s{i}", i / 2) for i in range(rows)])
+    con.execute("CREATE VIEW v AS SELECT id, s, x FROM t")
+    con.commit()
+    con.close()
+
+
+SPEC = sq.TableSpec("t", ("id", "s", "x"), text=("s",), real=("x",))
+
+
+def test_large_tables_are_read_in_rowid_ranges_with_the_rows_of_one_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "r.db"
+    _table(p, 1000)
+    with sq.SqliteDB(p) as db:
+        whole, _ = db.read(SPEC)
+        monkeypatch.setattr(sq, "CHUNK_ROWS", 64)
+        ranges = db.rowid_ranges("t")
+        assert 10 < len(ranges) <= sq.MAX_CHUNKS
+        assert ranges[0][0] == -50 and ranges[-1][1] == 999 * 3 - 50
+        assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+        chunked, err = db.read(SPEC)
+        frames, errors = db.read_many([SPEC, sq.TableSpec("v", ("id", "s"), text=("s",))])
+        assert db.rowid_ranges("v") == [None]  # a view is read in one query
+    assert err == "" and not errors
+    assert chunked.equals(whole) and frames["t"].equals(whole)
+    assert frames["v"].equals(whole.select("id", "s"))
+
+
+def test_tables_without_rowid_ranges_are_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "w.db"
+    _table(p, 300, " WITHOUT ROWID")
+    q = tmp_path / "c.db"
+    con = sqlite3.connect(q)
+    con.execute("CREATE TABLE t (rowid INTEGER, s TEXT, x REAL, id INTEGER)")  # a column named rowid
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [(0, "a", 1.0, i) for i in range(300)])
+    con.commit()
+    con.close()
+    monkeypatch.setattr(sq, "CHUNK_ROWS", 16)
+    for path in (p, q):
+        with sq.SqliteDB(path) as db:
+            assert db.rowid_ranges("t") == [None]
+            df, err = db.read(SPEC)
+        assert err == "" and df.height == 300
+
+
+def test_a_damaged_range_salvages_the_whole_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "d.db"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, "x" * 200) for i in range(5000)])
+    con.commit()
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.close()
+    with open(p, "r+b") as f:
+        f.seek(page * (pages // 2))
+        f.write(b"\xa5" * page)
+    spec = sq.TableSpec("t", ("id", "s"), text=("s",))
+    with sq.SqliteDB(p) as db:
+        whole, werr = db.read(spec)
+        assert db.rowid_ranges("t") == [None]  # the bounds' own read fails here: one read
+        monkeypatch.setattr(db, "rowid_ranges", lambda t: [(k * 500, k * 500 + 499) for k in range(10)])
+        chunked, err = db.read(spec)
+    assert err and werr and 4900 < chunked.height < 5000
+    assert chunked.equals(whole)

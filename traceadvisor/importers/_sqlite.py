@@ -45,6 +45,9 @@ from traceadvisor.importers._sqlite_salvage import scan_plain as _scan_plain
 READ_ERRORS: tuple[type[BaseException], ...] = (Exception, PanicException)
 SIDECARS = ("-wal", "-journal")
 BATCH_ROWS = "65536"
+CHUNK_ROWS = 250_000  # a table with more rowids is read as ranges of about this many, in parallel
+MAX_CHUNKS = 16
+READ_THREADS = max(2, min(4, os.cpu_count() or 2))  # reads at once (ranges of one table or several tables)
 
 
 def quote(name: str) -> str:
@@ -332,33 +335,67 @@ class SqliteDB:
         self, specs: Sequence[TableSpec], *, workers: int = 2
     ) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
         """Each table in bulk into Arrow, tables in parallel; a table whose bulk read fails is salvaged row by
-        row. Returns frames by table and, for tables read only in part, the damage met."""
+        row. Returns frames by table and, for tables read only in part, the damage met.
 
-        def one(spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
-            present, absent = self._present(spec)
-            name, df, err = self._read_one(present)
-            return name, self._complete(df, spec, absent), err
-
+        A large table is read as consecutive rowid ranges on their own connections (``rowid_ranges``), the
+        ranges in parallel with the other tables' reads (ADBC and polars run outside the GIL), and put back
+        together in rowid order: the rows and their order of one scan of the table."""
         frames: dict[str, pl.DataFrame] = {}
         errors: dict[str, str] = {}
         if not specs:
             return frames, errors
-        with ThreadPoolExecutor(max(1, min(workers, len(specs)))) as ex:
-            for name, df, err in ex.map(one, specs):
-                frames[name] = df
-                if err:
-                    errors[name] = err
+        plans = [(spec, *self._present(spec)) for spec in specs]
+        tasks = [(i, r) for i, (_, present, _) in enumerate(plans) for r in self.rowid_ranges(present.table)]
+        parts: dict[int, list[pl.DataFrame | BaseException]] = {i: [] for i in range(len(plans))}
+        threads = max(1, min(max(workers, READ_THREADS), len(tasks)))
+        with ThreadPoolExecutor(threads) as ex:
+            futures = [(i, ex.submit(self._read_range, plans[i][1], r)) for i, r in tasks]
+            for i, fut in futures:
+                parts[i].append(fut.result())
+        for i, (spec, present, absent) in enumerate(plans):
+            df, err = self._joined(present, parts[i])
+            frames[spec.table] = self._complete(df, spec, absent)
+            if err:
+                errors[spec.table] = err
         return frames, errors
 
-    def _read_one(self, spec: TableSpec) -> tuple[str, pl.DataFrame, str]:
+    def rowid_ranges(self, table: str) -> list[tuple[int, int] | None]:
+        """Consecutive rowid ranges of about ``CHUNK_ROWS`` rows covering a large rowid table; ``[None]`` (the
+        whole table in one read) for a small one, a view, a table without rowid or one whose bounds cannot be
+        read (damage: the one read finds out)."""
+        cols = {c.lower() for c in self.columns(table)}
+        if self.tables().get(table) != "table" or cols & {"rowid", "_rowid_", "oid"}:
+            return [None]
         try:
-            return spec.table, _adbc_read(self.uri, spec), ""
-        except ImportError:  # no ADBC driver: the same columns through sqlite3 (slower)
-            df, err = self.salvage(spec)
-            return spec.table, df, err
+            con = self.connect()
+            try:
+                lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {quote(table)}").fetchone()
+            finally:
+                con.close()
         except READ_ERRORS:
-            df, err = self.salvage(spec)
-            return spec.table, df, err or "read failed"
+            return [None]
+        if lo is None or hi is None or hi - lo < 2 * CHUNK_ROWS:
+            return [None]
+        n = min(MAX_CHUNKS, -(-(hi - lo + 1) // CHUNK_ROWS))
+        step = -(-(hi - lo + 1) // n)
+        return [(lo + k * step, min(hi, lo + (k + 1) * step - 1)) for k in range(n)]
+
+    def _read_range(self, spec: TableSpec, rows: tuple[int, int] | None) -> pl.DataFrame | BaseException:
+        try:
+            return _adbc_read(self.uri, spec, rows)
+        except (ImportError, *READ_ERRORS) as e:  # the table is salvaged whole (_joined)
+            return e
+
+    def _joined(self, spec: TableSpec, parts: list[pl.DataFrame | BaseException]) -> tuple[pl.DataFrame, str]:
+        """The table from its ranges' frames; salvaged row by row when a range's bulk read failed."""
+        failed = [p for p in parts if isinstance(p, BaseException)]
+        if not failed:
+            frames = [p for p in parts if isinstance(p, pl.DataFrame)]
+            return (frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")), ""
+        df, err = self.salvage(spec)
+        if isinstance(failed[0], ImportError):  # no ADBC driver: the same columns through sqlite3 (slower)
+            return df, err
+        return df, err or "read failed"
 
     def _present(self, spec: TableSpec) -> tuple[TableSpec, tuple[str, ...]]:
         """The spec narrowed to the columns the table has, and the wanted ones it lacks (none when the schema
@@ -531,9 +568,11 @@ def _valid_text(tab):
     return tab
 
 
-def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
+def _adbc_read(uri: str, spec: TableSpec, rows: tuple[int, int] | None = None) -> pl.DataFrame:
+    """The table (or its rows with rowid in ``rows``, bounds included) read by ADBC into a typed frame."""
     import adbc_driver_sqlite.dbapi as adbc
 
+    where = f" WHERE rowid BETWEEN {int(rows[0])} AND {int(rows[1])}" if rows else ""
     last: BaseException | None = None
     for typed in (False, True):  # plain first; typed when a column mixes storage classes
         con = adbc.connect(uri)
@@ -541,7 +580,7 @@ def _adbc_read(uri: str, spec: TableSpec) -> pl.DataFrame:
             cur = con.cursor()
             try:
                 cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": BATCH_ROWS})
-                cur.execute(_select_sql(spec, typed))
+                cur.execute(_select_sql(spec, typed) + where)
                 tab = cur.fetch_arrow_table()
             finally:
                 cur.close()
