@@ -224,6 +224,8 @@ def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
     if a.select(pair.n_unique()).item() != a.height:  # a name repeated within an event: keep its first value
         a = a.unique(subset=["event_id", "name"], keep="first", maintain_order=True)
     a = a.select("event_id", pl.concat_str([pl.col("_key"), json_text(a.get_column("value"))]).alias("_kv"))
+    if not a.get_column("event_id").has_nulls():  # in order: grouped by runs (0.03 CPU-s, not 0.5 by hash)
+        a = a.with_columns(pl.col("event_id").set_sorted())
     return (
         a.group_by("event_id", maintain_order=True)
         .agg("_kv")  # list.join after the aggregation: a str.join inside it is several times slower

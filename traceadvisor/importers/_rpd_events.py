@@ -124,6 +124,8 @@ def _descriptions(strings: pl.DataFrame, ids: pl.Series) -> pl.LazyFrame:
 def gpu_rows(
     frames: dict[str, pl.DataFrame], api: pl.DataFrame, strings: pl.DataFrame, codeobj: pl.DataFrame | None
 ) -> pl.DataFrame:
+    """The ops as canonical GPU rows; ``api`` is the ``rocpd_api`` table as read (its id and apiName_id name
+    each op's launch call)."""
     raw = frames["rocpd_op"]
     op = (
         raw.lazy()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,7 @@ UNKNOWN_OP = (
 
 
 MIB = 1 << 20
+PACK_THREADS = 3  # parts of a trace packed at once (finish)
 
 
 def _json_fragment(col: str, raw: bool) -> pl.Expr:
@@ -241,7 +243,9 @@ def finish(parts: Sequence[pl.DataFrame], meta: TraceMeta, *, read: int, raw: It
     (events + skipped == input_events) instead of hiding it.
     """
     raw = tuple(raw)
-    packed = [conform(pack(p, raw)) for p in parts if p is not None and p.height]
+    todo = [p for p in parts if p is not None and p.height]
+    with ThreadPoolExecutor(max(1, min(len(todo), PACK_THREADS))) as ex:  # polars packs outside the GIL
+        packed = list(ex.map(lambda p: conform(pack(p, raw)), todo))
     ev = pl.concat(packed, how="vertical") if packed else empty_frame()
     ev = classify_frame(ev.with_columns(rank=pl.lit(0, dtype=pl.Int32)))
     ev = ev.select(COLUMN_NAMES).sort("start_ns", nulls_last=True, maintain_order=True)

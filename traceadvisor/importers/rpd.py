@@ -27,6 +27,7 @@ it recorded a size.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -258,9 +259,14 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
         )
     rec.add(frames["rocpd_op"].height + frames["rocpd_api"].height)
     _unknown_strings(meta, frames, strings)
-    api = ev.api_frame(frames["rocpd_api"], strings, args_strings)
-    host = ev.host_rows(api, frames.get("rocpd_copyapi"), frames.get("ext_autogradapi"), strings, meta, rec)
-    gpu = ev.gpu_rows(frames, api, strings, codeobj)
+    # the ops and the API rows are independent: the ops in a thread (polars works outside the GIL)
+    with ThreadPoolExecutor(1) as ex:
+        gpu_job = ex.submit(ev.gpu_rows, frames, frames["rocpd_api"], strings, codeobj)
+        api = ev.api_frame(frames["rocpd_api"], strings, args_strings)
+        host = ev.host_rows(
+            api, frames.get("rocpd_copyapi"), frames.get("ext_autogradapi"), strings, meta, rec
+        )
+        gpu = gpu_job.result()
     ext = {t: n for t, n in counts.items() if t not in SKIP_REASONS}
     if "ext_autogradapi" in frames:
         ext["ext_autogradapi"] = frames["ext_autogradapi"].height
