@@ -9,13 +9,31 @@ writable is ``f`` compiled on every run. numba is imported here, on the first ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
+
+
+@contextlib.contextmanager
+def no_scipy() -> Iterator[None]:
+    """SciPy hidden while numba loads: numba's import checks SciPy's version by importing it (0.2-0.3 CPU-s) and
+    its first compile or cache load probes for a BLAS by importing ``scipy.linalg`` (0.5-1 CPU-s). traceadvisor's
+    compiled code needs neither; where nothing imported SciPy yet, both are answered "absent" (numba then
+    declines only np.dot and np.linalg in compiled code, which nothing in traceadvisor uses)."""
+    block = "scipy" not in sys.modules
+    if block:
+        sys.modules["scipy"] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
+    try:
+        yield
+    finally:
+        if block:
+            del sys.modules["scipy"]
 
 
 def njit(f: Callable[..., Any], *, nogil: bool = False) -> Callable[..., Any]:
     """``f`` compiled by numba (``nogil``: released the GIL while it runs), cached on disk where possible."""
-    import numba
+    with no_scipy():
+        import numba
 
     try:
         return numba.njit(cache=True, nogil=nogil)(f)

@@ -15,7 +15,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import msgspec
 import numpy as np
 import polars as pl
 
+from traceadvisor import jit
 from traceadvisor.importers._kineto_load import _EVENTS, _RAWS, _one
 from traceadvisor.importers._kineto_raw import (
     _CLASS_FIELDS,
@@ -57,33 +57,18 @@ def _scanner(compile: bool = True) -> Any:
     missing or broken, and, unless ``compile``, where the code is not in numba's cache yet (then compiled at
     exit in a detached process)."""
     try:
-        from traceadvisor.importers import _kineto_scan
+        from traceadvisor.importers import _kineto_scan  # imports numba (through traceadvisor.jit)
     except ImportError:
         return None
     # the scanner's key table and the args structs of _kineto_raw name the same keys (one place: the structs)
     assert set(_kineto_scan.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
-    with _no_scipy():
+    with jit.no_scipy():  # numba's first cache load probes for a BLAS
         if not compile and not _cached(_kineto_scan):
             compile_later()
             return None
         for f, args in _warm_calls(_kineto_scan):
             f(*args)
     return _kineto_scan
-
-
-@contextlib.contextmanager
-def _no_scipy() -> Iterator[None]:
-    """numba's set-up probes for a BLAS by importing SciPy (0.5-1 CPU-s): the scanner needs none, so where nothing
-    imported SciPy yet, that probe is answered "absent" while the scanner loads (numba then declines only
-    np.dot and np.linalg in compiled code, which nothing in traceadvisor uses)."""
-    block = "scipy" not in sys.modules
-    if block:
-        sys.modules["scipy"] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
-    try:
-        yield
-    finally:
-        if block:
-            del sys.modules["scipy"]
 
 
 def _warm_calls(scan: Any) -> list[tuple[Any, tuple[Any, ...]]]:
