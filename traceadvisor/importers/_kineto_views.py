@@ -14,6 +14,34 @@ def njit(f):
     return jit.njit(f, nogil=True)
 
 
+def _copy_intrinsic():
+    """``copy(dst, at, src, frm, size)``: dst[at:at+size] = src[frm:frm+size] of two uint8 arrays as one
+    ``llvm.memcpy`` (no overlap: two different arrays). numba's element loop checks every index for wrap-around
+    and is not vectorized: 2.5-3x the time of the whole ``views`` of the benchmark's args, names and categories
+    (measured 0.144 -> 0.056, 0.086 -> 0.027, 0.048 -> 0.023 CPU-s on the 94 MB benchmark)."""
+    with jit.no_scipy():
+        from numba.core import cgutils, types
+        from numba.extending import intrinsic
+
+    @intrinsic
+    def copy(typingctx, dst, at, src, frm, size):
+        sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+        def codegen(context, builder, signature, args):
+            d, d_at, s, s_at, k = args
+            darr = context.make_array(signature.args[0])(context, builder, d)
+            sarr = context.make_array(signature.args[2])(context, builder, s)
+            to, frm_ = builder.gep(darr.data, [d_at]), builder.gep(sarr.data, [s_at])
+            cgutils.raw_memcpy(builder, to, frm_, k, 1)
+
+        return sig, codegen
+
+    return copy
+
+
+_copy = _copy_intrinsic()
+
+
 @njit
 def _put32(v, at, x):
     v[at] = x & 255
@@ -28,11 +56,9 @@ def _put_view(v, at, buf, s, size, offset):
     12 bytes, else its first 4 bytes, buffer 0 and ``offset`` (where its bytes are in the data buffer)."""
     _put32(v, at, size)
     if size <= 12:
-        for t in range(size):
-            v[at + 4 + t] = buf[s + t]
+        _copy(v, at + 4, buf, s, size)
         return
-    for t in range(4):
-        v[at + 4 + t] = buf[s + t]
+    _copy(v, at + 4, buf, s, 4)
     _put32(v, at + 12, offset)
 
 
@@ -60,8 +86,7 @@ def views(buf, starts, ends, ok, absent):
         size = ends[i] - s
         _put_view(v, at, buf, s, size, j)
         if size > 12:
-            for t in range(size):
-                data[j + t] = buf[s + t]
+            _copy(data, j, buf, s, size)
             j += size
     return v, data
 
@@ -117,9 +142,7 @@ def unique_views(buf, starts, ends, ok):
         size = ends[i] - s
         _put_view(v, 16 * i, buf, s, size, at[i])
         if size > 12 and new[i]:
-            j = at[i]
-            for t in range(size):
-                data[j + t] = buf[s + t]
+            _copy(data, at[i], buf, s, size)
     return v, data
 
 
