@@ -121,3 +121,26 @@ def test_rocprof_folder_with_renamed_members_is_still_rocprof(tmp_path: Path) ->
     tr = load_trace(tmp_path, cache=False)
     assert tr.counts_by_kind().get("kernel", 0) >= 1
     assert any(d.name == "AMD Instinct MI300X" for d in tr.meta.devices)
+
+
+def test_sqlite_inputs_skip_the_importers_that_cannot_read_them(tmp_path: Path) -> None:
+    """detect tries only ``SQLITE_READERS`` on a SQLite file: every other importer rejects each SQLite input of
+    the corpus and a copy of it cut in half, so skipping them changes no detection."""
+    import importlib
+
+    from traceadvisor.importers import IMPORTERS, SQLITE_READERS
+    from traceadvisor.importers.probe import Probe
+
+    others = [
+        importlib.import_module(f"traceadvisor.importers.{n}") for n in IMPORTERS if n not in SQLITE_READERS
+    ]
+    readers = {importlib.import_module(f"traceadvisor.importers.{n}").NAME for n in SQLITE_READERS}
+    sqlite = [p for p in corpus() if Probe.open(p).is_sqlite]
+    assert len(sqlite) >= 10
+    for k, p in enumerate(sqlite):
+        cut = tmp_path / f"cut{k}{p.suffix}"
+        cut.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+        for q in (p, cut):
+            probe = Probe.open(q)
+            assert not [m.NAME for m in others if m.sniff(probe)], q
+        assert detect(p).NAME in readers

@@ -36,13 +36,21 @@ IMPORTERS: tuple[str, ...] = (
 )
 
 
+# the importers whose sniff can accept a single SQLite file; the others reject one unread, so a SQLite input
+# never imports them (the Kineto reader's modules, numpy and numba among them, cost 0.2-0.5 s to import)
+SQLITE_READERS = frozenset({"rpd", "rocpd", "rocprof_v1", "nsys_sqlite"})
+
+
 def importer_modules() -> list[ModuleType]:
     return list(_importer_modules())
 
 
-def _importer_modules() -> Iterator[ModuleType]:
-    """The importer modules in ``IMPORTERS`` order, each imported when it is reached."""
+def _importer_modules(sqlite: bool = False) -> Iterator[ModuleType]:
+    """The importer modules in ``IMPORTERS`` order (with ``sqlite``, the SQLite readers only), each imported when
+    it is reached."""
     for name in IMPORTERS:
+        if sqlite and name not in SQLITE_READERS:
+            continue
         try:
             yield importlib.import_module(f"traceadvisor.importers.{name}")
         except ModuleNotFoundError as e:  # importer not written yet in this checkout
@@ -53,7 +61,7 @@ def _importer_modules() -> Iterator[ModuleType]:
 def detect(path: str | Path) -> ModuleType:
     """Return the importer module that recognises ``path``'s content (the importers after it are not imported)."""
     probe = Probe.open(path)
-    for mod in _importer_modules():
+    for mod in _importer_modules(sqlite=probe.is_sqlite):
         if mod.sniff(probe):
             return mod
     if probe.is_gzip and probe.head.startswith(b"SQLite format 3\x00"):
