@@ -185,7 +185,8 @@ def _top(g, nodes: np.ndarray, cat: np.ndarray, dur: np.ndarray, n: int = 10) ->
     names = pl.Series([str(x) for x in g.names[uniq]], dtype=pl.String)
     df = pl.DataFrame({"category": cat, "name": names.gather(inv), "ns": dur})
     top = df.group_by("category", "name").agg(pl.col("ns").sum(), pl.len().alias("count"))
-    return top.sort("ns", descending=True).head(n).to_dicts()
+    # ties by category and name: the same contributors in the same order on every run (group_by has no order)
+    return top.sort(["ns", "category", "name"], descending=[True, False, False]).head(n).to_dicts()
 
 
 def idle_breakdown(rp) -> dict[str, Any]:
