@@ -270,7 +270,22 @@ class SummaryPlan:
 def plan(trace: Trace, roofline: bool = False) -> SummaryPlan:
     """Lazy summary views of ``trace``: ``steps``, ``gpu`` (in-window, with step and exclusive time), and the
     tables rendered by the reports; ``roofline``: also the per-op GPU time of the roofline (``roofline_ops``,
-    where the trace has one), so that it is collected with the rest."""
+    where the trace has one), so that it is collected with the rest. Planned once per trace (the engine, the
+    rules and compare read the same views; the memo holds no reference to the trace)."""
+    has_steps, frames = views.per_trace(trace, "summary.plan", lambda: _plan(trace))  # type: ignore[misc]
+    if roofline:
+
+        def rops() -> dict[str, pl.LazyFrame]:
+            from traceadvisor.roofline import ops_plan
+
+            lf = ops_plan(trace)
+            return {"roofline_ops": lf} if lf is not None else {}
+
+        frames = {**frames, **views.per_trace(trace, "summary.plan.roofline", rops)}  # type: ignore[dict-item]
+    return SummaryPlan(trace, has_steps, dict(frames))
+
+
+def _plan(trace: Trace) -> tuple[bool, dict[str, pl.LazyFrame]]:
     lf = trace.lazy()
     has_steps = trace_has_steps(trace)
     g_steps, st, g_all, g = _base_frames(trace, has_steps)
@@ -367,13 +382,7 @@ def plan(trace: Trace, roofline: bool = False) -> SummaryPlan:
             how="vertical_relaxed",
         ).select(pl.col("capture_ns").min(), pl.col("step_ns").min()),
     }
-    if roofline:
-        from traceadvisor.roofline import ops_plan
-
-        rops = ops_plan(trace)
-        if rops is not None:
-            frames["roofline_ops"] = rops
-    return SummaryPlan(trace, has_steps, frames)
+    return has_steps, frames
 
 
 # ---- collected summary ----------------------------------------------------------------------------------------

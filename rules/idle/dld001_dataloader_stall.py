@@ -205,7 +205,7 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     step = _step_ns(trace).select(pl.col("rank").alias("_rk"), "device", "step_ns")
     pct = options["min_stretch_pct_of_step"]
     gaps = rulekit.host_bound_gaps(trace, True, leading=True)
-    none = pl.LazyFrame(schema=_prep_rows(trace, gaps.head(0), step, pct).collect_schema())
+    none = pl.LazyFrame(schema=_empty_schema(trace, gaps, step, pct))
     if not _has_steps(trace):
         return none
     # a stretch's untracked time is at most its span (its start to the next launch's call): the gaps too
@@ -222,6 +222,18 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     if not long.height:
         return none
     return _prep_rows(trace, long.lazy(), step, pct)
+
+
+_EMPTY: dict[tuple, pl.Schema] = {}
+
+
+def _empty_schema(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame, pct: float) -> pl.Schema:
+    """The schema of ``_prep_rows`` (of no gaps), computed once per input schema: planning it runs
+    ``outside_ops``' collects."""
+    key = tuple(tuple(x.items()) for x in (trace.events.schema, gaps.collect_schema(), step.collect_schema()))
+    if key not in _EMPTY:
+        _EMPTY[key] = _prep_rows(trace, gaps.head(0), step, pct).collect_schema()
+    return _EMPTY[key]
 
 
 def _prep_rows(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame, pct: float) -> pl.LazyFrame:

@@ -519,6 +519,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
             ),
         )
     )
+    merged = merged.collect().lazy()  # read twice below: collected once, not planned twice
     rows = pl.concat([merged, _first_step(lf, merged, options)], how="diagonal_relaxed")
     return rows.filter(pl.col("impact_ns").sum().over("_rk") >= min_total).select(
         pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"),

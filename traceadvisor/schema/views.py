@@ -58,6 +58,16 @@ def shared(trace: Trace, key: str, build: Callable[[pl.LazyFrame], pl.LazyFrame]
     return memo[key].lazy()
 
 
+def per_trace(trace: Trace, key: str, build: Callable[[], object]) -> object:
+    """``build()`` computed once per trace (and events table), for what is not a frame (a plan of several views,
+    a flag): the same memo and lifetime as ``shared``. ``key`` names what ``build`` computes; what it returns
+    must not refer to the trace (the memo would keep the trace alive)."""
+    memo = _memo(trace)[3]
+    if key not in memo:
+        memo[key] = build()  # type: ignore[assignment]
+    return memo[key]
+
+
 def distinct_values(lf: pl.LazyFrame | None, col: str) -> pl.Series | None:
     """The distinct non-null values of the events' string column ``col`` when ``lf`` is a trace's own
     ``trace.lazy()`` (computed once per trace), else None."""
