@@ -220,3 +220,20 @@ def test_a_damaged_range_salvages_the_whole_table(tmp_path: Path, monkeypatch: p
         chunked, err = db.read(spec)
     assert err and werr and 4900 < chunked.height < 5000
     assert chunked.equals(whole)
+
+
+def test_sparse_rowids_are_counted_before_ranges_are_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sq, "CHUNK_ROWS", 64)
+    for rows, ranges in ((100, 1), (1000, sq.MAX_CHUNKS)):
+        p = tmp_path / f"s{rows}.db"
+        con = sqlite3.connect(p)
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT, x REAL)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i << 40, f"s{i}", 0.5) for i in range(rows)])
+        con.commit()
+        con.close()
+        with sq.SqliteDB(p) as db:
+            assert len(db.rowid_ranges("t")) == ranges
+            df, err = db.read(SPEC)
+        assert err == "" and df.get_column("id").to_list() == [i << 40 for i in range(rows)]

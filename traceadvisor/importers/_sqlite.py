@@ -27,6 +27,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -159,6 +160,8 @@ class SqliteDB:
         self._tmp: str | None = None
         self._schema: dict[str, str] | None = None
         self._cols: dict[str, dict[str, str]] = {}
+        self._meta: sqlite3.Connection | None = None  # schema and bounds queries share one connection
+        self._lock = threading.Lock()
         try:
             self._prepare()
         except BaseException:
@@ -276,10 +279,18 @@ class SqliteDB:
         private = self._tmp is not None and self.file != self.path
         return _uri(self.file, "mode=ro&immutable=1" if self.immutable or private else "mode=ro")
 
-    def connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.uri, uri=True)
+    def connect(self, *, shared: bool = False) -> sqlite3.Connection:
+        con = sqlite3.connect(self.uri, uri=True, check_same_thread=not shared)
         con.text_factory = _text  # TEXT that is not UTF-8 (a damaged page): replacement characters
         return con
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """The rows of a small schema query, on the connection such queries share (opened once: each new
+        connection parses the whole schema again); the reads' threads take turns."""
+        with self._lock:
+            if self._meta is None:
+                self._meta = self.connect(shared=True)
+            return self._meta.execute(sql, params).fetchall()
 
     # ----------------------------------------------------------------------------------------- schema
     def _damaged(self, e: BaseException) -> InputError:
@@ -289,14 +300,10 @@ class SqliteDB:
         """Table and view names -> 'table' | 'view' (InputError when even the schema cannot be read)."""
         if self._schema is None:
             try:
-                con = self.connect()
-                try:
-                    schema = {}
-                    for kind in ("table", "view"):  # tables first, each in schema order
-                        sql = "SELECT name FROM sqlite_master WHERE type = ?"
-                        schema.update(dict.fromkeys((r[0] for r in con.execute(sql, (kind,))), kind))
-                finally:
-                    con.close()
+                schema = {}
+                for kind in ("table", "view"):  # tables first, each in schema order
+                    rows = self.query("SELECT name FROM sqlite_master WHERE type = ?", (kind,))
+                    schema.update(dict.fromkeys((r[0] for r in rows), kind))
             except READ_ERRORS as e:
                 raise self._damaged(e) from e
             self._schema = schema
@@ -307,12 +314,8 @@ class SqliteDB:
         if table not in self._cols:
             cols: dict[str, str] = {}
             if table in self.tables():
-                try:
-                    con = self.connect()
-                    try:  # table_info rows: (cid, name, declared type, notnull, default, pk)
-                        cols = {r[1]: r[2] for r in con.execute(f"PRAGMA table_info({quote(table)})")}
-                    finally:
-                        con.close()
+                try:  # table_info rows: (cid, name, declared type, notnull, default, pk)
+                    cols = {r[1]: r[2] for r in self.query(f"PRAGMA table_info({quote(table)})")}
                 except READ_ERRORS as e:
                     self.warnings.append(f"table {table} is unreadable ({e})")
             self._cols[table] = cols
@@ -364,19 +367,19 @@ class SqliteDB:
         cols = {c.lower() for c in self.columns(table)}
         if self.tables().get(table) != "table" or cols & {"rowid", "_rowid_", "oid"}:
             return [None]
-        try:
-            con = self.connect()
-            try:
-                lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {quote(table)}").fetchone()
-            finally:
-                con.close()
-        except READ_ERRORS:
+        t = quote(table)
+        try:  # one aggregate per query: SQLite answers each from an edge of the b-tree
+            ((lo, hi),) = self.query(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")
+            n = 0 if lo is None or hi is None else hi - lo + 1
+            if n >= 2 * CHUNK_ROWS and n > self.file.stat().st_size // 4:  # sparse ids: count the rows
+                n = self.query(f"SELECT count(*) FROM {t}")[0][0]
+        except (OSError, *READ_ERRORS):
             return [None]
-        if lo is None or hi is None or hi - lo < 2 * CHUNK_ROWS:
+        if n < 2 * CHUNK_ROWS:
             return [None]
-        n = min(MAX_CHUNKS, -(-(hi - lo + 1) // CHUNK_ROWS))
-        step = -(-(hi - lo + 1) // n)
-        return [(lo + k * step, min(hi, lo + (k + 1) * step - 1)) for k in range(n)]
+        k = min(MAX_CHUNKS, -(-n // CHUNK_ROWS))
+        step = -(-(hi - lo + 1) // k)
+        return [(lo + i * step, min(hi, lo + (i + 1) * step - 1)) for i in range(k)]
 
     def _read_range(self, spec: TableSpec, rows: tuple[int, int] | None) -> pl.DataFrame | BaseException:
         try:
@@ -478,6 +481,10 @@ class SqliteDB:
         return _frame(spec, rows), err
 
     def close(self) -> None:
+        with self._lock:
+            if self._meta is not None:
+                self._meta.close()
+                self._meta = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
