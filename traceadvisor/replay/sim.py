@@ -200,12 +200,13 @@ def _jit():
     """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
     with _LOCK:
         if not _KERNELS:
-            kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
-            # load (or compile and cache) the one signature the replay uses, on tiny inputs
-            i, b = np.zeros(1, np.int64), np.ones(1, bool)
-            kahn(2, i, i + 1)
-            relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
-            walk(1, 0, np.ones(2, np.int64), np.full(2, -1, np.int64), i)
+            with jit.no_scipy():
+                kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
+                # load (or compile and cache) the one signature the replay uses, on tiny inputs
+                i, b = np.zeros(1, np.int64), np.ones(1, bool)
+                kahn(2, i, i + 1)
+                relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
+                walk(1, 0, np.ones(2, np.int64), np.full(2, -1, np.int64), i)
             _KERNELS.extend((kahn, relax, walk))
         return _KERNELS
 
