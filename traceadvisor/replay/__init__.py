@@ -227,15 +227,71 @@ class Replayer:
         tiled[:-1] = g.dst[ch[:-1]] == g.src[ch[1:]]
         return ch, g.thread[g.src[ch] // 2], rs, rd, rd - rs - self._ovh[ch], tiled
 
+    @cached_property
+    def _chain_by_thread(self) -> dict[int, tuple[int, np.ndarray, np.ndarray]]:
+        """Per thread code: (offset in the order of the chain edges by thread and start, their recorded starts
+        ascending, running maximum of their recorded ends in that order); key -1: (0, that order, the edges that
+        end before they start, whose overlap ``covered`` gives as negative)."""
+        _, tc, rs, rd, _, _ = self._chain
+        order = np.lexsort((rs, tc))
+        tcs, rss, rds = tc[order], rs[order], rd[order]
+        bounds = np.flatnonzero(np.diff(tcs)) + 1
+        out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {-1: (0, order, np.flatnonzero(rd < rs))}
+        for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(tcs)]]), strict=True):
+            if b > a:
+                out[int(tcs[a])] = (int(a), rss[a:b], np.maximum.accumulate(rds[a:b]))
+        return out
+
+    def _cut_edges(self, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray | None:
+        """Indices (into ``_chain``'s arrays) of the chain edges that may overlap a cut interval:
+        those of its thread that start before it ends, from the first whose running maximum end is past its start
+        (every edge that overlaps it is among them); None where the threads are too many to go one by one or the
+        edges met are many (then every edge is measured)."""
+        by = self._chain_by_thread
+        n = len(by[-1][1])
+        if len(cut[0]) > n // 16:
+            return None
+        tcu = np.unique(cut[0])
+        if len(tcu) > 64:
+            return None
+        lo, hi = [], []
+        for t in tcu.tolist():
+            hit = by.get(t)
+            if hit is None:
+                continue
+            off, rs, mx = hit
+            m = cut[0] == t
+            j0 = np.searchsorted(mx, cut[1][m], side="right")
+            j1 = np.searchsorted(rs, cut[2][m], side="left")
+            ok = j1 > j0
+            lo.append(off + j0[ok])
+            hi.append(off + j1[ok])
+        if not lo:
+            return by[-1][2]
+        a, b = np.concatenate(lo), np.concatenate(hi)
+        size = b - a
+        total = int(size.sum())
+        if total > n // 8:  # most edges: measured on all of them
+            return None
+        # the positions a[i] .. b[i] - 1 of every interval, one array (an edge met by two cuts is listed twice)
+        pos = np.repeat(a - np.concatenate([[0], np.cumsum(size)[:-1]]), size) + np.arange(total)
+        return np.concatenate([by[-1][1][pos], by[-1][2]])
+
     def _apply_cuts(self, w: np.ndarray, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it."""
+        """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it (the
+        overlap measured on the edges that may meet a cut only: 0 on every other)."""
         ch, tc, rs, rd, delta, tiled = self._chain
-        overlap = covered(*cut, tc, rs, rd, tiled)
+        cand = self._cut_edges(cut)
+        if cand is None:
+            overlap = covered(*cut, tc, rs, rd, tiled)
+        else:
+            overlap = np.zeros(len(ch), np.int64)
+            overlap[cand] = covered(*cut, tc[cand], rs[cand], rd[cand])
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
 
     def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:
-        """(times, edge that set each point) of the graph replayed with ``fix``. Two fixes that give the same
-        weights and edges (the every-fix prediction of a single finding, a fix that changes nothing, the
+        """(times, edge that set each point) of the graph replayed with ``fix``, read-only. Two fixes that give
+        the same weights and edges (the every-fix prediction of a single finding, a fix that changes nothing, the
         baseline of a trace without a profiler cost) are replayed once: the result is kept by its inputs."""
         release, w, active = self.arrays(fix)
         key = hashlib.blake2b(w.data, digest_size=16)
@@ -245,10 +301,12 @@ class Replayer:
         hit = memo.get(k)
         if hit is None:
             hit = relax(release, self.g.src, self.g.dst, w, self.g.order, active)
+            for a in hit:
+                a.flags.writeable = False  # shared by every caller that gets the same replay
             while memo and len(memo) >= min(8, _MEMO_BYTES // max(16 * len(release), 1)):
                 memo.pop(next(iter(memo)))
             memo[k] = hit
-        return hit[0].copy(), hit[1].copy()
+        return hit[0], hit[1]
 
     def predict(self, fix: Fix) -> Prediction:
         t, _ = self.run(fix)

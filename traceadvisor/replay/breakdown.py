@@ -22,6 +22,7 @@ import polars as pl
 
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.sim import walk_back
+from traceadvisor.schema import views
 
 HOST_CATS = ("python_launch", "sync_wait", "copy_wait", "data_loading")
 GPU_CATS = ("gpu_compute", "gpu_copy", "gpu_comm", "gpu_queue")
@@ -33,14 +34,11 @@ def _fetch_edges(rp) -> np.ndarray:
     """Per edge: host chain edges that lie mostly inside a DataLoader batch fetch of their thread."""
     g = rp.g
     out = np.zeros(len(g.src), bool)
-    spans = rp.trace.lazy().filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")))
-    # the pattern is matched once per distinct name, not once per event
-    names = spans.select(pl.col("name").unique()).collect().to_series()
-    names = names.filter(names.str.contains(FETCH))
-    if not len(names):
-        return out
+    lf = rp.trace.lazy()
+    # the pattern is matched once per distinct name of the trace (views.name_contains), not once per event
+    fetch = views.name_contains(lf, FETCH)
     sp = (
-        spans.filter(pl.col("name").is_in(names.implode()))
+        lf.filter(pl.col("kind").is_in(("cpu_op", "annotation", "python")) & fetch)
         .select(
             pl.col("rank").fill_null(-1).cast(pl.Int64),
             pl.col("pid").fill_null(-1).cast(pl.Int64),
@@ -80,7 +78,6 @@ def critical_path(rp) -> dict[str, Any]:
     end = t[pts]
     nodes = pts // 2
     code = _categories(g, edges, fetch, is_copy_api)
-    cat = np.array(CATEGORIES)[code]
     steps = _step_bounds(rp)
     out_steps = []
     per_step = _per_step(steps, end, code, dur)
@@ -93,8 +90,7 @@ def critical_path(rp) -> dict[str, Any]:
                 **{c: int(per_step[k, i]) for i, c in enumerate(CATEGORIES)},
             }
         )
-    sums = np.zeros(len(CATEGORIES), np.int64)
-    np.add.at(sums, code, dur)
+    sums = _sum_by(code, dur, len(CATEGORIES))
     total = {c: int(sums[i]) for i, c in enumerate(CATEGORIES)}
     length = int(dur.sum())
     return {
@@ -105,7 +101,7 @@ def critical_path(rp) -> dict[str, Any]:
         "host_ns": sum(total[c] for c in HOST_CATS),
         "gpu_ns": sum(total[c] for c in GPU_CATS),
         "steps": out_steps,
-        "top": _top(g, nodes, cat, dur),
+        "top": _top(g, nodes, code, dur),
     }
 
 
@@ -145,9 +141,8 @@ def _categories(g, e: np.ndarray, fetch: np.ndarray, is_copy_api: np.ndarray) ->
 def _per_step(steps: list[tuple[int, int]], end: np.ndarray, code: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """(step, category) -> critical-path time of the stretches that end inside the step (start, end]."""
     nc = len(CATEGORIES)
-    out = np.zeros((len(steps), nc), np.int64)
     if not steps or not len(end):
-        return out
+        return np.zeros((len(steps), nc), np.int64)
     s = np.array([x[0] for x in steps], np.int64)
     e = np.array([x[1] for x in steps], np.int64)
     o = np.argsort(s, kind="stable")
@@ -155,8 +150,7 @@ def _per_step(steps: list[tuple[int, int]], end: np.ndarray, code: np.ndarray, d
     ok = k >= 0
     k = o[np.maximum(k, 0)]
     ok &= (end > s[k]) & (end <= e[k])
-    np.add.at(out, (k[ok], code[ok]), dur[ok])
-    return out
+    return _sum_by(k[ok] * nc + code[ok], dur[ok], len(steps) * nc).reshape(len(steps), nc)
 
 
 def _step_bounds(rp) -> list[tuple[int, int]]:
@@ -177,14 +171,36 @@ def _step_bounds(rp) -> list[tuple[int, int]]:
     return [(s, starts[i + 1] if i + 1 < len(starts) else end) for i, s in enumerate(starts)]
 
 
+def _sum_by(idx: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """Integer sums of ``w`` per index ``idx`` in [0, n): exact (float64 sums of integers below 2**53)."""
+    if not len(w) or int(np.abs(w).sum()) < 2**53:
+        return np.bincount(idx, weights=w, minlength=n).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, idx, w)
+    return out
+
+
 def _top(g, nodes: np.ndarray, cat: np.ndarray, dur: np.ndarray, n: int = 10) -> list[dict[str, Any]]:
-    """The critical path's largest contributors by (category, event name)."""
+    """The critical path's largest contributors by (category, event name); ``cat``: indices into
+    ``CATEGORIES``."""
     if not len(nodes):
         return []
-    uniq, inv = np.unique(nodes, return_inverse=True)  # names looked up once per distinct node
-    names = pl.Series([str(x) for x in g.names[uniq]], dtype=pl.String)
-    df = pl.DataFrame({"category": cat, "name": names.gather(inv), "ns": dur})
-    top = df.group_by("category", "name").agg(pl.col("ns").sum(), pl.len().alias("count"))
+    # summed per (category, name code) first, the names looked up for those few groups only
+    code = g.name_code[nodes] if g.name_code is not None else np.unique(nodes, return_inverse=True)[1]
+    first = np.zeros(int(code.max()) + 1, np.int64)
+    first[code[::-1]] = nodes[::-1]  # a node of each code: the names are the node's
+    key, inv = np.unique(cat.astype(np.int64) * len(first) + code, return_inverse=True)
+    ns = _sum_by(inv, dur, len(key))
+    cnt = np.bincount(inv, minlength=len(key)).astype(np.uint32)
+    df = pl.DataFrame(
+        {
+            "category": pl.Series(np.array(CATEGORIES)[key // len(first)].tolist(), dtype=pl.String),
+            "name": pl.Series([str(x) for x in g.names[first[key % len(first)]]], dtype=pl.String),
+            "ns": ns,
+            "count": cnt,
+        }
+    )
+    top = df.group_by("category", "name").agg(pl.col("ns").sum(), pl.col("count").sum())
     # ties by category and name: the same contributors in the same order on every run (group_by has no order)
     return top.sort(["ns", "category", "name"], descending=[True, False, False]).head(n).to_dicts()
 

@@ -88,8 +88,10 @@ class Graph:
     category: np.ndarray | None = None  # per node: canonical category
     host_name_code: np.ndarray | None = None  # per host node: its name's index in ``host_name_table``
     host_name_table: np.ndarray | None = None  # the distinct names of the host nodes (None last: no name)
+    name_code: np.ndarray | None = None  # per node: a code of its name (nodes of one code share their name)
     # (thread code, start) of the recorded host events the profiler adds a cost for (``build(profiled=True)``)
     host_events: tuple[np.ndarray, np.ndarray] | None = None
+    _eid_index: np.ndarray | None = field(default=None, repr=False, compare=False)  # event row -> node
 
     @property
     def n(self) -> int:
@@ -110,8 +112,11 @@ class Graph:
 
     def node_of_eid(self, eids: np.ndarray) -> np.ndarray:
         """Graph node index of each event row (-1 for events that are not nodes)."""
-        idx = np.full(int(max(self.eid.max(initial=-1), np.max(eids, initial=-1))) + 1, -1, np.int64)
-        idx[self.eid] = np.arange(self.n)
+        idx = self._eid_index
+        if idx is None or len(idx) != int(self.eid.max(initial=-1)) + 1:  # built once per graph
+            idx = np.full(int(self.eid.max(initial=-1)) + 1, -1, np.int64)
+            idx[self.eid] = np.arange(self.n)
+            self._eid_index = idx
         eids = np.asarray(eids, np.int64)
         ok = (eids >= 0) & (eids < len(idx))
         out = np.full(len(eids), -1, np.int64)
@@ -128,7 +133,7 @@ def thread_codes(g: Graph, cols: list[np.ndarray]) -> np.ndarray:
 def build(trace: Trace, profiled: bool = False) -> Graph:
     """Build the dependency graph of ``trace``; with ``profiled``, keep the thread and start of every profiled
     host event (``Graph.host_events``: what the profiler's per-event cost is counted on)."""
-    host, gpu, name_table, (node_names, node_cats), ops, extra = events(trace, profiled)
+    host, gpu, name_table, (node_names, node_cats, name_code), ops, extra = events(trace, profiled)
     # thread codes of the host rows; the framework ops of those threads (other threads have no nodes)
     tcode, tkeys = group_codes([host.rank, host.pid, host.tid])
     threads = pl.DataFrame(
@@ -318,6 +323,7 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         host_events=host_events,
         host_name_code=host.name,
         host_name_table=name_table,
+        name_code=name_code,
     )
     from traceadvisor.replay.sim import topo_order
 

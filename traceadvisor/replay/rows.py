@@ -50,7 +50,8 @@ def events(
     trace: Trace, profiled: bool = False
 ) -> tuple[Rows, Rows, np.ndarray, np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...] | None]:
     """The rows the graph is built from, in one parallel pass over the events: host calls and markers, GPU
-    activities (each with its name and category table), the framework ops (rank, pid, tid, start, end, whether
+    activities (each with its name and category table; per node its name, category and name code into the two
+    name tables one after the other), the framework ops (rank, pid, tid, start, end, whether
     the tid is recorded) and, with ``profiled``, the other profiled host events that are neither (rank, pid, tid,
     start of the ``PROFILED_HOST_KINDS`` events with a tid; None without ``profiled``).
 
@@ -89,10 +90,11 @@ def events(
         )
     host, gpu, ops, *rest = pl.collect_all(plans)
     (h, h_names, h_cats), (g, g_names, g_cats) = _rows(host), _rows(gpu)
-    names = np.concatenate([h_names[h.name], g_names[g.name]])
+    name_code = np.concatenate([h.name, g.name + len(h_names)])  # per node, into both name tables
+    names = np.concatenate([h_names, g_names])[name_code]
     cats = np.concatenate([h_cats[h.category], g_cats[g.category]])
     extra = tuple(_numpy(rest[0]).values()) if rest else None
-    return h, g, h_names, (names, cats), tuple(_numpy(ops).values()), extra
+    return h, g, h_names, (names, cats, name_code), tuple(_numpy(ops).values()), extra
 
 
 def _rows(df: pl.DataFrame) -> tuple[Rows, np.ndarray, np.ndarray]:
