@@ -247,9 +247,8 @@ def _concrete_expr() -> pl.Expr:
     return pl.col("args").str.extract(r'"Concrete Inputs":\s*(\[[^\]]*(?:\][^\]]*)*?\])\s*,\s*"', 1)
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=1)  # built once: an expression never changes
 def _family_expr() -> pl.Expr:
-    """The op family of a name (built once: an expression never changes)."""
     expr = pl.lit(None, dtype=pl.String)
     for fam, pat in reversed(ROOFLINE_OPS):
         expr = pl.when(pl.col("name").str.contains(pat)).then(pl.lit(fam)).otherwise(expr)

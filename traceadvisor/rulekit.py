@@ -14,6 +14,8 @@ and the summary in the engine's one ``pl.collect_all``.
 * ``sum_in(intervals, events, value, out, slack_ns, by)``: per interval, the count (``value`` None) or the sum
   of ``value`` over the events of its group starting inside it (or up to ``slack_ns`` after).
 * ``has_steps(trace)``: whether the trace has iteration markers (``kind = "step"`` host rows).
+* ``has_any(trace, col, *values)``: whether some event's ``col`` is one of ``values`` (the column's distinct
+  values, read once per trace): a rule's ``applies`` hook.
 * ``step_frame(lf)``: the host steps per rank in order (the summary's definition; ``summary.plan(trace)``
   has them with completion times and the warm-up flag).
 * ``per_step(rows, steps, at)``: the step each row's time ``at`` falls in (backward as-of join per rank).
@@ -58,6 +60,7 @@ __all__ = [
     "device_model",
     "gpu_busy",
     "gpu_idle_gaps",
+    "has_any",
     "has_steps",
     "host_bound_gaps",
     "idle_between",
@@ -82,6 +85,15 @@ def idle_between(busy: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
         .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))
         .filter(pl.col("gap_ns") > 0)
     )
+
+
+def has_any(trace: Trace, col: str, *values: str) -> bool:
+    """Whether some event of ``trace`` has ``col`` equal to one of ``values`` (the column's distinct values are
+    computed once per trace: ``views.distinct_values``)."""
+    names = views.distinct_values(trace.lazy(), col)
+    if names is None:
+        return bool(trace.events.select(pl.col(col).is_in(list(values)).any()).item())
+    return any(v in names for v in values) if len(names) else False
 
 
 def has_steps(trace: Trace) -> bool:

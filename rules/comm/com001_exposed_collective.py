@@ -167,6 +167,11 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     )
 
 
+def applies(trace: Trace) -> bool:
+    """Only collective kernels are measured: a trace without any has nothing to find."""
+    return rulekit.has_any(trace, "category", "collective")
+
+
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     c = exposed_collectives(trace)
     share = pl.col("exposed_ns").sum().over("rank", "device") / pl.col("gpu_span_ns")

@@ -167,6 +167,11 @@ def requires(trace: Trace) -> str | None:
     return link_failure(trace)
 
 
+def applies(trace: Trace) -> bool:
+    """Every shape is one of the trace's GEMM ops (``gemm_ops``, computed once per trace)."""
+    return gemm_ops(trace.lazy()).select(pl.len()).collect().item() > 0
+
+
 def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     """Every GEMM shape with calls, FLOPs, GPU time, TFLOP/s, utilization, roofline time, cause and fix
     (collected once per trace and options: ``detect`` and ``evidence_plan`` both read it)."""

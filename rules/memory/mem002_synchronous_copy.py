@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, calls_at, calls_within, replayer
 from traceadvisor.schema import views
@@ -138,6 +139,11 @@ def _ext() -> pl.Expr:
     return pl.when(pl.col("external_id") != pl.col("correlation_id").fill_null(-1)).then(
         pl.col("external_id")
     )
+
+
+def applies(trace: Trace) -> bool:
+    """Every row is a blocking copy call or an asynchronous one waited for."""
+    return rulekit.has_any(trace, "api_class", "blocking_copy", "async_copy")
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import apis
 from traceadvisor.replay import Fix, calls_at
@@ -112,6 +113,11 @@ ALLOCATOR_APIS = apis.ALLOC_MEMORY
 
 def _rk() -> pl.Expr:
     return pl.col("rank").fill_null(-1).alias("_rk")
+
+
+def applies(trace: Trace) -> bool:
+    """Every row is an allocator call (API class alloc or free)."""
+    return rulekit.has_any(trace, "api_class", "alloc", "free")
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:

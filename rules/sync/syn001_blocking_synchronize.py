@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, calls_at
 from traceadvisor.schema import views
@@ -175,6 +176,12 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     return (
         Fix(f"{calls.height} synchronisations removed").no_wait(calls["eid"]).host_duration(calls["eid"], 0)
     )
+
+
+def applies(trace: Trace) -> bool:
+    """Every row is a blocking synchronisation (``views.host_syncs``: a runtime call of API class sync, or a
+    sync event)."""
+    return rulekit.has_any(trace, "api_class", "sync") or rulekit.has_any(trace, "kind", "sync")
 
 
 def detect(trace: Trace, options: dict) -> pl.LazyFrame:

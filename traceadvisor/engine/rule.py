@@ -14,6 +14,9 @@ A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
   fourth argument ``evidence(rows, trace, options, context)``: the plan is collected once, in the same
   ``pl.collect_all`` as every rule (never once per finding group); shared helpers are in ``traceadvisor.rulekit``;
 * optional ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
+* optional ``applies(trace) -> bool``: False only where ``detect`` cannot return a row (the trace has none of
+  the events it reads, e.g. ``rulekit.has_any(trace, "category", "collective")``): the engine then plans none
+  of the rule's queries, and reports nothing (the rule ran and found nothing);
 * optional ``fix(rows, trace, options) -> traceadvisor.replay.Fix | None``: the recommended change as a graph
   transformation; the finding's ``impact_ns`` is then the replayed saving of that fix alone (docs/impact.md);
 * ``example_bad()`` / ``example_good()`` returning small traces on which the rule fires / stays silent.

@@ -307,6 +307,9 @@ def analyze(
                 continue
             opts = rm.rule.options_for(options.get(rm.code))
             try:
+                applies = getattr(rm.module, "applies", None)
+                if callable(applies) and not applies(trace):  # nothing to find: no plan to build or collect
+                    continue
                 ctx = getattr(rm.module, "evidence_plan", None)
                 plans.append(
                     (rm, i, rm.module.detect(trace, opts), ctx(trace, opts) if callable(ctx) else None)
