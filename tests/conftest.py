@@ -13,7 +13,9 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
   back from Parquet by every later one;
 * the objects alive after collection are frozen out of the garbage collector's scans (``gc.freeze``);
 * compiled modules are cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so the CLI
-  subprocesses and the second worker do not compile the package again.
+  subprocesses and the second worker do not compile the package again;
+* each xdist worker runs polars on its share of the cores (``POLARS_MAX_THREADS``: one thread per worker on
+  two cores), so the workers' thread pools do not fight over the same cores (``_polars_threads``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,20 @@ SHARED = Path(os.environ.get("TRACEADVISOR_SHARED", ROOT.parent / "shared"))
 TRACES = SHARED / "traces"
 
 sys.dont_write_bytecode = False  # see the module docstring; subprocesses read what this process writes
+
+
+def _polars_threads() -> None:
+    """In an xdist worker, polars' thread pool sized to the worker's share of the cores (set before polars is
+    imported, which nothing before this file does; a value set by the caller is kept). Measured on two cores
+    under load 9-10, two A/B pairs of test_corpus + test_sanitize + test_rules_contract under ``-n 2``:
+    100.6 CPU-s with two threads per worker, 90.9 with one (the same tests pass); a tiny trace's analysis
+    costs the same CPU either way, and the workers' polars threads no longer wait for each other's cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers and "polars" not in sys.modules:
+        os.environ.setdefault("POLARS_MAX_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
+
+_polars_threads()
 
 
 def pytest_collection_finish(session):
