@@ -5,6 +5,7 @@ agents -> devices. ``rocpd`` reads the tables of each database group."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
@@ -239,9 +240,11 @@ def _region_args(arg: pl.DataFrame | None) -> pl.DataFrame | None:
 def regions(rg: pl.DataFrame, g: dict, arg: pl.DataFrame | None) -> pl.DataFrame:
     if rg.height == 0:
         return rg
-    rg = _strings(g["strings"], rg, "name_id", "name")
-    rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["event_lookup"])
-    ra = _region_args(arg)
+    with ThreadPoolExecutor(1) as ex:  # the arguments' JSON beside the joins (polars works outside the GIL)
+        args_job = ex.submit(_region_args, arg)
+        rg = _strings(g["strings"], rg, "name_id", "name")
+        rg = _events(_os_ids(rg, g["procs"], g["threads"]), g["event_lookup"])
+        ra = args_job.result()
     if ra is not None:
         rg = rg.join(ra, on="event_id", how="left")
     else:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -67,6 +68,7 @@ LOGICAL = (
     "rocpd_info_node",
     "rocpd_info_pmc",
 )
+PART_THREADS = 2  # event tables turned into canonical rows at once
 EVENT_TABLES = ("rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate", "rocpd_region")
 SKIPPED = {
     "rocpd_pmc_event": "rocpd_pmc_event rows (counter values per dispatch)",
@@ -257,12 +259,15 @@ def _read_group(
     )
     g["event_lookup"] = events.event_lookup(g["events"], g["strings"])
     empty = pl.DataFrame()
-    parts = [
-        events.kernels(by_logical.get("rocpd_kernel_dispatch", empty), g),
-        events.copies(by_logical.get("rocpd_memory_copy", empty), g),
-        events.regions(by_logical.get("rocpd_region", empty), g, by_logical.get("rocpd_arg")),
-        events.allocations(by_logical.get("rocpd_memory_allocate", empty), g),
-    ]
+    with ThreadPoolExecutor(PART_THREADS) as ex:  # independent tables (polars works outside the GIL)
+        jobs = [
+            ex.submit(events.regions, by_logical.get("rocpd_region", empty), g, by_logical.get("rocpd_arg")),
+            ex.submit(events.kernels, by_logical.get("rocpd_kernel_dispatch", empty), g),
+            ex.submit(events.copies, by_logical.get("rocpd_memory_copy", empty), g),
+            ex.submit(events.allocations, by_logical.get("rocpd_memory_allocate", empty), g),
+        ]
+        regions, kernels, copies, allocations = (j.result() for j in jobs)
+    parts = [kernels, copies, regions, allocations]
     return [p for p in parts if p.height], g
 
 
