@@ -9,21 +9,21 @@ code, random init, each fix timed WITHOUT the profiler, base and fixed interleav
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, bert, prof_cold, record, sync, timed_pair  # noqa: E402
+from heldout import DEV, bert, prof_cold, record, run_all, timed_pair  # noqa: E402
 from heldout2 import prof  # noqa: E402
 from heldout3 import pair  # noqa: E402
 
 HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
+# the optimizer pairs' rounds and steps per round (HO_ROUNDS=15 HO_N=5: run 2, the host's step time drifts)
+ROUNDS, N = int(os.environ.get("HO_ROUNDS", "5")), int(os.environ.get("HO_N", "10"))
 
 
 def bert64_foreach(out: Path) -> None:
@@ -44,8 +44,9 @@ def bert64_foreach(out: Path) -> None:
         make,
         {},
         {"fused": True},
-        n=10,
+        n=N,
         active=2,
+        rounds=ROUNDS,
     )
 
 
@@ -63,7 +64,15 @@ def vits_foreach(out: Path) -> None:
 
     what = "timm vit_small_patch16_224 training bf16 autocast batch 192, AdamW default (foreach); "
     pair(
-        out, "vit_s_adamw_foreach", what + "fix: AdamW(fused=True)", make, {}, {"fused": True}, n=10, active=2
+        out,
+        "vit_s_adamw_foreach",
+        what + "fix: AdamW(fused=True)",
+        make,
+        {},
+        {"fused": True},
+        n=N,
+        active=2,
+        rounds=ROUNDS,
     )
 
 
@@ -201,20 +210,4 @@ def compile_cold(out: Path) -> None:
 ALL = [bert64_foreach, vits_foreach, vit_fp32, loader_unpinned, gemm_odd, compile_cold]
 
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    names = sys.argv[2:] or [f.__name__ for f in ALL]
-    (out / "env.json").write_text(
-        json.dumps({"device": torch.cuda.get_device_name(0), "torch": torch.__version__})
-    )
-    for f in ALL:
-        if f.__name__ in names:
-            t0 = time.time()
-            try:
-                f(out)
-            except Exception as e:  # one scenario's failure must not lose the others
-                print(f"[{f.__name__}] FAILED: {type(e).__name__}: {e}", flush=True)
-            print(f"== {f.__name__} {time.time() - t0:.1f}s", flush=True)
-            sync()
-            torch.cuda.empty_cache()
-    os.system(f"ls -la {out} {out}/parts")
+    run_all(ALL, sys.argv)
