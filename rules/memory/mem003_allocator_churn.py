@@ -13,7 +13,10 @@ too: the first recorded step is then no growth step (a profiler schedule starts 
 steps) and its last calls, as many as the fewest of a later step, count (`h200_ho_resnet18_empty_cache`:
 `empty_cache()` after every step, 36 `cudaMalloc` + 36 `cudaFree` in each of the three profiled steps: the saving
 predicted was 17.3 % with the first step left out, 26.9 % with it, 37.0 % measured); without markers,
-allocations that no free came before (frees, and allocations after the first free, are churn). Allocator events recorded with
+allocations that no free came before (frees, and allocations after the first free, are churn). Growth that stops
+inside the window is growth too: when the last step makes no calls, the later steps' allocations that no free came
+before are the pool's last growth (`h200_ho_mlp_compile_cold`: after a torch.compile step, 6 `cudaMalloc` in the
+next step and none in the two after it, 7 % of the window, were reported). Allocator events recorded with
 `profile_memory=True` (`[memory]`) add evidence: how many blocks were allocated and freed, how many were big,
 and the peak allocated against the peak reserved memory.
 
@@ -156,17 +159,30 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
         calls.filter(in_step & (pl.col("step") >= 1)).group_by("_rk", "step").len().group_by("_rk")
         .agg(pl.len().alias("n_churned"), pl.col("len").min().alias("k_step"))
     )  # fmt: skip
-    n_later = steps.group_by("_rk").agg((pl.len() - 1).alias("n_later"))
+    n_later = steps.group_by("_rk").agg((pl.len() - 1).alias("n_later"), pl.col("step").max().alias("last"))
     first_free = calls.filter(op == "free").group_by("_rk").agg(pl.col("start_ns").min().alias("f0"))
+    # growth that stops inside the window: when the last step makes no calls, later steps' allocations that no
+    # free came before are the pool's last growth (the first step after a torch.compile step), not churn
+    quiet = per_step.join(
+        calls.filter(in_step).group_by("_rk").agg(pl.col("step").max().alias("busy_last")),
+        on="_rk",
+        how="left",
+    ).select("_rk", "busy_last")
     steady = pl.col("n_later") > 0
     k0 = pl.when(steady & (pl.col("n_churned") == pl.col("n_later"))).then(pl.col("k_step")).otherwise(0)
+    no_free_before = pl.col("f0").is_null() | (pl.col("start_ns") < pl.col("f0"))
+    growth_ended = (op == "alloc") & no_free_before & (pl.col("busy_last") < pl.col("last"))
     calls = (
         calls.join(n_later, on="_rk", how="left")
         .join(per_step, on="_rk", how="left")
         .join(first_free, on="_rk", how="left")
+        .join(quiet, on="_rk", how="left")
         .filter(
             pl.when(pl.col("n_later").is_not_null())
-            .then((pl.col("step") >= 1) | ((pl.col("step") == 0) & (~in_step | (from_end < k0))))
+            .then(
+                ((pl.col("step") >= 1) & ~growth_ended.fill_null(False))
+                | ((pl.col("step") == 0) & (~in_step | (from_end < k0)))
+            )
             .otherwise(pl.col("f0").is_not_null() & (pl.col("start_ns") >= pl.col("f0")))
         )
     )

@@ -82,3 +82,19 @@ def test_first_step_growth_then_steady_churn():
         b.runtime("cudaFree", t + 600.0, 300.0)
     (f,) = _run(b.build()).findings
     assert f.count == 2 + 3 * 2
+
+
+@pytest.mark.parametrize("quiet_end", [True, False])
+def test_growth_that_stops_inside_the_window_is_silent(quiet_end):
+    """A compile step (many mallocs), then the first compiled step's last growth (3 mallocs of 0.14 ms, no free before them)
+    and quiet steps (`h200_ho_mlp_compile_cold`: 6 cudaMalloc in the step after the compile, 1.05 ms, none later):
+    growth, not churn. Allocations in every step up to the last stay churn (the first step's last 3 with them)."""
+    b = TraceBuilder()
+    for i in range(4):
+        t = i * 1000.0
+        b.step(i, t, 1000.0)
+        n = 6 if i == 0 else 3 if i == 1 or not quiet_end else 0
+        for k in range(n):
+            b.runtime("cudaMalloc", t + 10.0 + 150.0 * k, 140.0)
+    res = _run(b.build())
+    assert [f.count for f in res.findings] == ([] if quiet_end else [3 + 3 * 3])
