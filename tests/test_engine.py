@@ -112,6 +112,35 @@ def test_missing_capability_is_skipped_with_reason(tmp_path):
     )
 
 
+def test_rule_that_does_not_apply_is_not_planned(tmp_path):
+    """``applies(trace)`` False: detect is never called (its error would show), nothing is skipped or found."""
+    pack = make_pack(tmp_path, [("ZZZ002", "broken-rule", "slow", "raise RuntimeError('boom')")])
+    (rule_file,) = pack.glob("*.py")
+    src = rule_file.read_text()
+    rule_file.write_text(src + "\n\ndef applies(trace):\n    return trace.meta.vendor == 'amd'\n")
+    res, _ = run_analysis([trace()], packs=[pack], select=["ZZZ002"], use_config=False)
+    assert not res.findings and not res.errors and not res.skipped
+    res, _ = run_analysis([trace("amd")], packs=[pack], select=["ZZZ002"], use_config=False)
+    assert res.errors[0]["rule"] == "ZZZ002" and "boom" in res.errors[0]["error"]
+
+
+def test_builtin_applies_hooks_are_exact_on_the_example_traces():
+    """Where a built-in rule says it does not apply, its detect returns no row (the example traces of the rules
+    with the hook: each rule's own, on which it fires, and the others')."""
+    rules = [r for r in load_rules() if callable(getattr(r.module, "applies", None))]
+    traces = [getattr(r.module, k)() for r in rules for k in ("example_bad", "example_good")]
+    checked = 0
+    for rm in rules:
+        applies = rm.module.applies
+        assert applies(rm.module.example_bad())  # it fires there
+        opts = rm.rule.options_for(None)
+        for t in traces:
+            if not applies(t):
+                checked += 1
+                assert rm.module.detect(t, opts).collect().height == 0, (rm.code, t.name)
+    assert checked >= 10
+
+
 def test_select_ignore_by_code_prefix_and_name(tmp_path):
     pack = make_pack(
         tmp_path, [("ZZZ001", "slow-kernel", "slow", "pass"), ("ZZY002", "other-kernel", "fast", "pass")]

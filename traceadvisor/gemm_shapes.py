@@ -224,27 +224,26 @@ def link_failure(trace: Trace) -> str | None:
     """A skip reason when the trace has GEMM ops with shapes and GEMM kernels but none of them could be linked."""
     lf = trace.lazy()
     ops = gemm_ops(lf)
-    n_ops, n_kernels, n_linked = pl.collect_all(
-        [
-            ops.select(pl.len()),
-            views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()),
-            gemm_kernels(lf)
-            .join(
-                ops.select("rank", "external_id"),
-                left_on=["rank", "ext"],
-                right_on=["rank", "external_id"],
-                nulls_equal=True,
-            )
-            .select(pl.len()),
-        ]
+    # counted one after the other: without GEMM ops or kernels the kernels' links are never computed
+    n_ops = ops.select(pl.len()).collect().item()
+    if not n_ops:
+        return None
+    n_kernels = views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()).collect().item()
+    if not n_kernels:
+        return None
+    linked = gemm_kernels(lf).join(
+        ops.select("rank", "external_id"),
+        left_on=["rank", "ext"],
+        right_on=["rank", "external_id"],
+        nulls_equal=True,
     )
-    if n_ops.item() and n_kernels.item() and not n_linked.item():
-        return (
-            f"could not link any of the {n_ops.item()} GEMM ops to the {n_kernels.item()} GEMM kernels: no "
-            "shared External id and no launch call inside an op's host time range on the same thread; "
-            "re-profile with a recent torch.profiler (record_shapes=True)"
-        )
-    return None
+    if linked.select(pl.len()).collect().item():
+        return None
+    return (
+        f"could not link any of the {n_ops} GEMM ops to the {n_kernels} GEMM kernels: no "
+        "shared External id and no launch call inside an op's host time range on the same thread; "
+        "re-profile with a recent torch.profiler (record_shapes=True)"
+    )
 
 
 def with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:

@@ -90,10 +90,13 @@ def idle_between(busy: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
 def has_any(trace: Trace, col: str, *values: str) -> bool:
     """Whether some event of ``trace`` has ``col`` equal to one of ``values`` (the column's distinct values are
     computed once per trace: ``views.distinct_values``)."""
+    seen = views.per_trace(trace, f"rulekit.has_any.{col}", lambda: _distinct_set(trace, col))
+    return any(v in seen for v in values)  # type: ignore[operator]
+
+
+def _distinct_set(trace: Trace, col: str) -> frozenset:
     names = views.distinct_values(trace.lazy(), col)
-    if names is None:
-        return bool(trace.events.select(pl.col(col).is_in(list(values)).any()).item())
-    return any(v in names for v in values) if len(names) else False
+    return frozenset(names.to_list()) if names is not None else frozenset()
 
 
 def has_steps(trace: Trace) -> bool:
