@@ -119,7 +119,62 @@ def mlp_compile_cold(out: Path) -> None:
         "expect": ["WRM001"], "absent": ["MEM001", "DLD001", "SYN001"]})  # fmt: skip
 
 
-ALL = [vit_item, llama_eos, mlp_compile_cold]
+def _fused_attn(model, on: bool) -> None:
+    """timm's Attention modules: F.scaled_dot_product_attention (on) or the eager q @ k^T, softmax, @ v (off)."""
+    for m in model.modules():
+        if hasattr(m, "fused_attn"):
+            m.fused_attn = on
+
+
+def vit_eager_attn(out: Path) -> None:
+    """timm ViT-S/16 training (GPU-bound) with eager attention vs SDPA, one model toggled between steps."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("vit_small_patch16_224", pretrained=False).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(128, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (128,), device=DEV)
+
+    def step(i: int, fused: bool) -> None:
+        _fused_attn(m, fused)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    t = timed_pair(lambda i: step(i, False), lambda i: step(i, True), n=10, rounds=5)
+    p = prof(lambda i: step(i, False), out, "h200_ho_vit_s_eager_attn", active=2)
+    record(out, "vit_s_eager_attn", {
+        "what": "timm vit_small_patch16_224 training bf16 autocast batch 128, fused AdamW, eager attention "
+                "(Attention.fused_attn=False: q @ k^T, softmax, @ v); fix: F.scaled_dot_product_attention",
+        **p, "measured": t, "expect": ["ATT001"], "absent": HEALTHY + ["SYN001", "OPT001", "PRC001"],
+        "fix_rule": "ATT001"})  # fmt: skip
+
+
+def vitb_infer_eager_attn(out: Path) -> None:
+    """timm ViT-B/16 bf16 inference batch 64 with eager attention vs SDPA."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("vit_base_patch16_224", pretrained=False).to(DEV, dtype=torch.bfloat16).eval()
+    x = torch.randn(64, 3, 224, 224, device=DEV, dtype=torch.bfloat16)
+
+    def step(i: int, fused: bool) -> None:
+        _fused_attn(m, fused)
+        with torch.no_grad():
+            m(x)
+
+    t = timed_pair(lambda i: step(i, False), lambda i: step(i, True), n=20, rounds=5)
+    p = prof(lambda i: step(i, False), out, "h200_ho_vit_b_infer_eager_attn", active=3)
+    record(out, "vit_b_infer_eager_attn", {
+        "what": "timm vit_base_patch16_224 inference, bf16 weights, batch 64, torch.no_grad, eager attention; fix: "
+                "F.scaled_dot_product_attention", **p, "measured": t, "expect": ["ATT001"],
+        "absent": HEALTHY + ["SYN001", "PRC001"], "fix_rule": "ATT001"})  # fmt: skip
+
+
+ALL = [vit_item, llama_eos, mlp_compile_cold, vit_eager_attn, vitb_infer_eager_attn]
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)
