@@ -174,7 +174,46 @@ def vitb_infer_eager_attn(out: Path) -> None:
         "absent": HEALTHY + ["SYN001", "PRC001"], "fix_rule": "ATT001"})  # fmt: skip
 
 
-ALL = [vit_item, llama_eos, mlp_compile_cold, vit_eager_attn, vitb_infer_eager_attn]
+def norm_mlp_compile(out: Path) -> None:
+    """A GPU-bound stack of hand-written RMSNorm + SwiGLU blocks (many small elementwise kernels) eager vs
+    torch.compile (default, compiled and warmed before timing): the saving a fusing compiler finds."""
+
+    class Block(torch.nn.Module):
+        def __init__(self, d: int = 1024, h: int = 2816) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(d))
+            self.up = torch.nn.Linear(d, 2 * h, bias=False)
+            self.down = torch.nn.Linear(h, d, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n = x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * self.w
+            a, b = self.up(n).chunk(2, dim=-1)
+            return x + self.down(F.silu(a) * b)
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[Block() for _ in range(6)]).to(DEV).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
+    cnet = torch.compile(net)
+    x = torch.randn(16, 1024, 1024, device=DEV)
+
+    def step(i: int, model) -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for i in range(3):
+        step(i, cnet)
+    t = timed_pair(lambda i: step(i, net), lambda i: step(i, cnet), n=10, rounds=5)
+    p = prof(lambda i: step(i, net), out, "h200_ho_norm_mlp_eager", active=2)
+    record(out, "norm_mlp_eager", {
+        "what": "6 x (hand-written RMSNorm, SwiGLU MLP 1024 -> 2x2816 -> 1024) bf16 autocast batch 16x1024 tokens, "
+                "fused AdamW, eager; fix: torch.compile (default, compiled before the window)", **p, "measured": t,
+        "expect": [], "absent": HEALTHY + ["SYN001", "PRC001"]})  # fmt: skip
+
+
+ALL = [vit_item, llama_eos, mlp_compile_cold, vit_eager_attn, vitb_infer_eager_attn, norm_mlp_compile]
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)
