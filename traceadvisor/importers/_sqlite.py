@@ -11,9 +11,10 @@ bulk Arrow reads and damage salvage.
 * **Schema** (tables, views, columns with declared types, ``user_version``) comes from ``sqlite_master`` and
   ``PRAGMA table_info`` over the read-only connection (the two queries sqlite-utils runs for it, without its
   0.1-0.3 s import).
-* **Bulk reads**: ADBC's SQLite driver into Arrow, tables on parallel read-only connections. A first row of
-  typed literals fixes each column's Arrow type (ADBC infers it from the first batch); a column that mixes
-  storage classes is read again with per-value ``typeof`` casts.
+* **Bulk reads**: ADBC's SQLite driver into Arrow, tables on parallel read-only connections; a table of more
+  than 2 x ``CHUNK_ROWS`` rows as consecutive rowid ranges, read in parallel and concatenated in rowid order.
+  A first row of typed literals fixes each column's Arrow type (ADBC infers it from the first batch); a column
+  that mixes storage classes is read again with per-value ``typeof`` casts.
 * **Damage**: a file cut short (its header counts pages that are missing) is read through a private copy padded
   with zero pages to its declared size; a table whose bulk read fails is read row by row in rowid order,
   resuming past damaged pages, so a damaged page costs only its own rows. Native panics (polars' Rust
