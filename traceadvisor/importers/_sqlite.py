@@ -8,9 +8,9 @@ bulk Arrow reads and damage salvage.
   hot journal back and would leave a ``-shm`` file beside the input. Where no copy can be made, or ``mode=ro``
   cannot open the file, the read falls back to ``immutable=1`` (with a warning when pending writes are
   ignored that way).
-* **Schema** (tables, views, columns with declared types, ``user_version``) comes from ``sqlite_master`` and
-  ``PRAGMA table_info`` over the read-only connection (the two queries sqlite-utils runs for it, without its
-  0.1-0.3 s import).
+* **Schema** (tables, views, columns with declared types) comes from sqlite-utils over the read-only connection
+  the schema queries share (imported at the first schema read, so ``detect``'s sniffing never pays its
+  0.1-0.3 s import); ``user_version`` from its pragma.
 * **Bulk reads**: ADBC's SQLite driver into Arrow, tables on parallel read-only connections; a table of more
   than 2 x ``CHUNK_ROWS`` rows as consecutive rowid ranges, read in parallel and concatenated in rowid order.
   A first row of typed literals fixes each column's Arrow type (ADBC infers it from the first batch); a column
@@ -297,14 +297,25 @@ class SqliteDB:
     def _damaged(self, e: BaseException) -> InputError:
         return InputError(f"{self.path} is a damaged SQLite file ({e})", self.redo)
 
+    def _introspect(self, read):
+        """``read(db)`` on a sqlite-utils Database over the shared read-only schema connection."""
+        import sqlite_utils
+
+        with self._lock:
+            if self._meta is None:
+                self._meta = self.connect(shared=True)
+            return read(sqlite_utils.Database(self._meta))
+
     def tables(self) -> dict[str, str]:
         """Table and view names -> 'table' | 'view' (InputError when even the schema cannot be read)."""
         if self._schema is None:
             try:
-                schema = {}
-                for kind in ("table", "view"):  # tables first, each in schema order
-                    rows = self.query("SELECT name FROM sqlite_master WHERE type = ?", (kind,))
-                    schema.update(dict.fromkeys((r[0] for r in rows), kind))
+                schema = self._introspect(
+                    lambda db: {
+                        **dict.fromkeys(db.table_names(), "table"),
+                        **dict.fromkeys(db.view_names(), "view"),
+                    }
+                )
             except READ_ERRORS as e:
                 raise self._damaged(e) from e
             self._schema = schema
@@ -315,8 +326,8 @@ class SqliteDB:
         if table not in self._cols:
             cols: dict[str, str] = {}
             if table in self.tables():
-                try:  # table_info rows: (cid, name, declared type, notnull, default, pk)
-                    cols = {r[1]: r[2] for r in self.query(f"PRAGMA table_info({quote(table)})")}
+                try:
+                    cols = self._introspect(lambda db: {c.name: c.type for c in db[table].columns})
                 except READ_ERRORS as e:
                     self.warnings.append(f"table {table} is unreadable ({e})")
             self._cols[table] = cols
