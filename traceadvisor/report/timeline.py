@@ -92,7 +92,7 @@ def lane_events(
     # 0.3 CPU-s of the benchmark's report), used where no two lanes share a hash
     ev = ev.with_columns(_h=pl.struct(by).hash())
     same = [(pl.col(c).max() == pl.col(c).min()).alias(f"_s{c}") for c in by]
-    groups = ev.group_by("_h").agg(*(pl.col(c).first() for c in by), *same)
+    groups = ev.group_by("_h").agg(*(pl.col(c).first() for c in by), *same, events=pl.len())
     hashed = bool(groups.select(pl.all_horizontal(f"_s{c}" for c in by).all()).item())
     # busy time of each thread: the union of its events, summed as each event's part past the latest earlier end
     lane = ["_h"] if hashed else ["rank", "a", "b"]
@@ -111,11 +111,7 @@ def lane_events(
         "busy_ns", "rank", "a", "b", descending=[True, False, False, False]
     )
     keep = keep.head(max_cpu_lanes).with_columns(gpu=pl.lit(False))
-    lanes = (
-        ev.group_by("_h").agg(events=pl.len()).join(groups.select("_h", *by), on="_h")
-        if hashed
-        else ev.group_by(by).agg(events=pl.len())
-    )
+    lanes = groups.select("_h", "events", *by) if hashed else ev.group_by(by).agg(events=pl.len())
     lanes = lanes.filter(pl.col("gpu")).vstack(lanes.join(keep.select(by), on=by, how="semi"))
     notes: list[str] = []
     if busy.height > keep.height:
@@ -209,7 +205,7 @@ def _split_lane_events(ev: pl.DataFrame, caps: pl.DataFrame) -> tuple[pl.DataFra
     ]
     big = over["lane"].implode()
     rows = pl.concat(pl.collect_all(kept))["row"].implode() if kept else pl.Series("row", [], pl.UInt32)
-    keep = ~pl.col("lane").is_in(big) | pl.col("row").is_in(rows)
+    keep = in_caps.select(~pl.col("lane").is_in(big) | pl.col("row").is_in(rows)).to_series()  # once
     return in_caps.filter(keep), in_caps.filter(~keep)
 
 
@@ -349,9 +345,11 @@ def timeline_data(
     blocks = blocks.with_columns(text=_block_text(blocks))
     stats = (
         lanes.join(drawn.group_by("lane").agg(drawn=pl.len()), on="lane", how="left")
-        .join(rest.group_by("lane").agg(merged=pl.len()), on="lane", how="left")
         .join(blocks.group_by("lane").agg(blocks=pl.len()), on="lane", how="left")
-        .with_columns(pl.col("drawn", "merged", "blocks").fill_null(0).cast(pl.Int64))
+        .with_columns(pl.col("drawn", "blocks").fill_null(0).cast(pl.Int64))
+        # every lane has a cap: an event of a lane is drawn or merged
+        .with_columns(merged=pl.col("events") - pl.col("drawn"))
+        .select(*lanes.columns, "drawn", "merged", "blocks")
     )
     for r in stats.filter(pl.col("merged") > 0).iter_rows(named=True):
         notes.append(
