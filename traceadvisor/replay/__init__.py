@@ -103,6 +103,7 @@ class Replayer:
             return self
         v = copy.copy(self)
         v.__dict__.pop("_chain", None)
+        v.__dict__.pop("_by_fix", None)  # the same fix gives other weights at another cost
         v._high = None
         v.overhead_ns = float(per_event_ns)
         v._ovh = np.round(self._ovh * (per_event_ns / self.overhead_ns)).astype(np.int64)
@@ -293,11 +294,21 @@ class Replayer:
         """(times, edge that set each point) of the graph replayed with ``fix``, read-only. Two fixes that give
         the same weights and edges (the every-fix prediction of a single finding, a fix that changes nothing, the
         baseline of a trace without a profiler cost) are replayed once: the result is kept by its inputs."""
+        memo = self.__dict__.setdefault("_runs", {})  # shared with the at_overhead copies: same graph
+        own = self.__dict__.setdefault(
+            "_by_fix", {}
+        )  # this replayer's fixes by content -> key of their replay
+        fk = None if fix is None else (self.overhead_ns, _fix_digest(fix))
+        k = own.get(fk) if fk is not None else None
+        hit = memo.get(k) if k is not None else None
+        if hit is not None:  # a fix with the same content as one replayed before (two rules' graph launches)
+            return hit[0], hit[1]
         release, w, active = self.arrays(fix)
         key = hashlib.blake2b(w.data, digest_size=16)
         key.update(active.data)
         k = key.digest()
-        memo = self.__dict__.setdefault("_runs", {})  # shared with the at_overhead copies: same graph
+        if fk is not None:
+            own[fk] = k
         hit = memo.get(k)
         if hit is None:
             hit = relax(release, self.g.src, self.g.dst, w, self.g.order, active)
@@ -318,6 +329,23 @@ class Replayer:
             before = span(self.times, self.steps_mask)
             return Prediction(before, max(0, before - saving), fix.method, scope="capture")
         return Prediction(self.window_ns, span(t, self.mask, self.before, self.g), fix.method)
+
+
+def _fix_digest(fix: Fix) -> bytes:
+    """What ``Replayer.arrays`` reads of ``fix``, hashed: its arrays and its cut intervals (nulls apart)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in ("gpu_eid", "gpu_dur", "nowait_eid", "host_eid", "host_dur", "lat_eid", "lat_ns", "detach_eid",
+                 "delay_eid", "delay_ns", "gone_eid"):  # fmt: skip
+        a = np.ascontiguousarray(getattr(fix, name), np.int64)
+        h.update(len(a).to_bytes(8, "little"))
+        h.update(a.data)
+    h.update(fix.cuts.height.to_bytes(8, "little"))
+    for c in fix.cuts.columns:
+        col = fix.cuts[c]
+        h.update(c.encode() + b"\0")
+        h.update(np.ascontiguousarray(col.is_null().to_numpy()).data)
+        h.update(np.ascontiguousarray(col.fill_null(0).cast(pl.Int64).to_numpy()).data)
+    return h.digest()
 
 
 def segments(rp: Replayer) -> list[tuple[int, int, int]]:
@@ -353,6 +381,18 @@ def graph_launch_fix(trace: Trace, at_ns: np.ndarray | None = None, method: str 
     gpu = np.nonzero((g.ntype == G.GPU) & (g.launcher >= 0))[0]
     if not segs or not len(gpu):
         return None
+    memo = rp.__dict__.setdefault("_graph_fixes", {})  # two rules' findings in the same steps: built once
+    key = (tuple(segs), method)
+    if key not in memo:
+        memo[key] = _graph_launch_fix(rp, segs, gpu, method)
+    return None if memo[key] is None else copy.copy(memo[key])
+
+
+def _graph_launch_fix(
+    rp: Replayer, segs: list[tuple[int, int, int]], gpu: np.ndarray, method: str | None
+) -> Fix | None:
+    """``graph_launch_fix`` of the steps ``segs``, ``gpu``: the GPU activities with a launch call."""
+    g = rp.g
     api = g.launcher[gpu]
     rows, lat_nodes = [], []
     inside_of = _launched_in(g.rank[api], g.start[api])
