@@ -30,18 +30,21 @@ def no_scipy() -> Iterator[None]:
             del sys.modules["scipy"]
 
 
-def njit(f: Callable[..., Any], *, nogil: bool = False) -> Callable[..., Any]:
-    """``f`` compiled by numba (``nogil``: released the GIL while it runs), cached on disk where possible."""
+def njit(f: Callable[..., Any], *, nogil: bool = False, inline: bool = False) -> Callable[..., Any]:
+    """``f`` compiled by numba (``nogil``: released the GIL while it runs; ``inline``: inlined into every compiled
+    caller by numba, so a call costs no call and no reference counting of its array arguments), cached on disk
+    where possible."""
     with no_scipy():
         import numba
 
+    options: dict[str, Any] = {"nogil": nogil, "inline": "always" if inline else "never"}
     try:
-        return numba.njit(cache=True, nogil=nogil)(f)
+        return numba.njit(cache=True, **options)(f)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         from traceadvisor.cache import cache_dir
 
         if not numba.config.CACHE_DIR:
             numba.config.CACHE_DIR = str(cache_dir() / "numba")
             with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
-                return numba.njit(cache=True, nogil=nogil)(f)
-        return numba.njit(nogil=nogil)(f)
+                return numba.njit(cache=True, **options)(f)
+        return numba.njit(**options)(f)

@@ -8,8 +8,9 @@ unexpected type, a number it cannot convert exactly, a key given twice, an eleme
 marks the event ``UNUSUAL``: those few events go through the msgspec path (``_kineto_fast``). A range whose
 syntax it rejects is imported by the msgspec path as a whole, which says what is wrong with it.
 
-Every compiled function ``scan`` calls lives in this file: numba's cache of a function is invalidated by a
-change to the file that defines it, not by a change to another file's functions compiled into it.
+Every compiled function ``scan`` calls lives in this file (the small per-key and per-value ones inlined into their
+callers, ``njit_inline``): numba's cache of a function is invalidated by a change to the file that defines it,
+not by a change to another file's functions compiled into it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from traceadvisor.importers._kineto_raw import _CLASS_OF, FLOW_CLASS
 from traceadvisor.importers._kineto_views import masks as masks  # the column builders, for _kineto_fast
-from traceadvisor.importers._kineto_views import njit
+from traceadvisor.importers._kineto_views import njit, njit_inline
 from traceadvisor.importers._kineto_views import unique_views as unique_views
 from traceadvisor.importers._kineto_views import views as views
 
@@ -102,7 +103,7 @@ _DUR_FRAC_MAX = 1 << 33  # below this many us a float64 holds every ns (the msgs
 _DUR_INT_MAX = 1 << 53
 
 
-@njit
+@njit_inline
 def _ws(buf, p, end):
     while p < end:
         c = buf[p]
@@ -112,7 +113,7 @@ def _ws(buf, p, end):
     return p
 
 
-@njit
+@njit_inline
 def _string(buf, p, end):
     """(position after the closing quote, flags: 1 escape, 2 non-ASCII byte); -1: invalid."""
     p += 1
@@ -147,14 +148,14 @@ def _string(buf, p, end):
     return -1, flags
 
 
-@njit
+@njit_inline
 def _digits(buf, p, end):
     while p < end and 48 <= buf[p] <= 57:
         p += 1
     return p
 
 
-@njit
+@njit_inline
 def _number(buf, p, end):
     """Position after a JSON number starting at ``p``; -1: invalid."""
     q = p
@@ -185,7 +186,7 @@ def _number(buf, p, end):
     return q
 
 
-@njit
+@njit_inline
 def _literal(buf, p, end):
     """Position after true/false/null at ``p``; -1: none."""
     c = buf[p]
@@ -205,7 +206,7 @@ def _literal(buf, p, end):
     return -1
 
 
-@njit
+@njit_inline
 def _key_then_colon(buf, p, end):
     """At a key string: (position of its value, key flags); -1: invalid."""
     if p >= end or buf[p] != 34:
@@ -281,7 +282,7 @@ def _skip(buf, p, end, stack):
             return -1, flags
 
 
-@njit
+@njit_inline
 def _sign_digits(buf, s, e):
     """(ok, negative, value, end) of an optional minus and the decimal digits from buf[s], up to the first
     non-digit (``end``); not ok when the value passes int64."""
@@ -300,7 +301,7 @@ def _sign_digits(buf, s, e):
     return True, neg, acc, q
 
 
-@njit
+@njit_inline
 def _int(buf, s, e):
     """(ok, value) of an integer literal buf[s:e] that fits int64."""
     ok, neg, acc, q = _sign_digits(buf, s, e)
@@ -309,7 +310,7 @@ def _int(buf, s, e):
     return True, -acc if neg else acc
 
 
-@njit
+@njit_inline
 def _us(buf, s, e, is_dur):
     """(ok, exact integer ns) of a JSON number of microseconds buf[s:e]: at most 3 decimals that are not zero,
     no exponent, within int64 ns; a duration also within the range where the float conversion is exact."""
@@ -341,7 +342,7 @@ def _us(buf, s, e, is_dur):
     return True, -ns if neg else ns
 
 
-@njit
+@njit_inline
 def _key_id(buf, s, e, kb, ko, kh):
     """Index of key bytes buf[s:e] in a key table (``_table``); -1: not a known key."""
     n = e - s
@@ -360,7 +361,7 @@ def _key_id(buf, s, e, kb, ko, kh):
     return k
 
 
-@njit
+@njit_inline
 def _key(buf, p, end, kb, ko, kh):
     """At a key string: (position of its value, index of the key in the table (-1 unknown, -2 escaped); -1
     position: invalid."""
