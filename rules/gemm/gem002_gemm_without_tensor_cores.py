@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge.dtypes import FP32_SIMT_KERNELS, NOT_SIMT
@@ -170,6 +171,11 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     new = np.maximum(k["dur_ns"].to_numpy() / k["speedup"].to_numpy() * ratio, floor)
     new = np.minimum(new, k["dur_ns"].to_numpy()).round()
     return Fix(f"{k.height} FP32 GEMM kernels on {k['target'][0]} tensor cores").gpu_duration(k["eid"], new)
+
+
+def applies(trace: Trace) -> bool:
+    """Every row is a GEMM kernel."""
+    return rulekit.has_any(trace, "category", "gemm")
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:

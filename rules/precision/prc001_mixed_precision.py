@@ -77,6 +77,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceadvisor import rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import autocast
@@ -150,6 +151,11 @@ def requires(trace: Trace) -> str | None:
     if targets(trace).height == 0:
         return "no device with known bf16/fp16 and FP32 peaks: the speed-up of mixed precision cannot be estimated"
     return None
+
+
+def applies(trace: Trace) -> bool:
+    """Every row is a matrix kernel (GEMM, convolution or attention)."""
+    return rulekit.has_any(trace, "category", *MATRIX)
 
 
 def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
