@@ -106,9 +106,11 @@ def pytest_collection_modifyitems(config, items):
             continue
         mod = item.nodeid.split("::", 1)[0]
         group = SHARED_GROUPS.get(mod, mod)
-        if mod in CORPUS_GROUPS and hasattr(item, "callspec") and "path" in item.callspec.params:
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        path = Path(params["path"]) if mod in CORPUS_GROUPS and "path" in params else None
+        if path is not None and path.is_relative_to(TRACES):  # a project fixture stays in the module's group
             # neither "]" nor "@" in a group name: xdist would read the node id as having no group
-            group = f"{CORPUS_GROUP}{Path(item.callspec.params['path']).relative_to(TRACES)}"
+            group = f"{CORPUS_GROUP}{path.relative_to(TRACES)}"
         item.add_marker(pytest.mark.xdist_group(group))
         groups[item] = group
     # xdist hands out groups in this order (pyproject: --no-loadscope-reorder): the long ones first, so that no
@@ -123,8 +125,14 @@ def pytest_collection_modifyitems(config, items):
 
 # test files whose per-corpus-file tests share the file's analysis (tests/rules/corpus_check.py ``analysed``),
 # not a per-module fixture: one group per corpus file, named CORPUS_GROUP + the file's path in the corpus
-# (MEM001's count and the Kineto importer's per-file checks also share the file's parsed JSON, tests/raw_json.py)
-CORPUS_GROUPS = {"tests/rules/test_corpus.py", "tests/rules/test_mem001.py", "tests/test_kineto_import.py"}
+# (MEM001's count and the Kineto importer's per-file checks also share the file's parsed JSON, tests/raw_json.py;
+# the export tests of a corpus input share its analysis)
+CORPUS_GROUPS = {
+    "tests/rules/test_corpus.py",
+    "tests/rules/test_mem001.py",
+    "tests/test_kineto_import.py",
+    "tests/test_export.py",
+}
 CORPUS_GROUP = "corpus::"
 # the groups that take longest, longest first (CPU seconds of the full run at 55bf764, 1 Dec: held-out 56, job 40,
 # export 28, calibration traces 23, sniffing 22, capture 22, fuzz regressions 18, Kineto import without its

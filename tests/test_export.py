@@ -4,6 +4,7 @@ back by traceadvisor's own Kineto importer into the source's events."""
 from __future__ import annotations
 
 import shutil
+import sys
 import tarfile
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from traceadvisor.analysis import run_analysis
 from traceadvisor.cli.main import main
 from traceadvisor.export import export_trace
 from traceadvisor.importers import load_trace
+
+sys.path.insert(0, str(Path(__file__).parent / "rules"))
+import corpus_check  # noqa: E402
 
 # one or more real inputs per importer
 INPUTS = {
@@ -35,12 +39,27 @@ INPUTS = {
 COMPARED = ["kind", "name", "t_ns", "dur_ns", "device", "stream", "correlation_id", "external_id", "bytes"]
 
 
+# the inputs that are files of the corpus: their tests take the file as ``path``, so tests/conftest.py runs them
+# in the file's corpus group (CORPUS_GROUPS), where tests/rules/test_corpus.py has analysed it with every rule
+# and the defaults (``corpus_check.analysed``, what ``run_analysis(use_config=False)`` runs): one analysis per run
+CORPUS_INPUTS = {k for k, p in INPUTS.items() if p in set(corpus_check.corpus_files())}
+
+
+def by_path(*keys: str):
+    """Parametrize by ``key`` and its input ``path``."""
+    return pytest.mark.parametrize(("key", "path"), [(k, INPUTS[k]) for k in keys], ids=list(keys))
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
-    """(trace, findings) per input, loaded once."""
+    """(trace, findings) per input, loaded once per process: a corpus file's from ``corpus_check.analysed``
+    (shared with the other tests of its corpus group), the project fixtures' imported and analysed here."""
     cache: dict[str, tuple] = {}
 
     def get(key: str):
+        if key in CORPUS_INPUTS:
+            trace, res = corpus_check.analysed(INPUTS[key])
+            return trace, res.findings
         if key not in cache:
             path = INPUTS[key]
             if path.name.endswith(".tgz"):
@@ -48,7 +67,7 @@ def sources(tmp_path_factory):
                 with tarfile.open(path) as tf:
                     tf.extractall(d, filter="data")
                 path = next(p for p in d.iterdir() if p.is_dir())
-            trace = load_trace(path)  # through the run's import cache: the corpus file is parsed once per run
+            trace = load_trace(path)  # through the run's import cache
             cache[key] = (trace, run_analysis([trace], use_config=False)[0].findings)
         return cache[key]
 
@@ -80,8 +99,8 @@ def _read(path: Path):
 
 
 @pytest.mark.parametrize("fmt", ["chrome", "perfetto"])
-@pytest.mark.parametrize("key", sorted(INPUTS))
-def test_export_follows_the_format_and_reads_back_into_the_source_events(key, fmt, sources, tmp_path):
+@by_path(*sorted(INPUTS))
+def test_export_follows_the_format_and_reads_back_into_the_source_events(key, path, fmt, sources, tmp_path):
     trace, findings = sources(key)
     out = tmp_path / ("out.json.gz" if fmt == "perfetto" else "out.json")  # both writers: gzipped and plain
     st = export_trace(trace, out, fmt=fmt, findings=findings)
@@ -125,8 +144,9 @@ def _launch_links(trace) -> int:
     return rt.join(gpu, on=["rank", "correlation_id"], nulls_equal=True).collect().height
 
 
-def test_counters_and_overlaps(sources, tmp_path):
-    trace, _ = sources("kineto-memory")
+@by_path("kineto-memory")
+def test_counters_and_overlaps(key, path, sources, tmp_path):
+    trace, _ = sources(key)
     st = export_trace(trace, tmp_path / "m.json", fmt="perfetto")
     mem = trace.events.filter(pl.col("kind") == "memory").height
     assert st.counters == mem > 0
@@ -150,8 +170,9 @@ def test_partially_overlapping_events_go_to_an_overflow_thread(tmp_path):
     assert "stream 7 (overlap 1)" in seen["thread_names"].values()
 
 
-def test_export_is_deterministic_and_gzip_has_no_time_stamp(sources, tmp_path):
-    trace, findings = sources("rpd")
+@by_path("rpd")
+def test_export_is_deterministic_and_gzip_has_no_time_stamp(key, path, sources, tmp_path):
+    trace, findings = sources(key)
     a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
     export_trace(trace, a, findings=findings)
     export_trace(trace, b, findings=findings)
