@@ -134,28 +134,29 @@ CORPUS_GROUPS = {
     "tests/test_export.py",
 }
 CORPUS_GROUP = "corpus::"
-# the groups that take longest, longest first (CPU seconds of the full run at 55bf764, 1 Dec: held-out 56, job 40,
-# export 28, calibration traces 23, sniffing 22, capture 22, fuzz regressions 18, Kineto import without its
-# per-file tests 16, sanitize 14, API docs 13, replay 12, H200 models 12, compare 12, profile 12, report layout 11,
-# QA counts 11, Kineto scanner 10)
+# the groups that take longest, longest first (CPU seconds of the full run at 7b62e1d, 1 Dec, quiet: held-out 57,
+# job 36, sniffing 26, calibration traces 21, capture 20, fuzz regressions 15, sanitize 12, QA counts 11, profile
+# 10, API docs 10, replay 10, compare 9, H200 models 9, report layout 9; the Kineto scanner 10, but 25 on a fresh
+# checkout, which compiles it (numba, ~15 CPU-s); export and the Kineto importer's module tests after their
+# corpus-file tests moved to the corpus groups, about 8 each)
 LONG_GROUPS_FIRST = (
     "tests/rules/test_h200_heldout.py",
     "tests/test_job.py",
-    "tests/test_export.py",
-    "calibration traces",
     "tests/test_qa_sniffing.py",
+    "tests/test_kineto_scan.py",
+    "calibration traces",
     "tests/test_capture.py",
     "tests/fuzz/test_fuzz_regressions.py",
-    "tests/test_kineto_import.py",
     "tests/fuzz/test_sanitize.py",
+    "tests/test_qa_counts.py",
+    "tests/test_profile_external.py",
     "tests/test_api_docs.py",
     "tests/test_replay.py",
-    "tests/rules/test_h200_models.py",
     "tests/test_compare.py",
-    "tests/test_profile_external.py",
+    "tests/rules/test_h200_models.py",
     "tests/test_report_layout.py",
-    "tests/test_qa_counts.py",
-    "tests/test_kineto_scan.py",
+    "tests/test_export.py",
+    "tests/test_kineto_import.py",
 )
 # test files that share a per-process cache (tests/analysed.py) run on one worker, one after the other
 SHARED_GROUPS = {
