@@ -8,7 +8,7 @@ from pathlib import Path
 from traceadvisor.errors import InputError
 from traceadvisor.importers._amd_salvage import csv_header
 from traceadvisor.importers._amd_stats import STATS_V3_EXTRA, is_stats_header
-from traceadvisor.importers._sqlite import sqlite_names
+from traceadvisor.importers._sqlite_sniff import sqlite_names
 
 V3_TYPES = (
     "v3_kernel_trace",

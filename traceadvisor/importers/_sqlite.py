@@ -24,7 +24,6 @@ bulk Arrow reads and damage salvage.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -508,25 +507,6 @@ class SqliteDB:
         self.close()
 
 
-def schema_names(path: str | Path) -> set[str]:
-    """Table and view names, for sniffing (pending -wal / -journal writes applied); DatabaseError if unreadable."""
-    p = Path(path)
-    if pending_files(p):
-        try:
-            with SqliteDB(p) as db:
-                return set(db.tables())
-        except InputError as e:
-            raise sqlite3.DatabaseError(str(e)) from e
-    con = open_ro(p, immutable=True)  # nothing pending: the file alone is the database (and no -shm is made)
-    try:
-        rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
-    except UnicodeDecodeError as e:  # the error message of a damaged schema
-        raise sqlite3.DatabaseError(f"damaged schema ({e.reason})") from e
-    finally:
-        con.close()
-    return {r[0] for r in rows}
-
-
 # --------------------------------------------------------------------------------------------- bulk (ADBC)
 def _select_sql(spec: TableSpec, typed: bool) -> str:
     """SELECT with a seed row of typed literals first (ADBC infers each column's type from the first batch)."""
@@ -609,35 +589,3 @@ def _adbc_read(uri: str, spec: TableSpec, rows: tuple[int, int] | None = None) -
         finally:
             con.close()
     raise sqlite3.DatabaseError(str(last))
-
-
-# --------------------------------------------------------------------------------------------- sniffing
-SCHEMA_SCAN_BYTES = 32 << 20  # a damaged file's schema text is looked for in its first 32 MiB
-_CREATE_RE = re.compile(rb'CREATE (?:TABLE|VIEW) (?:IF NOT EXISTS )?["`\[]?(\w+)')
-
-
-def sqlite_names(probe) -> set[str]:
-    """Table and view names of a SQLite probe; for a damaged or cut file, the names in its schema text.
-
-    ``sqlite_master`` rows hold each table's ``CREATE`` statement as text, and SQLite writes the schema
-    first, so the names are found in the file's first pages even when the schema cannot be loaded (a file cut
-    short fails SQLite's page-count check before any page is read). The result is kept on the probe: every
-    SQLite importer's ``sniff`` asks.
-    """
-    try:
-        return probe.tables
-    except InputError:
-        cached = probe.__dict__.get("_schema_text_names")
-        if cached is None:
-            cached = _schema_text_names(probe.path, probe.raw_head)
-            probe.__dict__["_schema_text_names"] = cached
-        return cached
-
-
-def _schema_text_names(path: Path, head: bytes) -> set[str]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(SCHEMA_SCAN_BYTES)
-    except OSError:
-        data = head
-    return {m.decode("ascii", errors="replace") for m in _CREATE_RE.findall(data)}

@@ -76,7 +76,7 @@ class Probe:
             return set()
         import sqlite3  # only for SQLite inputs (the import is a hundredth of a small trace's start-up)
 
-        from traceadvisor.importers._sqlite import schema_names
+        from traceadvisor.importers._sqlite_sniff import schema_names
 
         try:
             return schema_names(self.path)

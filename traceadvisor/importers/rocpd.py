@@ -36,6 +36,7 @@ from traceadvisor.errors import InputError
 from traceadvisor.importers import _rocpd_events as events
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
+from traceadvisor.importers._sqlite_sniff import sqlite_names
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
 from traceadvisor.trace import Device, Trace, TraceMeta
@@ -83,7 +84,7 @@ def _logical(name: str) -> str:
 def sniff(probe: Probe) -> bool:
     if not probe.is_sqlite:
         return False
-    names = {_logical(n) for n in sq.sqlite_names(probe)}
+    names = {_logical(n) for n in sqlite_names(probe)}
     return (
         "rocpd_api" not in names
         and "rocpd_metadata" in names

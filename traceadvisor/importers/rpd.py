@@ -37,6 +37,7 @@ from traceadvisor.importers import _amd_devices as amd_dev
 from traceadvisor.importers import _rpd_events as ev
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
+from traceadvisor.importers._sqlite_sniff import sqlite_names
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
 from traceadvisor.trace import Trace, TraceMeta
@@ -66,7 +67,7 @@ SKIP_REASONS = {
 
 
 def sniff(probe: Probe) -> bool:
-    return probe.is_sqlite and {"rocpd_api", "rocpd_op"} <= sq.sqlite_names(probe)
+    return probe.is_sqlite and {"rocpd_api", "rocpd_op"} <= sqlite_names(probe)
 
 
 def _want(cols: list[str], wanted: tuple[str, ...]) -> tuple[str, ...]:
