@@ -17,7 +17,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" /
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, bert, prof_cold, record, run_all, timed_pair  # noqa: E402
+from heldout import DEV, bert, prof_cold, record, run_all, timed_pair, trainer  # noqa: E402
 from heldout2 import prof  # noqa: E402
 from heldout3 import pair  # noqa: E402
 
@@ -161,14 +161,12 @@ def gemm_odd(out: Path) -> None:
 
     x = torch.randn(8192, 1024, device=DEV)
     nets = {h: mlp(h) for h in (4100, 4104)}
+    steps = {
+        h: trainer(opt, lambda i, net=net: net(x).float().pow(2).mean()) for h, (net, opt) in nets.items()
+    }
 
     def step(i, h):
-        net, opt = nets[h]
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = net(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        steps[h](i)
 
     t = timed_pair(lambda i: step(i, 4100), lambda i: step(i, 4104), n=10, rounds=5)
     p = prof(lambda i: step(i, 4100), out, "h200_ho_mlp_odd_hidden", active=3)
@@ -190,13 +188,7 @@ def compile_cold(out: Path) -> None:
     x = torch.randn(64, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (64,), device=DEV)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(cm(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = trainer(opt, lambda i: F.cross_entropy(cm(x), y))
     p = prof_cold(step, out, "h200_ho_resnet18_compile_cold", n=4)
     t = timed_pair(step, None, n=20, rounds=5)
     steps = p["profiled_step_ms"]

@@ -16,7 +16,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" /
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, llama, prof_cold, record, run_all, timed_pair  # noqa: E402
+from heldout import DEV, llama, prof_cold, record, run_all, timed_pair, trainer  # noqa: E402
 from heldout2 import prof  # noqa: E402
 
 HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001"]
@@ -101,12 +101,7 @@ def mlp_compile_cold(out: Path) -> None:
     cnet = torch.compile(net)
     x = torch.randn(4096, 1024, device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = cnet(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = trainer(opt, lambda i: cnet(x).float().pow(2).mean())
 
     p = prof_cold(step, out, "h200_ho_mlp_compile_cold", n=4)
     t = timed_pair(step, None, n=20, rounds=5)
@@ -136,13 +131,11 @@ def vit_eager_attn(out: Path) -> None:
     x = torch.randn(128, 3, 224, 224, device=DEV)
     y = torch.randint(0, 1000, (128,), device=DEV)
 
+    train = trainer(opt, lambda i: F.cross_entropy(m(x), y))
+
     def step(i: int, fused: bool) -> None:
         _fused_attn(m, fused)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train(i)
 
     t = timed_pair(lambda i: step(i, False), lambda i: step(i, True), n=10, rounds=5)
     p = prof(lambda i: step(i, False), out, "h200_ho_vit_s_eager_attn", active=2)
@@ -196,12 +189,10 @@ def norm_mlp_compile(out: Path) -> None:
     cnet = torch.compile(net)
     x = torch.randn(16, 1024, 1024, device=DEV)
 
+    trains = {id(mod): trainer(opt, lambda i, mod=mod: mod(x).float().pow(2).mean()) for mod in (net, cnet)}
+
     def step(i: int, model) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        trains[id(model)](i)
 
     for i in range(3):
         step(i, cnet)
