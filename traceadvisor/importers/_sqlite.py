@@ -28,11 +28,11 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 from polars.exceptions import PanicException
@@ -49,6 +49,7 @@ SIDECARS = ("-wal", "-journal")
 BATCH_ROWS = "65536"
 CHUNK_ROWS = 250_000  # a table with more rowids is read as ranges of about this many, in parallel
 MAX_CHUNKS = 16
+T = TypeVar("T")
 READ_THREADS = max(2, min(4, os.cpu_count() or 2))  # reads at once (ranges of one table or several tables)
 
 
@@ -296,7 +297,7 @@ class SqliteDB:
     def _damaged(self, e: BaseException) -> InputError:
         return InputError(f"{self.path} is a damaged SQLite file ({e})", self.redo)
 
-    def _introspect(self, read):
+    def _introspect(self, read: Callable[[Any], T]) -> T:
         """``read(db)`` on a sqlite-utils Database over the shared read-only schema connection."""
         import sqlite_utils
 
