@@ -167,6 +167,12 @@ def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
     """The raw frame of the events in ``mv[a:b]``; None when the scanner rejects the text."""
     scan = _scanner()
     buf = np.frombuffer(mv, np.uint8)
+    if not buf.flags.writeable:
+        # a read-only view (a msgspec Raw's: small or re-decoded texts) is scanned from a copy of its range, so
+        # the compiled code has the one signature the warm calls compile (a read-only array is a second
+        # signature: a second ~16 CPU-s compile, which ``_cached`` does not see)
+        buf = buf[a:b].copy()
+        mv, a, b = memoryview(buf), 0, b - a
     rows = _scan(scan, buf, a, b)
     if rows is None:
         return None
