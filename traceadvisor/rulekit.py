@@ -1,7 +1,7 @@
 """The supported helper module for rules (as ruff's rules share one crate): import from here, never copy.
 
 Every helper takes and returns LazyFrames, so a rule's plan stays lazy and is collected with every other rule
-and the summary in the engine's one ``pl.collect_all``.
+and the summary in the engine's one collection pass (``views.collect_plans``).
 
 * ``merge_intervals(lf, by, agg)``: union of ``[start_ns, end_ns)`` intervals per group (``agg``: aggregations
   over the rows each merged interval holds).

@@ -1,5 +1,5 @@
 """The library summary of one trace: analysed window, steps, busy/idle, GPU time per category and per stream, top
-kernels. Computed once, as lazy views collected in the engine's single ``pl.collect_all`` with the rules, and
+kernels. Computed once, as lazy views collected in the engine's one collection pass with the rules, and
 rendered by every output (terminal, JSON, Markdown, HTML, compare): one number, one definition.
 
 Definitions (int64 ns; issue 12 item 5):
@@ -489,4 +489,4 @@ def summarize(trace: Trace) -> Summary:
     """Collect one trace's summary on its own (the engine collects it with the rules instead)."""
     p = plan(trace, roofline=True)
     names = list(p.frames)
-    return Summary.from_frames(p, dict(zip(names, pl.collect_all(list(p.frames.values())), strict=True)))
+    return Summary.from_frames(p, dict(zip(names, views.collect_plans(list(p.frames.values())), strict=True)))

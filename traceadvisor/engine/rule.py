@@ -8,11 +8,11 @@ A rule is one file ``rules/<area>/<code>_<name>.py`` holding:
 * ``detect(trace, options) -> pl.LazyFrame``: one row per offending item (copy, kernel, sync, gap, shape...)
   with at least ``rank``, ``device``, ``start_ns``, ``end_ns``, ``impact_ns`` and the rule's evidence columns
   (a column named ``_...`` is the rule's own, read by its ``evidence``/``fix`` hooks, never shown as evidence).
-  It must stay lazy: the engine collects every rule's frame in one ``pl.collect_all``;
+  It must stay lazy: the engine collects every rule's frame in one pass (``views.collect_plans``);
 * optional ``evidence(rows, trace, options) -> dict`` adding aggregate evidence to a finding; a hook that needs
   more of the trace than the rows declares ``evidence_plan(trace, options) -> pl.LazyFrame`` and takes it as a
   fourth argument ``evidence(rows, trace, options, context)``: the plan is collected once, in the same
-  ``pl.collect_all`` as every rule (never once per finding group); shared helpers are in ``traceadvisor.rulekit``;
+  collection pass as every rule (never once per finding group); shared helpers are in ``traceadvisor.rulekit``;
 * optional ``requires(trace) -> str | None`` for a skip reason beyond missing capabilities;
 * optional ``applies(trace) -> bool``: False only where ``detect`` cannot return a row (the trace has none of
   the events it reads, e.g. ``rulekit.has_any(trace, "category", "collective")``): the engine then plans none

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from traceadvisor.engine.rule import CONFIDENCES, Finding, RuleModule
+from traceadvisor.schema.views import collect_plans
 from traceadvisor.summary import Summary, SummaryPlan
 from traceadvisor.summary import plan as summary_plan
 from traceadvisor.trace import Trace
@@ -378,9 +379,10 @@ def _collect(
     summaries: list[SummaryPlan],
     res: AnalysisResult,
 ) -> tuple[list[pl.DataFrame | None], list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
-    """Per trace, one ``pl.collect_all`` of its rules' frames, evidence contexts and summary views (polars'
-    optimisation of one plan set grows faster than its size: 13 small traces in one set cost 3x their
-    separate sets); results in ``plans`` order, one summary dict per trace."""
+    """Per trace, one collection pass of its rules' frames, evidence contexts and summary views (``_collect_trace``;
+    never one set for several traces: polars' optimisation of one plan set grows faster than its size, 13 small
+    traces in one ``pl.collect_all`` cost 3x their separate sets); results in ``plans`` order, one summary dict
+    per trace."""
     frames: list[pl.DataFrame | None] = [None] * len(plans)
     contexts: list[pl.DataFrame | None] = [None] * len(plans)
     out: list[dict[str, pl.DataFrame]] = []
@@ -398,40 +400,25 @@ def _collect_trace(
     summaries: list[SummaryPlan],
     res: AnalysisResult,
 ) -> tuple[list[pl.DataFrame | None], list[pl.DataFrame | None], list[dict[str, pl.DataFrame]]]:
-    """Collect the rules' frames, their evidence contexts and the summary views in one ``pl.collect_all``; on
-    a failure, each rule is collected on its own so one broken rule sinks only itself."""
-    ctx_idx = [k for k, p in enumerate(plans) if p[3] is not None]
-    summary_lazy = [lf for s in summaries for lf in s.frames.values()]
-    lazy = [p[2] for p in plans] + [plans[k][3] for k in ctx_idx] + summary_lazy
-    try:
-        done: list[pl.DataFrame | None] = list(pl.collect_all(lazy)) if lazy else []
-        rule_frames = done[: len(plans)]
-        ctx_done = done[len(plans) : len(plans) + len(ctx_idx)]
-        rest = done[len(plans) + len(ctx_idx) :]
-    except Exception:  # noqa: BLE001 - isolate the failing rule(s); the summary must not fail
-        rule_frames, ctx_done = [], []
-        for rm, i, lf, _ in plans:
-            try:
-                rule_frames.append(lf.collect())
-            except Exception as e:  # noqa: BLE001
-                res.errors.append(_err(rm, res.traces[i], e))
-                rule_frames.append(None)
-        for k in ctx_idx:
-            try:
-                ctx_done.append(plans[k][3].collect())
-            except Exception as e:  # noqa: BLE001
-                res.errors.append(_err(plans[k][0], res.traces[plans[k][1]], e))
-                rule_frames[k] = None
-                ctx_done.append(None)
-        rest = list(pl.collect_all(summary_lazy)) if summary_lazy else []
+    """Collect the rules' frames, their evidence contexts and the summary views, each once, one plan after the
+    other (``collect_plans``); a failing rule sinks only itself (the summary must not fail)."""
+    rule_frames: list[pl.DataFrame | None] = []
+    for rm, i, lf, _ in plans:
+        try:
+            rule_frames.append(lf.collect())
+        except Exception as e:  # noqa: BLE001 - isolate the failing rule
+            res.errors.append(_err(rm, res.traces[i], e))
+            rule_frames.append(None)
     contexts: list[pl.DataFrame | None] = [None] * len(plans)
-    for k, df in zip(ctx_idx, ctx_done, strict=True):
-        contexts[k] = df
-    out = []
-    for s in summaries:
-        n = len(s.frames)
-        out.append(dict(zip(s.frames, rest[:n], strict=True)))
-        rest = rest[n:]
+    for k, (rm, i, _, ctx) in enumerate(plans):
+        if ctx is None:
+            continue
+        try:
+            contexts[k] = ctx.collect()
+        except Exception as e:  # noqa: BLE001
+            res.errors.append(_err(rm, res.traces[i], e))
+            rule_frames[k] = None
+    out = [dict(zip(s.frames, collect_plans(list(s.frames.values())), strict=True)) for s in summaries]
     return rule_frames, contexts, out
 
 
