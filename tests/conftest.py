@@ -136,8 +136,8 @@ CORPUS_GROUPS = {
 CORPUS_GROUP = "corpus::"
 # the groups that take longest, longest first (CPU seconds of the full run at 7b62e1d, 1 Dec, quiet: held-out 57,
 # job 36, sniffing 26, calibration traces 21, capture 20, fuzz regressions 15, sanitize 12, QA counts 11, profile
-# 10, API docs 10, replay 10, compare 9, H200 models 9, report layout 9; the Kineto scanner 10, but about 50 on a
-# fresh checkout, which compiles it (numba: 40 CPU-s at load 7 since bf1e30c inlined its helpers, 19 before);
+# 10, API docs 10, replay 10, compare 9, H200 models 9, report layout 9; the Kineto scanner 10, but about 30 on a
+# fresh checkout, which compiles it once (numba, ~20 CPU-s; it compiled a second, read-only signature until 2 Dec);
 # export and the Kineto importer's module tests after their corpus-file tests moved to the corpus groups, ~8 each)
 LONG_GROUPS_FIRST = (
     "tests/rules/test_h200_heldout.py",
