@@ -174,6 +174,10 @@ def _import_serial(
     return result
 
 
+# rows below which ``_sorted`` gathers the whole frame at once (its memory then is small whichever way)
+_SMALL_SORT_ROWS = 1 << 18
+
+
 def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
     """Rows by start time, then ``order_key`` (stable), one column at a time: each column is made contiguous,
     gathered and released before the next; string data is shared, only views and numbers are new (measured on
@@ -190,6 +194,8 @@ def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
         pl.int_range(keys[0].len(), dtype=pl.UInt32).sort_by(keys, maintain_order=True)
     ).to_series()
     del keys
+    if order.len() < _SMALL_SORT_ROWS:  # one query for all the columns: a query per column costs more there
+        return pl.DataFrame(cols).select(pl.all().gather(order))
     for name in cols:
         cols[name] = cols[name].rechunk().gather(order)
     return pl.DataFrame(cols)
