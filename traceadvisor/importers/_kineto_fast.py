@@ -31,6 +31,7 @@ from traceadvisor.importers._kineto_raw import (
     FLOW_CLASS,
     RangeColumns,
     _CArray,
+    _nulls,
     copy_fields,
 )
 
@@ -285,8 +286,8 @@ def _fast_frame(scan: Any, buf: np.ndarray, rows: np.ndarray, pos: np.ndarray) -
         "class_code": pl.Series(np.maximum(k, 0), dtype=pl.Int8),
         "_pos": pl.Series(pos, dtype=pl.Int32),
         "flow_id": number("id", scan.ID),
-        "pid_str": pl.repeat(None, n, dtype=pl.String, eager=True),
-        "tid_str": pl.repeat(None, n, dtype=pl.String, eager=True),
+        "pid_str": _nulls(n, pl.String),
+        "tid_str": _nulls(n, pl.String),
         "scope": string("s", scan.SC_S),
         "name": string("name", scan.NAME_S, unique=True),
         "dur_ns": _int_col(np.where(top["dur"], rows[scan.DUR], 0), np.ones(n, bool)),

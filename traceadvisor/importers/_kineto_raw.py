@@ -267,19 +267,27 @@ def us_to_ns(txt: pl.Series) -> pl.Series:
     return pl.DataFrame({"t": txt, "ns": ns}).select(pl.coalesce("ns", fix)).to_series()
 
 
-def to_ns(us: pl.Expr) -> pl.Expr:
-    """Float (or int) microseconds to integer ns: exact for durations (below 2**33 us a float64 holds every ns)."""
-    fits = us.is_finite() & (us.abs() < 9.2e15)  # NaN, inf or beyond int64 ns: unknown (null)
-    us = pl.when(fits).then(us)
+def _fits_ns(us: Any) -> Any:
+    """Where microseconds (an Expr or a Series) are a number within int64 ns (NaN, inf or beyond: unknown)."""
+    return us.is_finite() & (us.abs() < 9.2e15)
+
+
+def _whole_ns(us: Any) -> Any:
+    """Microseconds (an Expr or a Series) to integer ns, exact for durations (below 2**33 us a float64 holds
+    every ns); the values must fit (``_fits_ns``)."""
     whole = us.floor()
     return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
 
 
+def to_ns(us: pl.Expr) -> pl.Expr:
+    """Float (or int) microseconds to integer ns; null where they do not fit."""
+    return _whole_ns(pl.when(_fits_ns(us)).then(us))
+
+
 def _dur_ns(us: pl.Series) -> pl.Series:
     """``to_ns`` of a Series: by Series operations (no query) when every value fits, as nearly all do."""
-    if (us.is_finite() & (us.abs() < 9.2e15)).all():
-        whole = us.floor()
-        return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
+    if _fits_ns(us).all():
+        return _whole_ns(us)
     return pl.select(to_ns(pl.lit(us))).to_series()
 
 
@@ -313,7 +321,7 @@ def _positions(items: list[Any], x: Any) -> Iterator[int]:
 
 
 def _nulls(n: int, dtype: pl.DataType) -> pl.Series:
-    return pl.repeat(None, n, dtype=dtype, eager=True)
+    return _repeat(None, n, dtype)
 
 
 def _repeat(value: Any, n: int, dtype: pl.DataType) -> pl.Series:
