@@ -432,6 +432,8 @@ def test_parallel_import_equals_serial(tmp_path, monkeypatch, layout):
         path.write_bytes(lead + gzip.decompress(src.read_bytes()))
     monkeypatch.setattr(_kineto_load, "CHUNK_TEXT", 1 << 20)
     monkeypatch.setattr(_kineto_load, "MAP_MIN_BYTES", 0)  # plain files are memory-mapped as big ones are
+    monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", "0")  # the msgspec path's helper processes, even where the
+    # scanner is loaded in this process (it then reads texts of 1 MB and more)
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "2")
     parallel = _read(path)
     monkeypatch.setenv("TRACEADVISOR_WORKERS", "1")

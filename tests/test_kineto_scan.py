@@ -263,3 +263,24 @@ def test_the_compile_at_exit_runs_once_while_its_lock_is_fresh(monkeypatch, tmp_
     os.utime(lock, (0, 0))  # left over from a killed compile
     fast._spawn_compile()
     assert len(spawned) == 2
+
+
+def test_a_loaded_scanner_reads_texts_from_a_megabyte_and_the_msgspec_budget_loads_it(monkeypatch):
+    """Once this process has loaded the scanner (a big import did), texts of ``SCAN_LOADED_MIN_BYTES`` or more take
+    it; a process that never loaded it does after ``SCAN_BUDGET_BYTES`` of msgspec decoding."""
+    from traceadvisor.importers import _kineto_fast as fast
+
+    monkeypatch.delenv("TRACEADVISOR_KINETO_SCAN", raising=False)
+    assert fast._scanner() is not None  # its code in numba's cache (compiled here on a cold cache)
+    monkeypatch.setattr(fast, "_DECODED", [0])
+    fast._scanner.cache_clear()
+    try:
+        assert not fast.use_scanner(fast.SCAN_LOADED_MIN_BYTES)  # never loaded, no budget spent: not asked
+        assert fast._scanner.cache_info().currsize == 0
+        fast.decoded_by_msgspec(fast.SCAN_BUDGET_BYTES)
+        assert fast.use_scanner(fast.SCAN_LOADED_MIN_BYTES)  # loaded from numba's cache now
+        assert not fast.use_scanner(fast.SCAN_LOADED_MIN_BYTES - 1)  # a small text stays on msgspec
+        monkeypatch.setattr(fast, "_DECODED", [0])
+        assert fast.use_scanner(fast.SCAN_LOADED_MIN_BYTES)  # loaded: no budget needed
+    finally:
+        fast._scanner.cache_clear()

@@ -15,7 +15,7 @@ import msgspec
 import polars as pl
 
 from traceadvisor.importers._kineto_build import build, flow_frame
-from traceadvisor.importers._kineto_fast import raw_frame, use_scanner
+from traceadvisor.importers._kineto_fast import decoded_by_msgspec, raw_frame, use_scanner
 from traceadvisor.importers._kineto_load import Event, EventText
 from traceadvisor.importers._kineto_raw import range_frame
 from traceadvisor.progress import Progress
@@ -123,6 +123,8 @@ def import_chunks(
     events, flows = [], []
     totals = new_totals()
     scan = use_scanner(len(text.mv))
+    if not scan:
+        decoded_by_msgspec(len(text.mv))
 
     def add(result: tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]) -> None:
         events.append(with_order_key(result[0], len(events)))

@@ -3,7 +3,8 @@ and values as the msgspec path (``_kineto_raw.range_frame``) without a Python ob
 
 Events the scanner marks unusual (an escape or a non-ASCII byte, a value of an unexpected type, ...) are decoded
 by the msgspec path and put back in input order; a range the scanner rejects is left to the msgspec path whole
-(``raw_frame`` returns None). Big texts only (``use_scanner``): numba's import costs about half a second.
+(``raw_frame`` returns None). Big texts only, or once this process has loaded the scanner (``use_scanner``):
+numba's import and the cached code's load cost about half a second.
 """
 
 from __future__ import annotations
@@ -35,21 +36,39 @@ from traceadvisor.importers._kineto_raw import (
     copy_fields,
 )
 
-# below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s)
+# below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s) ...
 SCAN_MIN_BYTES = 32 << 20
+# ... unless the scanner is loaded in this process already: then from this size on (measured on 2 cores, 2 Dec,
+# CPU of kineto.read, median of 3, scanner loaded: 0.5-1.8 MB texts 10-20 % less, 8-35 MB 15-40 % less, none more)
+SCAN_LOADED_MIN_BYTES = 1 << 20
+# or once this process has decoded this much text by msgspec: the scanner saves ~4-6 ms per MB, so by then the
+# time it would have saved is about its load (the ski-rental rule: never more than twice the better choice made
+# in advance; a library user's loop over the ranks of a job, a test session)
+SCAN_BUDGET_BYTES = 128 << 20
+_DECODED = [0]  # text bytes this process decoded by the msgspec path
 _STACK = 1024  # at least _kineto_scan._MAX_DEPTH
 
 
 def use_scanner(text_bytes: int) -> bool:
     """Whether to scan: ``TRACEADVISOR_KINETO_SCAN=1``/``0`` forces it (1 compiles it here if need be); else for
-    big texts, where numba is installed and the scanner's compiled code is in numba's cache. When it is not
-    (the first big import after an install), this import takes the msgspec path and the code is compiled at
-    exit in a detached, low-priority process (``compile_later``): the ~15 CPU-s of compilation never land on
-    a user's import."""
+    big texts, and for texts of ``SCAN_LOADED_MIN_BYTES`` or more once this process has loaded the scanner or
+    spent ``SCAN_BUDGET_BYTES`` on the msgspec path, where numba is installed and the scanner's compiled code is
+    in numba's cache. When it is not (the first big import after an install), this import takes the msgspec
+    path and the code is compiled at exit in a detached, low-priority process (``compile_later``): the ~15
+    CPU-s of compilation never land on a user's import. Both paths import the same (tests/test_kineto_scan.py)."""
     env = os.environ.get("TRACEADVISOR_KINETO_SCAN", "").strip()
     if env in ("0", "1"):
         return env == "1" and _scanner() is not None
-    return text_bytes >= SCAN_MIN_BYTES and _scanner(compile=False) is not None
+    wanted = text_bytes >= SCAN_MIN_BYTES or (
+        text_bytes >= SCAN_LOADED_MIN_BYTES
+        and (_scanner.cache_info().currsize or _DECODED[0] >= SCAN_BUDGET_BYTES)
+    )
+    return wanted and _scanner(compile=False) is not None
+
+
+def decoded_by_msgspec(text_bytes: int) -> None:
+    """Count ``text_bytes`` of event text decoded by the msgspec path against ``SCAN_BUDGET_BYTES``."""
+    _DECODED[0] += text_bytes
 
 
 @functools.cache
