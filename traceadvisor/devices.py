@@ -10,6 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from traceadvisor import query
 from traceadvisor.knowledge import dtypes
 from traceadvisor.knowledge.dtypes import ELEMENT_BYTES as ELEMENT_BYTES  # re-exported (GEM001, figures)
 from traceadvisor.knowledge.dtypes import PEAK_COLUMNS, TF32_KERNEL_RE
@@ -223,7 +224,7 @@ def guess_arch(trace) -> ArchGuess | None:
         trace.events.lazy()
         .filter(pl.col("kind") == "kernel")
         .select(pl.col("name").cast(pl.String).unique())
-        .collect()
+        .collect(engine=query.engine())
         .to_series()
         .to_list()
     )

@@ -37,6 +37,7 @@ import msgspec
 import polars as pl
 
 from traceadvisor import export_events as ee
+from traceadvisor import query
 from traceadvisor.engine.rule import Finding
 from traceadvisor.errors import UsageError
 from traceadvisor.importers._kineto_build import COUNTER_CAT, FINDING_CAT
@@ -384,7 +385,7 @@ class ChromeTrace:
         pairs = (
             rt.join(gpu, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
             .sort("rank", "correlation_id", nulls_last=False)
-            .collect()
+            .collect(engine=query.engine())
         )
         # correlation ids as flow ids when they are unique and exact in a JavaScript number, else 1, 2, ...
         own = (

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import devices
+from traceadvisor import devices, query
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import KERNEL_DTYPES
@@ -225,10 +225,16 @@ def link_failure(trace: Trace) -> str | None:
     lf = trace.lazy()
     ops = gemm_ops(lf)
     # counted one after the other: without GEMM ops or kernels the kernels' links are never computed
-    n_ops = ops.select(pl.len()).collect().item()
+    n_ops = ops.select(pl.len()).collect(engine=query.engine()).item()
     if not n_ops:
         return None
-    n_kernels = views.kernels(lf).filter(pl.col("category") == "gemm").select(pl.len()).collect().item()
+    n_kernels = (
+        views.kernels(lf)
+        .filter(pl.col("category") == "gemm")
+        .select(pl.len())
+        .collect(engine=query.engine())
+        .item()
+    )
     if not n_kernels:
         return None
     linked = gemm_kernels(lf).join(
@@ -237,7 +243,7 @@ def link_failure(trace: Trace) -> str | None:
         right_on=["rank", "external_id"],
         nulls_equal=True,
     )
-    if linked.select(pl.len()).collect().item():
+    if linked.select(pl.len()).collect(engine=query.engine()).item():
         return None
     return (
         f"could not link any of the {n_ops} GEMM ops to the {n_kernels} GEMM kernels: no "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import match_model
 from traceadvisor.knowledge import apis, profiler, steps
 from traceadvisor.sanitize import sanitize
@@ -48,7 +49,12 @@ def normalize(trace: Trace, devices: bool = True) -> Trace:
 
 def _api_class(ev: pl.DataFrame) -> pl.DataFrame:
     rt = pl.col("kind") == "runtime"
-    names = ev.lazy().filter(rt & pl.col("name").is_not_null()).select(pl.col("name").unique()).collect()
+    names = (
+        ev.lazy()
+        .filter(rt & pl.col("name").is_not_null())
+        .select(pl.col("name").unique())
+        .collect(engine=query.engine())
+    )
     cls = names.select("name", c=apis.api_class_expr()).filter(pl.col("c").is_not_null())
     mapping = dict(cls.iter_rows())
     if not mapping:
@@ -96,7 +102,7 @@ def _steps(ev: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
         cand.group_by(prefix=prefix)
         .agg(n=pl.len(), t=pl.col("dur_ns").sum())
         .sort(["n", "t", "prefix"], descending=[True, True, False])
-        .collect()
+        .collect(engine=query.engine())
     )
     if fams.height == 0:
         return ev, None

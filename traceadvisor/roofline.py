@@ -45,6 +45,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import ELEMENT_BYTES, dtype_column, peak_tflops, resolve_models
 from traceadvisor.knowledge import dtypes, operators
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
@@ -376,13 +377,11 @@ def op_roofline(trace: Trace, ops: pl.DataFrame | None = None) -> pl.DataFrame:
 
     Empty when the trace has no framework ops with shapes, no linked kernels, or no known device peaks."""
     empty = pl.DataFrame(schema=ROOFLINE_SCHEMA)
-    if not trace.has("cpu_ops", "input_shapes", "kernels"):
-        return empty
-    peaks = _peaks(trace)
+    peaks = _peaks(trace) if trace.has("cpu_ops", "input_shapes", "kernels") else empty
     if peaks.height == 0:
         return empty
-    ops = _with_strings(trace, _op_gpu_time(trace.lazy()).collect() if ops is None else ops)
-    if ops.height == 0:
+    ops = _op_gpu_time(trace.lazy()).collect(engine=query.engine()) if ops is None else ops
+    if (ops := _with_strings(trace, ops)).height == 0:
         return empty
     keys = ["c_name", "c_dims", "c_types", "c_concrete"]
     uniq = ops.select(keys).unique()

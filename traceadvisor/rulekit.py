@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceadvisor import summary
+from traceadvisor import query, summary
 from traceadvisor.devices import BY_KEY, Model
 from traceadvisor.schema import views
 from traceadvisor.schema.views import (
@@ -173,7 +173,7 @@ def without_queue_backpressure(trace: Trace, fix):
         )
 
     # the same calls for every GPU-side fix of the trace (GEM001, PRC001, ATT001, OPT001): found once
-    calls = views.shared(trace, f"rulekit.queued_launches.{cost!r}", queued).collect()
+    calls = views.shared(trace, f"rulekit.queued_launches.{cost!r}", queued).collect(engine=query.engine())
     if not calls.height:
         return fix
     return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))
@@ -314,7 +314,10 @@ def _host_bound_gaps(trace: Trace, skip_first_step: bool) -> pl.LazyFrame:
         # a gap is read in every analysed step it overlaps (the idle GPU at the end of one step often runs on
         # into the next one's host work: input preparation before its first launch)
         gaps = (
-            _step_pairs(gaps.collect(), steps.rename({"_rk": "_srk"}).collect())
+            _step_pairs(
+                gaps.collect(engine=query.engine()),
+                steps.rename({"_rk": "_srk"}).collect(engine=query.engine()),
+            )
             .lazy()
             .drop("_srk")
             .with_columns(
@@ -396,7 +399,7 @@ def outside_ops(trace: Trace, gaps: pl.LazyFrame) -> pl.LazyFrame:
             pl.min_horizontal("end_ns", "api_start_ns").alias("end_ns"),
         )
         .filter(pl.col("end_ns") > pl.col("start_ns"))
-        .collect()
+        .collect(engine=query.engine())
     )
     host = trace.lazy().filter(pl.col("kind").is_in(_RECORDED) & pl.col("tid").is_not_null())
     host = host.select(
@@ -404,7 +407,7 @@ def outside_ops(trace: Trace, gaps: pl.LazyFrame) -> pl.LazyFrame:
     )
     if not iv.height:
         host = host.head(0)
-    out = _thread_covered(host.collect(), iv)
+    out = _thread_covered(host.collect(engine=query.engine()), iv)
     return (
         out.lazy()
         .with_columns(span_ns=pl.col("end_ns") - pl.col("start_ns"))
@@ -430,7 +433,7 @@ def _thread_covered(host: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
     if ev.select(pl.col("start_ns").is_null().any() | pl.col("end_ns").is_null().any()).item():
         op_threads = host.filter(pl.col("_op")).select(by).unique()
         iv = iv.join(op_threads, on=by, how="semi", nulls_equal=True)
-        return covered_ns(iv.lazy(), merge_intervals(ev.lazy(), by), by).collect()
+        return covered_ns(iv.lazy(), merge_intervals(ev.lazy(), by), by).collect(engine=query.engine())
     covered = np.zeros(iv.height, dtype=np.int64)
     ops = np.zeros(iv.height, dtype=bool)
     if iv.height:

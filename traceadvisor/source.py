@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -59,7 +60,7 @@ def user_frames(trace: Trace) -> pl.DataFrame | None:
                 "frame"
             ),
         )
-        .collect()
+        .collect(engine=query.engine())
     )
     if py.height:
         return py
@@ -73,7 +74,7 @@ def user_frames(trace: Trace) -> pl.DataFrame | None:
             pl.col("args").str.extract(r'"Call stack":\s*"((?:[^"\\]|\\.)*)"', 1).alias("stack"),
         )
         .filter(pl.col("stack").is_not_null() & (pl.col("stack") != ""))
-        .collect()
+        .collect(engine=query.engine())
     )
     if not cs.height:
         return None
@@ -106,7 +107,7 @@ def _host_points(trace: Trace, items: list[dict[str, Any]], rank: Any) -> pl.Dat
                 & pl.col("rank").eq_missing(pl.lit(rank, dtype=pl.Int32))
             )
             .select("rank", "tid", pl.col("start_ns").alias("t"))
-            .collect()
+            .collect(engine=query.engine())
         )
         pts.extend(rt.to_dicts())
     untid: list[int] = []
@@ -129,7 +130,7 @@ def _host_points(trace: Trace, items: list[dict[str, Any]], rank: Any) -> pl.Dat
             )
             .select("rank", "tid", pl.col("start_ns").alias("t"))
             .unique(subset=["t"], keep="first")
-            .collect()
+            .collect(engine=query.engine())
         )
         pts.extend(calls.to_dicts())
     return pl.DataFrame(pts, schema={"rank": pl.Int32, "tid": pl.Int64, "t": pl.Int64})

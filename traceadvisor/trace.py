@@ -10,6 +10,8 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from traceadvisor import query
+
 # Facts an input can provide. Importers declare which they have; rules declare which they need.
 CAPABILITIES: dict[str, str] = {
     "timeline": "events carry start and duration (not only aggregate statistics)",
@@ -176,7 +178,7 @@ class Trace:
             self.events.lazy()
             .filter(pl.col("kind").is_in(("kernel", "memcpy", "memset")))
             .select(pl.col("device").drop_nulls().unique())
-            .collect()
+            .collect(engine=query.engine())
             .to_series()
             .to_list()
         )

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import operators
@@ -150,7 +151,7 @@ def chains(trace: Trace, options: dict[str, Any]) -> pl.DataFrame:
         )
         .select("rank", "pid", "tid", "name", "start_ns", "dur_ns", "input_dims", "input_types")
         .sort("rank", "tid", "start_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     max_ns = float(options["max_chain_ns"])
     out: list[dict[str, Any]] = []
@@ -459,7 +460,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     if "kernel_only" in rows.columns:
         return _fix_kernels(rows, trace)
     ch = rows.select("rank", "tid", "chain_start_ns", "chain_end_ns", "fused_us")
-    k = _chain_kernels(trace, ch.drop("fused_us")).collect()
+    k = _chain_kernels(trace, ch.drop("fused_us")).collect(engine=query.engine())
     if not k.height:
         return None
     k = k.join(ch.with_row_index("chain").select("chain", "fused_us"), on="chain")
@@ -495,7 +496,7 @@ def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
         )
         .filter((pl.col("start_ns") > pl.col("c0")) & (pl.col("start_ns") < pl.col("c1")))
         .select("rank", "device", "stream", "correlation_id", "start_ns", "c0")
-        .collect()
+        .collect(engine=query.engine())
     )
     g = gpu_eids(trace, k.drop("c0"))
     if not g.height:
@@ -511,7 +512,7 @@ def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
         .join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
         .group_by("rank", "device", "stream", "c0", "pid", "tid")
         .agg(pl.col("api_start").min(), pl.col("api_end").max())
-        .collect()
+        .collect(engine=query.engine())
     )
     if cut.height:
         fx = fx.cut_host(cut["rank"].fill_null(-1), cut["pid"], cut["tid"], cut["api_start"], cut["api_end"])

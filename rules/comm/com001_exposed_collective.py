@@ -55,7 +55,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import rulekit
+from traceadvisor import query, rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
@@ -152,7 +152,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
         indexed(trace)
         .filter((pl.col("kind") == "kernel") & (pl.col("category") == "collective"))
         .select("eid", pl.col("rank").fill_null(-1), "device", "start_ns", "dur_ns")
-        .collect()
+        .collect(engine=query.engine())
         .join(iv, on=["rank", "device"], how="inner", nulls_equal=True)
         .filter((pl.col("start_ns") >= pl.col("s")) & (pl.col("start_ns") < pl.col("e")))
         .unique(subset=["eid"], keep="first")

@@ -92,7 +92,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceadvisor import devices, gemm_shapes
+from traceadvisor import devices, gemm_shapes, query
 from traceadvisor.devices import unknown_device_reason
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.gemm_shapes import (
@@ -169,7 +169,7 @@ def requires(trace: Trace) -> str | None:
 
 def applies(trace: Trace) -> bool:
     """Every shape is one of the trace's GEMM ops (``gemm_ops``, computed once per trace)."""
-    return gemm_ops(trace.lazy()).select(pl.len()).collect().item() > 0
+    return gemm_ops(trace.lazy()).select(pl.len()).collect(engine=query.engine()).item() > 0
 
 
 def shape_table(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
@@ -370,7 +370,7 @@ SHAPE = ["rank", "device", "m", "n", "k", "batch", "dtype"]
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """Every call of a flagged shape at its achievable time: its kernels scaled to ``achievable_us_per_call``."""
-    k = gemm_shapes.op_kernels(trace).collect()
+    k = gemm_shapes.op_kernels(trace).collect(engine=query.engine())
     if not k.height:
         return None
     top = (

@@ -78,7 +78,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import rulekit, summary
+from traceadvisor import query, rulekit, summary
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, indexed
 from traceadvisor.schema import views
@@ -217,7 +217,7 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         .join(step, on=["_rk", "device"], how="inner", nulls_equal=True)
         .filter(span * 100 >= pct * pl.col("step_ns"))
         .drop("_rk", "step_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     if not long.height:
         return none
@@ -310,7 +310,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
         .join(ev, on=["rank", "start_ns", "name"], how="inner", nulls_equal=True)
         .unique(subset=["rank", "start_ns"], keep="first")
         .select("rank", "pid", "tid", "start_ns", "end_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     prep = rows.filter(pl.col("source") != "dataloader").select("rank", "pid", "tid", "start_ns", "end_ns")
     sp = pl.concat([sp, prep.cast(sp.schema)])

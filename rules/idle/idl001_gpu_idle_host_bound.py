@@ -66,7 +66,7 @@ from typing import Any
 
 import polars as pl
 
-from traceadvisor import rulekit, summary
+from traceadvisor import query, rulekit, summary
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, graph_launch_fix
 from traceadvisor.schema import views
@@ -161,7 +161,14 @@ def _window_words(trace: Trace, options: dict[str, Any]) -> str:
         return "first to last GPU activity, without the gaps longer than max_gap_ms (phases outside the loop)"
     if not options["skip_first_step"]:
         return "steps, the first included"
-    warm = summary.plan(trace).frames["steps"].filter(pl.col("warmup")).select(pl.len()).collect().item()
+    warm = (
+        summary.plan(trace)
+        .frames["steps"]
+        .filter(pl.col("warmup"))
+        .select(pl.len())
+        .collect(engine=query.engine())
+        .item()
+    )
     return "steps after the first (warm-up, see WRM001)" if warm else "steps (no warm-up step found)"
 
 
@@ -188,7 +195,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     out_ops = (
         rulekit.outside_ops(trace, rows.lazy().rename({f"_{c}": c for c in _OWN}))
         .select(pl.col("untracked_ns").sum())
-        .collect()
+        .collect(engine=query.engine())
         .item()
     )
     out["idle_outside_ops_ms"] = float(out_ops or 0) / 1e6
@@ -204,7 +211,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
                 & (pl.col("start_ns") < int(rows["_win_end"][0]))
             )
             .select(pl.len(), pl.col("gap_ns").sum())
-            .collect()
+            .collect(engine=query.engine())
         )
         out["long_gaps_excluded"] = int(long.item(0, 0))
         out["long_gaps_excluded_ms"] = float(long.item(0, 1) or 0) / 1e6

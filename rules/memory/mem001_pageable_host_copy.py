@@ -67,6 +67,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import model_of
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.replay import Fix, gpu_eids, launching_calls, replayer
@@ -150,7 +151,7 @@ STAGING_HOST_FACTOR = 1.25
 def _only_rate(trace: Trace, default_gbs: float) -> float:
     """The pinned rate for a copy on a device the metadata does not list (a process that saw one GPU through
     HIP/CUDA_VISIBLE_DEVICES): the rate of the only model the trace lists, else the default."""
-    rates = set(_pinned_rates(trace, default_gbs).collect()["pinned_gbps"].to_list())
+    rates = set(_pinned_rates(trace, default_gbs).collect(engine=query.engine())["pinned_gbps"].to_list())
     return rates.pop() if len(rates) == 1 else default_gbs
 
 

@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import optimizers as K
 from traceadvisor.knowledge.dtypes import element_bytes
@@ -135,7 +136,7 @@ def _ranges(trace: Trace) -> pl.DataFrame:
             "optimizer",
         )
         .sort("r_start")
-        .collect()
+        .collect(engine=query.engine())
         .with_row_index("range")
         .with_columns(pl.col("range").cast(pl.Int64), launch_gap_ns=pl.lit(None, dtype=pl.Float64))
     )
@@ -156,7 +157,11 @@ def _loop_clusters(trace: Trace) -> pl.DataFrame:
         )
         .with_columns(bad=pl.col("bad").cum_sum().over(by))
     )
-    hits = k.filter(pl.col("name").str.contains(K.LOOP_UPDATE_KERNEL)).select(*by, "i", "bad").collect()
+    hits = (
+        k.filter(pl.col("name").str.contains(K.LOOP_UPDATE_KERNEL))
+        .select(*by, "i", "bad")
+        .collect(engine=query.engine())
+    )
     spans = []
     for key, g in hits.group_by(by, maintain_order=True):
         i, bad = g["i"].to_numpy(), g["bad"].to_numpy()
@@ -187,7 +192,7 @@ def _loop_clusters(trace: Trace) -> pl.DataFrame:
             pl.col("api_start").diff().median().alias("launch_gap_ns"),
         )
         .sort("r_start")
-        .collect()
+        .collect(engine=query.engine())
     )
     return cl.select(
         pl.col("rank").alias("r_rank"),
@@ -427,7 +432,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
         pl.col("_fused_ns").alias("fused_ns"),
     ).with_row_index("range")
     rg = rg.with_columns(pl.col("range").cast(pl.Int64))
-    k = _kernels(trace, rg).collect()
+    k = _kernels(trace, rg).collect(engine=query.engine())
     if not k.height:
         return None
     first = pl.col("start_ns") == pl.col("start_ns").min().over("range")

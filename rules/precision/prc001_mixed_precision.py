@@ -77,7 +77,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceadvisor import rulekit
+from traceadvisor import query, rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import autocast
@@ -292,7 +292,7 @@ def cast_host_ns(trace: Trace) -> float:
         lf.filter((pl.col("kind") == "cpu_op") & views.name_contains(lf, SMALL_OPS))
         .join(launched, on=["rank", "external_id"], how="semi", nulls_equal=True)
         .select("rank", "tid", "start_ns", "dur_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     if not ops.height:
         return 10_000.0
@@ -300,7 +300,7 @@ def cast_host_ns(trace: Trace) -> float:
         lf.filter(pl.col("kind").is_in(PROFILED_HOST_KINDS))
         .select("rank", "tid", "start_ns")
         .sort("start_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     cost = []
     for (rank, tid), o in ops.group_by("rank", "tid"):
@@ -339,7 +339,12 @@ def _launching_ops(trace: Trace) -> pl.DataFrame:
     )
     j = k.join(ops, on=["rank", "ext"], how="inner", nulls_equal=True)
     # per op: its first kernel's row and every kernel it launched, in start order
-    return j.sort("start_ns").group_by("rank", "ext").agg(pl.all().first(), kernels=pl.col("eid")).collect()
+    return (
+        j.sort("start_ns")
+        .group_by("rank", "ext")
+        .agg(pl.all().first(), kernels=pl.col("eid"))
+        .collect(engine=query.engine())
+    )
 
 
 def _dtype_setters(trace: Trace) -> dict[tuple, tuple[np.ndarray, list[str]]]:
@@ -355,7 +360,7 @@ def _dtype_setters(trace: Trace) -> dict[tuple, tuple[np.ndarray, list[str]]]:
         .select("rank", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"), "cls")
         .drop_nulls("end_ns")
         .sort("end_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     return {key: (d["end_ns"].to_numpy(), d["cls"].to_list()) for key, d in s.group_by("rank", "tid")}
 
@@ -367,7 +372,7 @@ def _backward_threads(trace: Trace) -> set[tuple]:
         .filter(pl.col("name").str.starts_with("autograd::engine::evaluate_function"))
         .select("rank", "tid")
         .unique()
-        .collect()
+        .collect(engine=query.engine())
     )
     return set(t.iter_rows())
 

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import apis, warmup
 from traceadvisor.replay import Fix
@@ -244,7 +245,8 @@ def _first(
 def _gate_open(trace: Trace, options: dict) -> bool:
     """Whether ``_steady_window_gate`` can keep anything: some rank has no steps, fewer than 3, or a slow first
     one (a steady trace's first calls are all gated out: they are not computed at all)."""
-    st = _iterations(trace.lazy()).select("_rk", "start_ns", "dur_ns").sort("start_ns").collect()
+    st = _iterations(trace.lazy()).select("_rk", "start_ns", "dur_ns").sort("start_ns")
+    st = st.collect(engine=query.engine())
     ranks = trace.events.select(_rk()).unique()
     if ranks.join(st.select("_rk").unique(), on="_rk", how="anti").height:
         return True
@@ -519,7 +521,7 @@ def detect(trace: Trace, options: dict) -> pl.LazyFrame:
             ),
         )
     )
-    merged = merged.collect().lazy()  # read twice below: collected once, not planned twice
+    merged = merged.collect(engine=query.engine()).lazy()  # read twice below: collected once
     rows = pl.concat([merged, _first_step(lf, merged, options)], how="diagonal_relaxed")
     return rows.filter(pl.col("impact_ns").sum().over("_rk") >= min_total).select(
         pl.when(pl.col("_rk") >= 0).then(pl.col("_rk")).cast(pl.Int32).alias("rank"),

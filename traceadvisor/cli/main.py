@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from traceadvisor import __version__
+from traceadvisor import __version__, query
 from traceadvisor.errors import TraceAdvisorError
 
 # command name -> module under traceadvisor.cli exposing a click command called ``command``
@@ -57,10 +57,9 @@ def cli() -> None:
     """
 
 
-# polars' default engine ("auto") runs the rules' many small queries on its streaming engine, which costs
-# 0.7 CPU-seconds more on a small trace and 10% more on the 470 MB benchmark than the in-memory engine; the
-# CLI picks in-memory unless the user chose (the library leaves polars' settings alone).
-os.environ.setdefault("POLARS_ENGINE_AFFINITY", "in-memory")
+# the library's queries run on polars' in-memory engine unless the user chose one (traceadvisor.query); the CLI
+# makes it polars' affinity, before polars loads, so that a user's own rule files run on it too
+os.environ.setdefault("POLARS_ENGINE_AFFINITY", query.DEFAULT)
 
 
 def main(argv: list[str] | None = None) -> None:

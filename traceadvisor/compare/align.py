@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceadvisor import summary
+from traceadvisor import query, summary
 from traceadvisor.compare.names import kernel_family, kernel_library, short_kernel
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
@@ -40,7 +40,7 @@ STEP_SCHEMA = {
 def find_steps(trace: Trace) -> tuple[pl.DataFrame, str]:
     """The summary's analysed steps (steady state: a warm-up first step is left out), renumbered from 0:
     ``rank, step, name, start_ns, end_ns, next_ns``, and where they came from."""
-    st = summary.plan(trace).frames["steps"].filter(pl.col("analysed")).collect()
+    st = summary.plan(trace).frames["steps"].filter(pl.col("analysed")).collect(engine=query.engine())
     if st.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA), "whole trace"
     st = st.with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64).over("rank"))
@@ -50,11 +50,20 @@ def find_steps(trace: Trace) -> tuple[pl.DataFrame, str]:
 
 def all_steps(trace: Trace) -> pl.DataFrame:
     """Every host step, warm-up included: ``rank, step, dur_ns, warmup`` (for the cold-start table)."""
-    return summary.plan(trace).frames["steps"].select("rank", "step", "dur_ns", "warmup").collect()
+    return (
+        summary.plan(trace)
+        .frames["steps"]
+        .select("rank", "step", "dur_ns", "warmup")
+        .collect(engine=query.engine())
+    )
 
 
 def _whole_trace_steps(trace: Trace) -> pl.DataFrame:
-    g = views.gpu_work(trace.lazy(), before_capture=True).filter(pl.col("device").is_not_null()).collect()
+    g = (
+        views.gpu_work(trace.lazy(), before_capture=True)
+        .filter(pl.col("device").is_not_null())
+        .collect(engine=query.engine())
+    )
     src = (
         g
         if g.height
@@ -110,7 +119,7 @@ def _with_ops(g: pl.DataFrame, tr: Trace) -> pl.DataFrame:
             op_dims=pl.col("input_dims").last(),
             op_types=pl.col("input_types").last(),
         )
-        .collect()
+        .collect(engine=query.engine())
     )
     return g.join(ops.rename({"external_id": "ext"}), on=["rank", "ext"], how="left")
 
@@ -130,9 +139,9 @@ def _scope_gpu(side: _Side, n_steps: int, whole: bool) -> None:
     """In-scope GPU work of the first ``n_steps`` steps, with launch, step, op, family and exclusive busy time."""
     steps = side.steps.filter(pl.col("step") < n_steps)
     g = summary.gpu_with_launch(side.trace.lazy(), summary.records_launches(side.trace))
-    g = summary.assign_steps(g, None if whole else steps.lazy()).collect()
+    g = summary.assign_steps(g, None if whole else steps.lazy()).collect(engine=query.engine())
     side.outside_ns = int(g.filter(pl.col("step").is_null())["dur_ns"].sum() or 0)
     g = _with_ops(g.filter(pl.col("step").is_not_null()), side.trace)
     g = _families(g, side.trace.meta.vendor)
-    side.gpu = summary.exclusive(g.lazy(), summary.DEVICE_KEY).collect()
+    side.gpu = summary.exclusive(g.lazy(), summary.DEVICE_KEY).collect(engine=query.engine())
     side.windows = _windows(side.gpu, steps, whole)

@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.compare.align import _Side
 from traceadvisor.compare.names import op_key
 from traceadvisor.devices import dtype_column, model_of, peak_tflops
@@ -340,7 +341,7 @@ def _role(s: _Side, sides: tuple[_Side, _Side]) -> str:
 def _union_ns(df: pl.DataFrame) -> int:
     if df.height == 0:
         return 0
-    m = views.merge_intervals(df.lazy().with_columns(g=pl.lit(0)), ["g"]).collect()
+    m = views.merge_intervals(df.lazy().with_columns(g=pl.lit(0)), ["g"]).collect(engine=query.engine())
     return int((m["end_ns"] - m["start_ns"]).sum())
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.errors import UsageError
 from traceadvisor.knowledge.operators import WORKLOAD_OPS, workload_of
 from traceadvisor.trace import Trace
@@ -58,7 +59,7 @@ def infer(trace: Trace, steps: pl.DataFrame) -> Workload | None:
         ops.sort("start_ns", "dur_ns", descending=[False, True])
         .head(32)
         .select("name", "input_dims")
-        .collect()
+        .collect(engine=query.engine())
     )
     for name, dims in first.iter_rows():
         try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.engine.rule import CONFIDENCES, Finding, RuleModule
 from traceadvisor.schema.views import collect_plans
 from traceadvisor.summary import Summary, SummaryPlan
@@ -405,7 +406,7 @@ def _collect_trace(
     rule_frames: list[pl.DataFrame | None] = []
     for rm, i, lf, _ in plans:
         try:
-            rule_frames.append(lf.collect())
+            rule_frames.append(lf.collect(engine=query.engine()))
         except Exception as e:  # noqa: BLE001 - isolate the failing rule
             res.errors.append(_err(rm, res.traces[i], e))
             rule_frames.append(None)
@@ -414,7 +415,7 @@ def _collect_trace(
         if ctx is None:
             continue
         try:
-            contexts[k] = ctx.collect()
+            contexts[k] = ctx.collect(engine=query.engine())
         except Exception as e:  # noqa: BLE001
             res.errors.append(_err(rm, res.traces[i], e))
             rule_frames[k] = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import Model
 from traceadvisor.importers.amd_common import MIB, json_object, merge_json
 from traceadvisor.schema.columns import COLUMN_NAMES
@@ -123,7 +124,7 @@ def infer_host_memory(
         .with_row_index("_i")
         .filter(cheap)
         .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind", "args")
-        .collect()  # here, so that the two filters are not evaluated as one on every row
+        .collect(engine=query.engine())  # here, so that the two filters are not evaluated as one on every row
         .filter(not_done)
     )
     if cand.height == 0:

@@ -31,6 +31,7 @@ import json
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.importers._kineto_raw import ARG_COLUMNS, COPY_COLUMNS, DIMS, XYZ_COLUMNS
 from traceadvisor.trace import TraceMeta
 
@@ -135,7 +136,7 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
             no_ts=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_null()).sum(),
             derived=(ph.is_in(IMPORTED_PHASES) & pl.col("ts_ns").is_not_null() & _derived()).sum(),
         )
-        .collect()
+        .collect(engine=query.engine())
         .row(0, named=True)
     )
     meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
@@ -145,7 +146,7 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
         "finding or counter written by traceadvisor export (recomputable from the events)", c["derived"]
     )
     other = raw.lazy().filter(ph.is_not_null() & ~ph.is_in((*IMPORTED_PHASES, "M", "s", "f", "t")))
-    for p, n in other.group_by("ph").len().sort("ph").collect().iter_rows():
+    for p, n in other.group_by("ph").len().sort("ph").collect(engine=query.engine()).iter_rows():
         meta.skip(f"event phase {p!r} is not a slice, instant or counter", n)
 
 
@@ -235,7 +236,7 @@ def build(raw: pl.DataFrame, meta: TraceMeta, rank: int | None) -> pl.DataFrame:
         "class_code",
         "_pos",
     )
-    return with_args(lf.select(keep).collect())
+    return with_args(lf.select(keep).collect(engine=query.engine()))
 
 
 # categories whose value is implied by the row's kind (and device), so args need not repeat them
@@ -267,7 +268,9 @@ def with_args(ev: pl.DataFrame) -> pl.DataFrame:
         | pl.col("tid_str").is_not_null()
         | pl.col("scope").is_not_null()
     )
-    sub = ev.lazy().with_row_index("_r").filter(need).select("_r", a=args_expr()).collect()
+    sub = (
+        ev.lazy().with_row_index("_r").filter(need).select("_r", a=args_expr()).collect(engine=query.engine())
+    )
     args = ev.get_column("args_raw").alias("args")
     if sub.height:
         args = args.scatter(sub.get_column("_r"), sub.get_column("a"))
@@ -290,7 +293,7 @@ def flow_frame(raw: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("ph").is_in(("s", "f", "t")))
         .sort("_pos")  # input order (the raw frame is grouped by args class)
         .select("ph", "cat", "flow_id", "ts_ns", pid=pl.col("pid_int"), tid=lane_tid())
-        .collect()
+        .collect(engine=query.engine())
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.importers._kineto_build import build, flow_frame
 from traceadvisor.importers._kineto_fast import decoded_by_msgspec, raw_frame, use_scanner
 from traceadvisor.importers._kineto_load import Event, EventText
@@ -68,7 +69,7 @@ def metadata_events(raw: pl.DataFrame) -> list[dict[str, Any]]:
             tid=pl.coalesce(pl.col("tid_int").cast(pl.String), pl.col("tid_str")),
             args=pl.col("args_raw"),
         )
-        .collect()
+        .collect(engine=query.engine())
         .iter_rows()
     )
     out = []

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.devices import BY_KEY, match_model
 from traceadvisor.importers._kineto_load import Document
 from traceadvisor.trace import Device, TraceMeta
@@ -119,7 +120,7 @@ def vendor_of(doc: Document, devices: list[Device], ev: pl.DataFrame) -> str:
             amd=(pl.col("name").str.starts_with("hip") | pl.col("name").str.starts_with("Cijk_")).sum(),
             nv=(pl.col("name").str.starts_with("cuda") | pl.col("name").str.starts_with("cu")).sum(),
         )
-        .collect()
+        .collect(engine=query.engine())
         .row(0)
     )
     if names[0] > names[1]:
@@ -184,7 +185,7 @@ def capabilities(ev: pl.DataFrame, has_props: bool) -> set[str]:
                 | pl.col("dst_memory").is_in(("pageable", "pinned"))
             ).any(),
         )
-        .collect()
+        .collect(engine=query.engine())
         .row(0)
         if "memcpy" in kinds
         else (False, False, False)
@@ -224,7 +225,7 @@ def capabilities(ev: pl.DataFrame, has_props: bool) -> set[str]:
                 how="semi",
             )
             .limit(1)
-            .collect()
+            .collect(engine=query.engine())
         )
         if linked.height:
             caps.add("correlation")

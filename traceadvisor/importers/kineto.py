@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import link_flows
 from traceadvisor.importers._kineto_chunks import import_chunks
@@ -218,7 +219,7 @@ def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
             **{f"l_{c}": pl.col(c) for c in geo},
         )
         .unique("correlation_id", keep="first")
-        .collect()
+        .collect(engine=query.engine())
     )
     if launches.height == 0:
         return ev
@@ -244,7 +245,7 @@ def _copy_bytes_from_host(ev: pl.DataFrame) -> pl.DataFrame:
         .filter((pl.col("kind") == "runtime") & pl.col("bytes").is_not_null())
         .select("correlation_id", host_bytes=pl.col("bytes"))
         .unique("correlation_id")
-        .collect()
+        .collect(engine=query.engine())
     )
     ev = ev.join(host, on="correlation_id", how="left", maintain_order="left")
     return ev.with_columns(bytes=pl.when(need).then(pl.col("host_bytes")).otherwise(pl.col("bytes"))).drop(

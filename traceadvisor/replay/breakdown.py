@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.sim import walk_back
 from traceadvisor.schema import views
@@ -48,7 +49,7 @@ def _fetch_edges(rp) -> np.ndarray:
         )
         .join(g.threads.lazy(), on=["rank", "pid", "tid"], how="inner")
         .select("tcode", "start_ns", "end_ns")
-        .collect()
+        .collect(engine=query.engine())
     )
     if not sp.height:
         return out

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -140,7 +141,7 @@ class Fix:
             indexed(trace)
             .select("eid", pl.col("rank").fill_null(-1).cast(pl.Int64), "kind", "pid", "tid", "start_ns")
             .filter(pl.col("kind").is_in(("runtime", "kernel", "memcpy", "memset")))
-            .collect()
+            .collect(engine=query.engine())
         )
         threads = ev.filter(pl.col("kind") == "runtime").select("rank", "pid", "tid").unique()
         cuts = iv.join(threads, on="rank", how="inner")
@@ -193,7 +194,9 @@ def _starts_inside(ev: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
     """Rows of ``ev`` (rank, start_ns) that start inside one of the intervals ``iv`` (rank, s, e) of their rank:
     the intervals' union, then one as-of join (no events x intervals product: a cold cuDNN search has 370k
     runtime calls and a few hundred warm-up intervals)."""
-    u = views.merge_intervals(iv.lazy().select("rank", start_ns="s", end_ns="e"), ["rank"]).collect()
+    u = views.merge_intervals(iv.lazy().select("rank", start_ns="s", end_ns="e"), ["rank"]).collect(
+        engine=query.engine()
+    )
     u = u.select("rank", _s="start_ns", _e="end_ns").sort("_s")
     hit = ev.sort("start_ns").join_asof(
         u, left_on="start_ns", right_on="_s", by="rank", check_sortedness=False
@@ -234,7 +237,13 @@ def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     the keys have (a rule's rows usually carry ``rank``, ``device``, ``start_ns``)."""
     on = [c for c in ("rank", "device", "stream", "correlation_id", "start_ns") if c in keys.columns]
     g = views.shared(trace, "replay.fix.gpu_rows", _gpu_rows)
-    return keys.lazy().select(on).unique().join(g, on=on, how="inner", nulls_equal=True).collect()
+    return (
+        keys.lazy()
+        .select(on)
+        .unique()
+        .join(g, on=on, how="inner", nulls_equal=True)
+        .collect(engine=query.engine())
+    )
 
 
 def gpu_rows_with(trace: Trace, rows: pl.DataFrame, *carry: str) -> pl.DataFrame:
@@ -253,7 +262,9 @@ def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
 
     h = views.launch_calls(trace.lazy(), "eid", "pid", "tid", "start_ns", "dur_ns", "name")
     k = gpu.lazy().select("rank", "correlation_id").drop_nulls("correlation_id").unique()
-    return k.join(h, on=["rank", "correlation_id"], how="inner", nulls_equal=True).collect()
+    return k.join(h, on=["rank", "correlation_id"], how="inner", nulls_equal=True).collect(
+        engine=query.engine()
+    )
 
 
 def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
@@ -261,7 +272,13 @@ def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     runtime calls' ``eid`` (plus ``pid``, ``tid``, ``dur_ns``, ``name``, ``correlation_id``)."""
     on = [c for c in ("rank", "tid", "correlation_id", "start_ns") if c in keys.columns]
     h = views.shared(trace, "replay.fix.runtime_rows", _runtime_rows)
-    return keys.lazy().select(on).unique().join(h, on=on, how="inner", nulls_equal=True).collect()
+    return (
+        keys.lazy()
+        .select(on)
+        .unique()
+        .join(h, on=on, how="inner", nulls_equal=True)
+        .collect(engine=query.engine())
+    )
 
 
 def calls_at(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
@@ -287,7 +304,7 @@ def calls_within(
         indexed(trace)
         .filter((pl.col("kind") == "runtime") & views.api_name(lf=trace.lazy()).is_in(list(names)))
         .select("eid", "rank", "pid", "tid", pl.col("start_ns").alias("_s"), "dur_ns", "name")
-        .collect()
+        .collect(engine=query.engine())
     )
     j = th.join(rt, on=["rank", "pid", "tid"], how="inner", nulls_equal=True)
     return j.filter((pl.col("_s") > pl.col("start_ns")) & (pl.col("_s") <= pl.col("_until"))).select(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -88,7 +89,7 @@ def events(
         plans.append(
             base.filter(kind.is_in(others) & pl.col("tid").is_not_null()).select(*fill[:3], "start_ns")
         )
-    host, gpu, ops, *rest = pl.collect_all(plans)
+    host, gpu, ops, *rest = pl.collect_all(plans, engine=query.engine())
     (h, h_names, h_cats), (g, g_names, g_cats) = _rows(host), _rows(gpu)
     name_code = np.concatenate([h.name, g.name + len(h_names)])  # per node, into both name tables
     names = np.concatenate([h_names, g_names])[name_code]

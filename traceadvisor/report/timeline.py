@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.report.figures import (
     COLORS,
     FINDING_COLORS,
@@ -84,7 +85,7 @@ def lane_events(
             dur_ns=pl.col("dur_ns").fill_null(0).clip(lower_bound=0),
         )
         .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
-        .collect()
+        .collect(engine=query.engine())
     )
     by = ["gpu", "rank", "a", "b"]
     span = max(trace.span_ns(), 1)
@@ -103,7 +104,7 @@ def lane_events(
         host.with_columns(_prev=views.latest_end_before(lane).fill_null(0))
         .group_by(lane)
         .agg(busy_ns=(pl.col("end_ns") - pl.max_horizontal("start_ns", "_prev")).clip(lower_bound=0).sum())
-        .collect()
+        .collect(engine=query.engine())
     )
     if hashed:
         busy = busy.join(groups.select("_h", "rank", "a", "b"), on="_h").drop("_h")
@@ -204,7 +205,11 @@ def _split_lane_events(ev: pl.DataFrame, caps: pl.DataFrame) -> tuple[pl.DataFra
         for lane, cap in over.select("lane", "cap").iter_rows()
     ]
     big = over["lane"].implode()
-    rows = pl.concat(pl.collect_all(kept))["row"].implode() if kept else pl.Series("row", [], pl.UInt32)
+    rows = (
+        pl.concat(pl.collect_all(kept, engine=query.engine()))["row"].implode()
+        if kept
+        else pl.Series("row", [], pl.UInt32)
+    )
     keep = in_caps.select(~pl.col("lane").is_in(big) | pl.col("row").is_in(rows)).to_series()  # once
     return in_caps.filter(keep), in_caps.filter(~keep)
 
@@ -235,7 +240,7 @@ def merge_blocks(ev: pl.DataFrame, t0_ns: int, bucket_ns: int) -> pl.DataFrame:
             end_ns=pl.col("end_ns").max(),
             n=pl.len(),
         )
-        .collect()
+        .collect(engine=query.engine())
     )
     dom = (
         per_key.sort("kt", "key", descending=[True, False])
@@ -312,7 +317,7 @@ def _markers(trace: Trace, ev: pl.DataFrame, cap: int) -> tuple[pl.DataFrame, li
 
 def step_bands(trace: Trace) -> pl.DataFrame:
     """Iteration markers as bands: start_ns, end_ns, escaped label (first rank only when several)."""
-    st = views.steps(trace.lazy()).select("rank", "name", "start_ns", "end_ns").collect()
+    st = views.steps(trace.lazy()).select("rank", "name", "start_ns", "end_ns").collect(engine=query.engine())
     if st.height and st["rank"].n_unique() > 1:
         st = st.filter(pl.col("rank") == st["rank"].drop_nulls().min())
     return st.select("start_ns", "end_ns", label=esc_expr(pl.col("name").fill_null("step")))

@@ -40,6 +40,7 @@ import re
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.knowledge import dtypes
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
@@ -150,7 +151,7 @@ def _shared(trace: Trace) -> dict[str, pl.LazyFrame]:
     """What both tables read (busy intervals, steps, each rank's first event), computed once: small frames."""
     lf = trace.lazy()
     plans = [*_busy(trace), _steps(trace), lf.group_by("rank").agg(pl.col("start_ns").min().alias("_t0"))]
-    return {k: df.lazy() for k, df in zip(SHARED, pl.collect_all(plans), strict=True)}
+    return {k: df.lazy() for k, df in zip(SHARED, pl.collect_all(plans, engine=query.engine()), strict=True)}
 
 
 def _cover(lf: pl.LazyFrame, busy: pl.LazyFrame, name: str) -> pl.LazyFrame:
@@ -162,7 +163,7 @@ def rank_tables(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     if trace.events.height == 0:
         return pl.DataFrame(schema=COLLECTIVE_SCHEMA), pl.DataFrame(schema=STEP_SCHEMA)
     sh = _shared(trace)
-    colls, steps = pl.collect_all([_collectives(trace, sh), _step_rows(sh)])
+    colls, steps = pl.collect_all([_collectives(trace, sh), _step_rows(sh)], engine=query.engine())
     return colls, steps
 
 
@@ -170,7 +171,7 @@ def collective_table(trace: Trace) -> pl.DataFrame:
     """One row per collective kernel with its op, match key, size, step and pre-arrival breakdown."""
     if trace.events.height == 0:
         return pl.DataFrame(schema=COLLECTIVE_SCHEMA)
-    return _collectives(trace, _shared(trace)).collect()
+    return _collectives(trace, _shared(trace)).collect(engine=query.engine())
 
 
 def _collectives(trace: Trace, sh: dict[str, pl.LazyFrame]) -> pl.LazyFrame:
@@ -255,7 +256,7 @@ def step_table(trace: Trace) -> pl.DataFrame:
     """One row per (rank, step): duration and where it went (compute, collectives, exposed, data, host)."""
     if trace.events.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA)
-    return _step_rows(_shared(trace)).collect()
+    return _step_rows(_shared(trace)).collect(engine=query.engine())
 
 
 def _step_rows(sh: dict[str, pl.LazyFrame]) -> pl.LazyFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.knowledge import collectives
 from traceadvisor.knowledge.dtypes import KERNEL_PRECISION
 
@@ -125,7 +126,9 @@ def classify_expr(name: str = "name", kind: str = "kind") -> pl.Expr:
 def classify_frame(df: pl.DataFrame) -> pl.DataFrame:
     """Fill ``category``: each distinct kernel name is classified once, then mapped back (fast on big traces)."""
     kernel = pl.col("kind") == "kernel"
-    names = df.lazy().filter(kernel).select(pl.col("name").unique()).collect().to_series()
+    names = (
+        df.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine=query.engine()).to_series()
+    )
     keys = pl.DataFrame({"name": names}).with_columns(kind=pl.lit("kernel"))
     keys = keys.with_columns(classify_expr().alias("category"))
     mapping = dict(zip(keys.get_column("name").to_list(), keys.get_column("category").to_list(), strict=True))
@@ -184,7 +187,7 @@ def refine_by_op(df: pl.DataFrame) -> pl.DataFrame:
             .select("_row", "rank", "external_id")
             .join(ops, on=["rank", "external_id"], how="inner", nulls_equal=True)
             .select("_row")
-            .collect()
+            .collect(engine=query.engine())
             .to_series()
         )
         if k.len():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from traceadvisor import query
 from traceadvisor.knowledge import apis
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def shared(trace: Trace, key: str, build: Callable[[pl.LazyFrame], pl.LazyFrame]
     hit = _memo(trace)
     memo = hit[3]
     if key not in memo:
-        memo[key] = build(hit[2]).collect()
+        memo[key] = build(hit[2]).collect(engine=query.engine())
     return memo[key].lazy()
 
 
@@ -63,7 +64,7 @@ def collect_plans(plans: list[pl.LazyFrame]) -> list[pl.DataFrame]:
     from 60 KB to 156 MB, the same captured plans both ways, median of 5): a trace's ~27 rule, evidence and summary
     plans collected one by one cost 19-47 % less CPU and wall than one ``pl.collect_all`` of them. Why is not
     known: ``collect_all`` without common-subplan or common-subexpression elimination was slower still."""
-    return [lf.collect() for lf in plans]
+    return [lf.collect(engine=query.engine()) for lf in plans]
 
 
 def per_trace(trace: Trace, key: str, build: Callable[[], object]) -> object:
