@@ -39,8 +39,8 @@ from traceadvisor.importers._kineto_raw import (
 # below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s) ...
 SCAN_MIN_BYTES = 32 << 20
 # ... unless the scanner is loaded in this process already: then from this size on (measured on 2 cores, 2 Dec,
-# CPU of kineto.read, median of 3, scanner loaded: 13 real traces of 0.5-35 MB, 2-38 % less (0.5-1.8 MB 12-16 %,
-# 8-35 MB mostly 15-38 %), one of 5.8 MB 5 % more)
+# CPU of kineto.read, median of 3, scanner loaded: of 15 real traces of 0.5-35 MB, 14 took 2-38 % less (0.5-1.8 MB
+# 5-21 %, 8-35 MB mostly 15-38 %), one of 5.8 MB 5 % more)
 SCAN_LOADED_MIN_BYTES = 1 << 20
 # or once this process has decoded this much text by msgspec: the scanner saves ~4-6 ms per MB, so by then the
 # time it would have saved is about its load (the ski-rental rule: never more than twice the better choice made
