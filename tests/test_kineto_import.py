@@ -557,3 +557,34 @@ def test_range_of_a_dead_helper_is_built_here(tmp_path):
     meta = TraceMeta(path=str(path), format="kineto")
     ev, flows, bad = _collect([(1, len(text) - 1)], {}, tmp_path, str(path), 0, None, meta)
     assert ev.height == 1 and ev.get_column("correlation_id").to_list() == [3] and meta.input_events == 1
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["polars-cut", "arrow-cut"])
+@pytest.mark.parametrize("scan", ["0", "1"], ids=["msgspec", "scanner"])
+def test_args_that_are_not_utf8_are_kept_with_a_warning(tmp_path, monkeypatch, big, scan):
+    """A damaged byte inside an event's args: every event is imported (the byte read as U+FFFD, the rest of
+    its args intact) and the trace says so, instead of the import failing (or, on the Arrow cut, holding a
+    string column that is not UTF-8)."""
+    from traceadvisor.importers import _kineto_text
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+         "args": {"Input Dims": [[2, 3]], "note": f"n{i}"}}
+        for i in range(6)
+    ]  # fmt: skip
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events}).encode()
+    path = tmp_path / "t.json"
+    path.write_bytes(
+        text.replace(b'"n2"', b'"n\xff2"').replace(b'"n4"', b'"n\xc34"')
+    )  # a stray, a cut sequence
+    if scan == "1":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", scan)
+    if big:
+        monkeypatch.setattr(_kineto_text, "SMALL_TEXT_PIECES", 0)
+    tr = _read(path)
+    assert tr.events.height == tr.meta.input_events == 6
+    notes = [json.loads(a)["note"] for a in tr.events.sort("start_ns").get_column("args")]
+    assert notes == ["n0", "n1", "n\ufffd2", "n3", "n\ufffd4", "n5"]
+    assert tr.events.get_column("input_dims").drop_nulls().len() == 6
+    assert any("2 events hold text that is not valid UTF-8" in w for w in tr.meta.warnings), tr.meta.warnings

@@ -59,7 +59,7 @@ def test_small_analyze_html_imports_no_plotting_numba_or_terminal_modules(tmp_pa
 def test_small_text_columns_are_cut_without_pyarrow_as_with_it(monkeypatch):
     """A small Kineto import cuts its text columns with polars alone (no pyarrow import); a large one with
     Arrow buffers; both give the same column."""
-    from traceadvisor.importers import _kineto_raw as R
+    from traceadvisor.importers import _kineto_text as R
 
     vals = [b"", b"abc", "é€ x".encode(), b"", b'{"a": [1, "b"]}']
     args = ([b"".join(vals[:2]), b"".join(vals[2:])], list(map(len, vals)))

@@ -31,10 +31,10 @@ from traceadvisor.importers._kineto_raw import (
     COPY_CATS,
     FLOW_CLASS,
     RangeColumns,
-    _CArray,
     _nulls,
     copy_fields,
 )
+from traceadvisor.importers._kineto_text import _CArray
 
 # below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s) ...
 SCAN_MIN_BYTES = 32 << 20

@@ -4,7 +4,6 @@ the fields the canonical table needs laid out as polars columns, one range of ev
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import compress, repeat
@@ -16,6 +15,7 @@ import polars as pl
 from msgspec import Raw, Struct
 
 from traceadvisor.importers._kineto_load import Event
+from traceadvisor.importers._kineto_text import text_column
 
 _COPY_KIND = {
     "HtoD": "h2d",
@@ -178,67 +178,6 @@ def _int_series(values: list[Any]) -> pl.Series:
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-
-
-class _CArray:
-    """An Arrow array seen only through the Arrow C data interface: polars takes it without ``pl.from_arrow``,
-    which imports ``pyarrow.compute`` (0.15-0.5 s of a small import's start-up)."""
-
-    def __init__(self, arr: Any):
-        self._arr = arr
-
-    def __arrow_c_array__(self, requested_schema=None):
-        return self._arr.__arrow_c_array__(requested_schema)
-
-
-# pieces below which a text column is cut by polars alone: pyarrow (and numpy with it) is then not imported,
-# a tenth of a second of a small trace's start-up; above it, Arrow's buffers cut it 4x faster
-SMALL_TEXT_PIECES = 100_000
-
-
-def text_column(data: list[bytes], lens: list[int]) -> pl.Series:
-    """A String column over the concatenated ``data`` cut into pieces of ``lens`` bytes (one copy of the bytes,
-    no Python string per row); empty pieces become null."""
-    if not lens:
-        return pl.Series([], dtype=pl.String)
-    text = data[0] if len(data) == 1 else b"".join(data)
-    sizes = pl.Series(lens, dtype=pl.Int64)
-    if len(lens) >= SMALL_TEXT_PIECES:
-        s = pl.Series(_CArray(_arrow_text(text, sizes)))
-    else:
-        # by Arrow when pyarrow is imported already (by a cache write, say): 5-9x faster than polars' slice
-        s = _arrow_cut(text, sizes) if "pyarrow" in sys.modules else None
-        if s is None:
-            cut = pl.lit(text, dtype=pl.Binary).bin.slice(sizes.cum_sum() - sizes, sizes)
-            s = pl.select(cut.cast(pl.String, strict=False)).to_series()  # bytes that are not UTF-8: an error
-    if 0 in lens:
-        s = pl.select(pl.when(sizes > 0).then(s)).to_series()
-    return s
-
-
-def _arrow_cut(text: bytes, sizes: pl.Series) -> pl.Series | None:
-    """``text_column``'s String column cut by Arrow, the UTF-8 checked by polars; None when it is not UTF-8 (the
-    caller's polars cut then reports it as it always has)."""
-    binary = pl.Series(_CArray(_arrow_text(text, sizes, binary=True)))
-    try:
-        return pl.select(pl.lit(binary).cast(pl.String)).to_series()
-    except pl.exceptions.ComputeError:
-        return None
-
-
-def _arrow_text(text: bytes, sizes: pl.Series, binary: bool = False) -> Any:
-    """An Arrow string array (``binary``: binary, for polars to check the UTF-8) over ``text`` cut at the running
-    sums of ``sizes`` (no copy of the bytes)."""
-    import pyarrow as pa
-
-    big = len(text) >= 2**31
-    ends = sizes.cum_sum().cast(pl.Int64 if big else pl.Int32).to_arrow()
-    offsets = pa.concat_arrays([pa.array([0], type=ends.type), ends]).buffers()[1]
-    if binary:
-        kind = pa.large_binary() if big else pa.binary()
-    else:
-        kind = pa.large_string() if big else pa.string()
-    return pa.Array.from_buffers(kind, len(sizes), [None, offsets, pa.py_buffer(text)])
 
 
 _US = pl.Decimal(38, 3)  # a JSON microsecond value: ns resolution, up to 10**35 us

@@ -26,6 +26,7 @@ from traceadvisor.importers._kineto_fast import use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
+from traceadvisor.importers._kineto_text import REPLACEMENT
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
 from traceadvisor.progress import Progress, stage
 from traceadvisor.schema.classify import classify_frame, refine_by_op
@@ -100,6 +101,7 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     fill_meta(meta, doc, ev)
     meta.extra["metadata_events"] = totals["metadata"]
     _warn_synthetic(meta, ev)
+    _warn_replaced(meta, ev)
     _clock(meta, doc, ev)
     meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
     _truncation(meta, loaded, ev.height)
@@ -114,6 +116,17 @@ def _warn_synthetic(meta: TraceMeta, ev: pl.DataFrame) -> None:
         meta.warn(
             f"{count:,} cuda_profiler_range events hold counter values on synthetic timestamps; they are "
             "kept as kind other and must not be used for timing"
+        )
+
+
+def _warn_replaced(meta: TraceMeta, ev: pl.DataFrame) -> None:
+    """Events whose args held bytes that are not UTF-8 (a damaged file) are imported with those bytes replaced
+    (``_kineto_text.text_column``): said once, with the count (a trace that holds U+FFFD itself is counted too)."""
+    count = ev.get_column("args").str.contains(REPLACEMENT, literal=True).sum()
+    if count:
+        meta.warn(
+            f"{count:,} events hold text that is not valid UTF-8 (or U+FFFD): the bad bytes read as U+FFFD; "
+            "the file may be damaged, export or copy it again"
         )
 
 
