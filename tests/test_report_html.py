@@ -25,7 +25,7 @@ from traceadvisor.report.html import (
 from traceadvisor.schema.classify import classify_frame
 from traceadvisor.schema.columns import conform
 from traceadvisor.testing import TraceBuilder
-from traceadvisor.trace import Device, Trace, TraceMeta
+from traceadvisor.trace import Device, SkipKind, Trace, TraceMeta
 
 PAYLOADS = (
     "<script>alert(1)</script>",
@@ -208,7 +208,7 @@ def hostile_result() -> AnalysisResult:
     res.skipped.append({"rule": "ZZZ001", "name": PAYLOADS[1], "trace": trace.name, "reason": PAYLOADS[0]})
     res.errors.append({"rule": "ZZZ002", "name": "e", "trace": trace.name, "error": PAYLOADS[2]})
     trace.meta.warn("warning " + PAYLOADS[0])
-    trace.meta.skip("reason " + PAYLOADS[1], 3)
+    trace.meta.skip("reason " + PAYLOADS[1], 3, SkipKind.UNSUPPORTED)
     return res
 
 
@@ -581,11 +581,13 @@ def test_trace_health_is_shown():
     tr.meta.truncated = True
     tr.meta.input_events = 1000
     tr.meta.warn("clock went backwards twice")
-    tr.meta.skip("unknown phase", 7)
+    tr.meta.skip("unknown phase", 7, SkipKind.UNSUPPORTED)
     html = render_html(AnalysisResult(traces=[tr]))
     health = html[html.index('class="health"') : html.index("</ul>", html.index('class="health"'))]
     assert "The input is truncated" in health and "clock went backwards twice" in health
-    tr.meta.skip("flow event (stored in args.flows of its slice)", 50)  # folded: not a health matter
+    tr.meta.skip(
+        "flow event (stored in args.flows of its slice)", 50, SkipKind.FOLDED_INTO
+    )  # no health matter
     html = render_html(AnalysisResult(traces=[tr]))
     health = html[html.index('class="health"') : html.index("</ul>", html.index('class="health"'))]
     assert "7 input events of 1,000 read were not imported (unknown phase: 7)" in health

@@ -43,7 +43,8 @@ class SkipKind(str, Enum):
     MALFORMED = "malformed"  # damaged, cut short or missing required fields
 
 
-# Compatibility path for importers that do not pass a SkipKind yet: reasons worded like these are folded.
+# Compatibility path for metadata written before skip kinds existed (an old import-cache entry): reasons worded
+# like these are folded. Importers pass the kind (``TraceMeta.skip``).
 LEGACY_FOLDED_MARKERS = (
     "kept in",
     "stored in",
@@ -98,14 +99,12 @@ class TraceMeta:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def skip(self, reason: str, n: int = 1, kind: SkipKind | str | None = None) -> None:
-        """Count ``n`` input records not imported, with a reason (the kind is inferred when not given)."""
+    def skip(self, reason: str, n: int, kind: SkipKind | str) -> None:
+        """Count ``n`` input records not imported, with a reason and what became of them (``kind``: every
+        importer says it; the wording is never read for it)."""
         if n:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
-            if kind is not None:
-                self.skip_kinds[reason] = SkipKind(kind)
-            elif reason not in self.skip_kinds:
-                self.skip_kinds[reason] = legacy_skip_kind(reason)
+            self.skip_kinds[reason] = SkipKind(kind)
 
     def skip_kind(self, reason: str) -> SkipKind:
         return self.skip_kinds.get(reason) or legacy_skip_kind(reason)

@@ -12,7 +12,7 @@ import polars as pl
 
 from traceadvisor.errors import InputError
 from traceadvisor.importers.amd_common import Records
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 
 def csv_header(text_head: str) -> list[str]:
@@ -86,7 +86,7 @@ def partial_last_line(path: Path, width: int) -> int:
 def _count_cut_row(path: Path, meta: TraceMeta | None) -> None:
     if meta is None:
         return
-    meta.skip(f"partial last row of {path.name} (the file is cut short inside it)", 1)
+    meta.skip(f"partial last row of {path.name} (the file is cut short inside it)", 1, SkipKind.MALFORMED)
     meta.warn(f"{path.name} ends inside a row (the file is cut short): that partial row was dropped")
     meta.truncated = True
 

@@ -33,7 +33,7 @@ import polars as pl
 
 from traceadvisor import query
 from traceadvisor.importers._kineto_raw import ARG_COLUMNS, COPY_COLUMNS, DIMS, XYZ_COLUMNS
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -139,15 +139,19 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
         .collect(engine=query.engine())
         .row(0, named=True)
     )
-    meta.skip("metadata event (process/thread names, kept in metadata)", c["meta_events"])
-    meta.skip("array element is not an event object", c["not_objects"])
-    meta.skip("event without a timestamp", c["no_ts"])
     meta.skip(
-        "finding or counter written by traceadvisor export (recomputable from the events)", c["derived"]
+        "metadata event (process/thread names, kept in metadata)", c["meta_events"], SkipKind.FOLDED_INTO
+    )
+    meta.skip("array element is not an event object", c["not_objects"], SkipKind.MALFORMED)
+    meta.skip("event without a timestamp", c["no_ts"], SkipKind.MALFORMED)
+    meta.skip(
+        "finding or counter written by traceadvisor export (recomputable from the events)",
+        c["derived"],
+        SkipKind.FOLDED_INTO,
     )
     other = raw.lazy().filter(ph.is_not_null() & ~ph.is_in((*IMPORTED_PHASES, "M", "s", "f", "t")))
     for p, n in other.group_by("ph").len().sort("ph").collect(engine=query.engine()).iter_rows():
-        meta.skip(f"event phase {p!r} is not a slice, instant or counter", n)
+        meta.skip(f"event phase {p!r} is not a slice, instant or counter", n, SkipKind.UNSUPPORTED)
 
 
 def _derived() -> pl.Expr:
@@ -310,7 +314,9 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
     corr = ev.get_column("correlation_id").drop_nulls().unique().implode()
     redundant = (pl.col("cat").is_in(LAUNCH_FLOW_CATS) & pl.col("flow_id").is_in(corr)).fill_null(False)
     meta.skip(
-        "launch flow (ac2g): same id as the correlation_id of both ends", flows.filter(redundant).height
+        "launch flow (ac2g): same id as the correlation_id of both ends",
+        flows.filter(redundant).height,
+        SkipKind.FOLDED_INTO,
     )
     rest = flows.filter(~redundant)
     if rest.height == 0:
@@ -333,9 +339,9 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
         check_sortedness=False,
     )
     ok = (pl.col("_row").is_not_null() & (pl.col("ts_ns") <= pl.col("end_ns"))).fill_null(False)  # null: no
-    meta.skip("flow event with no slice at its timestamp", bound.filter(~ok).height)
+    meta.skip("flow event with no slice at its timestamp", bound.filter(~ok).height, SkipKind.NOT_IMPORTED)
     bound = bound.filter(ok)
-    meta.skip("flow event (stored in args.flows of its slice)", bound.height)
+    meta.skip("flow event (stored in args.flows of its slice)", bound.height, SkipKind.FOLDED_INTO)
     frag = (
         bound.with_columns(
             f=pl.concat_str(

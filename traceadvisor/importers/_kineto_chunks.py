@@ -40,7 +40,10 @@ def raw_result(raw: pl.DataFrame, rank: int | None) -> tuple[pl.DataFrame, pl.Da
     }
     flows = flow_frame(raw)
     ev = build(raw, meta, rank)
-    info.update(skipped=meta.skipped, input_events=meta.input_events or 0)
+    kinds = {
+        r: k.value for r, k in meta.skip_kinds.items()
+    }  # plain strings: a helper process sends it as JSON
+    info.update(skipped=meta.skipped, skip_kinds=kinds, input_events=meta.input_events or 0)
     return ev, flows, info
 
 
@@ -51,7 +54,7 @@ def new_totals() -> dict[str, Any]:
 def merge_info(meta: TraceMeta, info: dict[str, Any], totals: dict[str, Any]) -> None:
     """Add one chunk's bookkeeping to the trace's."""
     for reason, k in info["skipped"].items():
-        meta.skip(reason, k)
+        meta.skip(reason, k, info["skip_kinds"][reason])
     meta.input_events = (meta.input_events or 0) + info["input_events"]
     totals["not_objects"] += info["not_objects"]
     totals["metadata"].extend(info["metadata"])

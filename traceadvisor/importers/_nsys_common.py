@@ -12,7 +12,7 @@ import polars as pl
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.knowledge import steps
 from traceadvisor.progress import Progress
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 U32_NONE = 4294967295  # streamId / eventId sentinel: none
 PID_SHIFT = 24
@@ -25,7 +25,7 @@ NVTX, OSRT, OVERHEAD = "NVTX_EVENTS", "OSRT_API", "PROFILER_OVERHEAD"
 LIBRARY_TABLES = {"CUBLAS_EVENTS": "cublas", "CUDNN_EVENTS": "cudnn"}
 IMPORTED = {KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, SYNC, GRAPH, NVTX, OSRT, OVERHEAD, *LIBRARY_TABLES}
 SKIP_REASONS = {
-    K + "CUDA_EVENT": "CUDA event records (cudaEventRecord) carry no timestamps",
+    K + "CUDA_EVENT": ("CUDA event records (cudaEventRecord) carry no timestamps", SkipKind.NOT_IMPORTED),
 }
 
 # ENUM name suffix -> canonical value. Enum *names* are stable across versions; numbers may not be.
@@ -233,9 +233,9 @@ class Context:
         with self.lock:
             self.meta.warn(message)
 
-    def skip(self, reason: str, n: int) -> None:
+    def skip(self, reason: str, n: int, kind: SkipKind) -> None:
         with self.lock:
-            self.meta.skip(reason, n)
+            self.meta.skip(reason, n, kind)
 
     @property
     def strings(self) -> pl.DataFrame:

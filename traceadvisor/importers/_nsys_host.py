@@ -30,6 +30,7 @@ from traceadvisor.importers._nsys_common import (
     suffix_map,
     tid_of,
 )
+from traceadvisor.trace import SkipKind
 
 
 def runtime(ctx: Context, table: str, default_class: int) -> pl.DataFrame | None:
@@ -208,6 +209,7 @@ def nvtx(ctx: Context) -> pl.DataFrame | None:
     ctx.skip(
         "NVTX registration records (domain, category or name definitions): no time range",
         df.filter(~keep).height,
+        SkipKind.NOT_IMPORTED,
     )
     df = df.filter(keep).join(domains, on="domainId", how="left")
     unended = df.filter(is_range & pl.col("end").is_null()).height

@@ -21,7 +21,7 @@ from traceadvisor.importers._nsys_common import (
     pid_of,
     tid_of,
 )
-from traceadvisor.trace import Device, TraceMeta
+from traceadvisor.trace import Device, SkipKind, TraceMeta
 
 
 def devices(ctx: Context, used: set[int]) -> list[Device]:
@@ -221,4 +221,5 @@ def skip_other_tables(ctx: Context) -> None:
             continue
         n = ctx.src.count(t)
         ctx.input_events += n
-        ctx.meta.skip(SKIP_REASONS.get(t, f"{t} rows are not imported"), n)
+        reason, kind = SKIP_REASONS.get(t, (f"{t} rows are not imported", SkipKind.UNSUPPORTED))
+        ctx.meta.skip(reason, n, kind)

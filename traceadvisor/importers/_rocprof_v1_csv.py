@@ -7,7 +7,7 @@ import polars as pl
 
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import amd_common as ac
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 # results.csv (one row per kernel dispatch)
 
@@ -122,6 +122,14 @@ def enrich(parts: list[pl.DataFrame], kframe: pl.DataFrame, meta: TraceMeta) -> 
     merged = 0
     if starts:
         merged = detail.join(pl.concat(starts).unique(), on="start_ns", how="semi").height
-    meta.skip("results.csv rows merged into the timeline's kernels (grid, registers, LDS)", merged)
-    meta.skip("results.csv rows not matched to a kernel of the timeline", kframe.height - merged)
+    meta.skip(
+        "results.csv rows merged into the timeline's kernels (grid, registers, LDS)",
+        merged,
+        SkipKind.FOLDED_INTO,
+    )
+    meta.skip(
+        "results.csv rows not matched to a kernel of the timeline",
+        kframe.height - merged,
+        SkipKind.NOT_IMPORTED,
+    )
     return out

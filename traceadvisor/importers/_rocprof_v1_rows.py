@@ -15,7 +15,7 @@ from traceadvisor.importers import _amd_devices as amd_dev
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import _sqlite as sq
 from traceadvisor.importers import amd_common as ac
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 LANES = {"CPU HIP API": "hip", "CPU HSA API": "hsa", "COPY": "copy", "Markers and Ranges": "marker"}
 
@@ -71,7 +71,9 @@ def db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
                 n, err = db.count(t)
                 rec.add(n)
                 meta.skip(
-                    f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)", n
+                    f"rows of {path.name} table {t} (not interpreted; kernel names are on the OPS rows)",
+                    n,
+                    SkipKind.UNSUPPORTED,
                 )
                 if err:
                     errors[t] = err
@@ -276,11 +278,11 @@ def json_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> tuple[pl.DataFram
 
 
 PHASE_REASONS = {
-    "M": "metadata trace events (lane names, kept in meta.extra.lanes)",
-    "s": "flow trace events (folded into correlation_id links)",
-    "t": "flow trace events (folded into correlation_id links)",
-    "f": "flow trace events (folded into correlation_id links)",
-    None: "empty trace event objects",
+    "M": ("metadata trace events (lane names, kept in meta.extra.lanes)", SkipKind.FOLDED_INTO),
+    "s": ("flow trace events (folded into correlation_id links)", SkipKind.FOLDED_INTO),
+    "t": ("flow trace events (folded into correlation_id links)", SkipKind.FOLDED_INTO),
+    "f": ("flow trace events (folded into correlation_id links)", SkipKind.FOLDED_INTO),
+    None: ("empty trace event objects", SkipKind.NOT_IMPORTED),
 }
 
 
@@ -288,7 +290,10 @@ def _skip_phases(phases: dict[str | None, int], meta: TraceMeta) -> None:
     """Every trace event that is not an ``X`` event is counted as skipped, with what became of it."""
     for ph, n in phases.items():
         if ph != "X":
-            meta.skip(PHASE_REASONS.get(ph, f"trace events of phase {ph!r} (not interpreted)"), n)
+            reason, kind = PHASE_REASONS.get(
+                ph, (f"trace events of phase {ph!r} (not interpreted)", SkipKind.UNSUPPORTED)
+            )
+            meta.skip(reason, n, kind)
 
 
 def _flow_corr(rows: pl.DataFrame, flows: list[tuple]) -> pl.Series:

@@ -12,7 +12,7 @@ from traceadvisor.importers import _amd_files as files
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import _amd_stats as st
 from traceadvisor.importers import amd_common as ac
-from traceadvisor.trace import Device, Trace, TraceMeta
+from traceadvisor.trace import Device, SkipKind, Trace, TraceMeta
 
 TIMELINE_TYPES = (
     "v3_kernel_trace",
@@ -286,7 +286,11 @@ def _read_member(
     try:
         return _convert(df, p, t, mapping, meta)
     except InputError:
-        meta.skip(f"rows of {p.name} (not imported: the file lacks columns it needs)", df.height)
+        meta.skip(
+            f"rows of {p.name} (not imported: the file lacks columns it needs)",
+            df.height,
+            SkipKind.UNSUPPORTED,
+        )
         raise
 
 
@@ -304,6 +308,7 @@ def _convert(
         meta.skip(
             "counter-collection rows folded into one event per dispatch (values in args.counters)",
             df.height - out.height,
+            SkipKind.FOLDED_INTO,
         )
         return out
     if t == "v3_memory_allocation":
@@ -331,9 +336,15 @@ def _merge_counters(parts: dict[str, list[pl.DataFrame]], meta: TraceMeta) -> No
         k = k.join(hit.unique(subset=key, keep="first"), on=key, how="left")
     missed = cc.height - hit.height
     meta.skip(
-        "counter-collection dispatches merged into the kernel trace's kernels (args.counters)", hit.height
+        "counter-collection dispatches merged into the kernel trace's kernels (args.counters)",
+        hit.height,
+        SkipKind.FOLDED_INTO,
     )
-    meta.skip("counter-collection dispatches from a separate run (not matched to the kernel trace)", missed)
+    meta.skip(
+        "counter-collection dispatches from a separate run (not matched to the kernel trace)",
+        missed,
+        SkipKind.NOT_IMPORTED,
+    )
     parts["v3_kernel_trace"] = [k]
 
 
@@ -359,7 +370,11 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]], fmt: str) -> Trace
     agents, mapping = [], None
     for i, p in enumerate(agent_files):
         df = _load(p, meta, rec)
-        meta.skip(f"agent_info rows of {p.name} (agent descriptions, kept in meta.devices)", df.height)
+        meta.skip(
+            f"agent_info rows of {p.name} (agent descriptions, kept in meta.devices)",
+            df.height,
+            SkipKind.FOLDED_INTO,
+        )
         if i == 0:
             agents, mapping = _agents_csv(df)
     timeline = [(p, t) for p, t in members if t in TIMELINE_TYPES]
@@ -383,6 +398,7 @@ def read_csv_set(path: Path, members: list[tuple[Path, str]], fmt: str) -> Trace
             meta.skip(
                 f"aggregate statistics rows of {p.name} (a timeline is present)",
                 st.stats_table(p, meta, rec).height,
+                SkipKind.FOLDED_INTO,
             )
         _disjoint_warning(frames, meta)
     elif stats:

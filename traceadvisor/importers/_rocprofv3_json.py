@@ -12,7 +12,7 @@ from traceadvisor.errors import InputError
 from traceadvisor.importers import _amd_devices as amd_dev
 from traceadvisor.importers import _amd_salvage as sal
 from traceadvisor.importers import amd_common as ac
-from traceadvisor.trace import Device, Trace, TraceMeta
+from traceadvisor.trace import Device, SkipKind, Trace, TraceMeta
 
 
 class Handle(msgspec.Struct):
@@ -158,7 +158,11 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
                 ) from e
             rec.add(len(recs))
             whole = [r for r in recs if r.start_timestamp is not None] if meta.truncated else recs
-            meta.skip("records cut short at the end of the file (no timestamps)", len(recs) - len(whole))
+            meta.skip(
+                "records cut short at the end of the file (no timestamps)",
+                len(recs) - len(whole),
+                SkipKind.MALFORMED,
+            )
             if whole:
                 out[label] = whole
             continue
@@ -169,6 +173,7 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
             if label in PC_SAMPLE_LISTS
             else f"buffer records of {label} (not interpreted)",
             n,
+            SkipKind.NOT_IMPORTED if label in PC_SAMPLE_LISTS else SkipKind.UNSUPPORTED,
         )
     for label, raw in proc.callback_records.items():
         n = _list_len(raw)
@@ -178,6 +183,7 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
             if label == "counter_collection"
             else f"callback records of {label} (not interpreted)",
             n,
+            SkipKind.NOT_IMPORTED if label == "counter_collection" else SkipKind.UNSUPPORTED,
         )
     return out
 

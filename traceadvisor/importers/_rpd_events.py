@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor.importers import amd_common as ac
-from traceadvisor.trace import TraceMeta
+from traceadvisor.trace import SkipKind, TraceMeta
 
 KERNEL_OPTYPES = ("KernelExecution", "Kernel")
 GRID = ("gridX", "gridY", "gridZ")
@@ -75,7 +75,7 @@ def host_rows(
         ).drop("autogradName_id", "sizes", strict=False)
         unmatched = ag.join(mk.select("id"), on="id", how="anti").height
         rec.add(unmatched)  # a row of its own: the marker it annotates was not recorded (or not readable)
-        meta.skip("ext_autogradapi rows without a UserMarker row", unmatched)
+        meta.skip("ext_autogradapi rows without a UserMarker row", unmatched, SkipKind.NOT_IMPORTED)
         mk = mk.join(ag, on="id", how="left")
     mk = mk.drop(
         "id",

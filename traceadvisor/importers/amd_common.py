@@ -311,7 +311,7 @@ def merge_traces(traces: Sequence[Trace], path: Path, fmt: str) -> Trace:
         for w in m.warnings:
             meta.warn(w)
         for k, n in m.skipped.items():
-            meta.skip(k, n)
+            meta.skip(k, n, m.skip_kind(k))
         for d in m.devices:
             seen.setdefault(d.index, d)
         meta.extra.setdefault("members", []).append({"path": m.path, "extra": m.extra})

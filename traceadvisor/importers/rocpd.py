@@ -39,7 +39,7 @@ from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers._sqlite_sniff import sqlite_names
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
-from traceadvisor.trace import Device, Trace, TraceMeta
+from traceadvisor.trace import Device, SkipKind, Trace, TraceMeta
 
 NAME = "rocpd"
 DESCRIPTION = (
@@ -72,8 +72,8 @@ LOGICAL = (
 PART_THREADS = 2  # event tables turned into canonical rows at once
 EVENT_TABLES = ("rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_memory_allocate", "rocpd_region")
 SKIPPED = {
-    "rocpd_pmc_event": "rocpd_pmc_event rows (counter values per dispatch)",
-    "rocpd_sample": "rocpd_sample rows (sampled events: PC sampling, tracks)",
+    "rocpd_pmc_event": ("rocpd_pmc_event rows (counter values per dispatch)", SkipKind.NOT_IMPORTED),
+    "rocpd_sample": ("rocpd_sample rows (sampled events: PC sampling, tracks)", SkipKind.NOT_IMPORTED),
 }
 
 
@@ -244,12 +244,12 @@ def _read_group(
     md = _small(db, phys.get("rocpd_metadata"), {"tag": pl.String, "value": pl.String}, meta)
     g["metadata"] = {str(k): v for k, v in md.iter_rows()}
     specs = _specs(db, phys)
-    for logical, reason in SKIPPED.items():
+    for logical, (reason, kind) in SKIPPED.items():
         if logical in phys:
             n, err = db.count(phys[logical])
             sq.note_damage(meta, phys[logical], err, n, "counted")
             rec.add(n)
-            meta.skip(reason, n)
+            meta.skip(reason, n, kind)
     frames, errors = db.read_many(specs)
     by_logical = {_logical(t): df for t, df in frames.items()}
     for t, err in errors.items():

@@ -45,7 +45,7 @@ from traceadvisor.importers import _rocprof_v1_rows as v1_rows
 from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
-from traceadvisor.trace import Trace
+from traceadvisor.trace import SkipKind, Trace
 
 NAME = "rocprof_v1"
 DESCRIPTION = (
@@ -124,7 +124,9 @@ def _read(path: Path, members: list[tuple[Path, str]], sysinfo: Path | None) -> 
     if parts:
         for p in stats:
             n = st.stats_table(p, meta, rec).height
-            meta.skip(f"aggregate statistics rows of {p.name} (a timeline is present)", n)
+            meta.skip(
+                f"aggregate statistics rows of {p.name} (a timeline is present)", n, SkipKind.FOLDED_INTO
+            )
     elif stats:
         parts = [st.read_stats(p, run=p.name.split(".")[0], meta=meta, records=rec) for p in stats]
         ac.aggregates_meta(meta)

@@ -40,7 +40,7 @@ from traceadvisor.importers import amd_common as ac
 from traceadvisor.importers._sqlite_sniff import sqlite_names
 from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress
-from traceadvisor.trace import Trace, TraceMeta
+from traceadvisor.trace import SkipKind, Trace, TraceMeta
 
 NAME = "rpd"
 DESCRIPTION = "rocmProfileData .rpd SQLite (rpd_tracer: rocpd_api, rocpd_op, rocpd_api_ops, ...)"
@@ -58,11 +58,14 @@ MERGED = {
     *CORE,
 }
 SKIP_REASONS = {
-    "rocpd_monitor": "rocpd_monitor rows (SMI clock samples, summarised in metadata)",
-    "ext_callstack": "ext_callstack rows (derived caller/callee pairs of API rows, recomputable)",
-    "rocpd_barrierop": "rocpd_barrierop rows (barrier packet details)",
-    "rocpd_op_inputSignals": "rocpd_op_inputSignals rows (op dependency edges)",
-    "rocpd_counter": "rocpd_counter rows (per-op counter values)",
+    "rocpd_monitor": ("rocpd_monitor rows (SMI clock samples, summarised in metadata)", SkipKind.FOLDED_INTO),
+    "ext_callstack": (
+        "ext_callstack rows (derived caller/callee pairs of API rows, recomputable)",
+        SkipKind.FOLDED_INTO,
+    ),
+    "rocpd_barrierop": ("rocpd_barrierop rows (barrier packet details)", SkipKind.NOT_IMPORTED),
+    "rocpd_op_inputSignals": ("rocpd_op_inputSignals rows (op dependency edges)", SkipKind.NOT_IMPORTED),
+    "rocpd_counter": ("rocpd_counter rows (per-op counter values)", SkipKind.NOT_IMPORTED),
 }
 
 
@@ -239,7 +242,7 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
         sq.note_damage(meta, "rocpd_monitor", err, mon.height)
         monitor = _monitor_summary(mon)
         rec.add(mon.height)
-        meta.skip(SKIP_REASONS["rocpd_monitor"], mon.height)
+        meta.skip(SKIP_REASONS["rocpd_monitor"][0], mon.height, SKIP_REASONS["rocpd_monitor"][1])
     counts = {}
     for t in cols:
         if t not in MERGED and t != "rocpd_monitor":
@@ -247,7 +250,10 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
             sq.note_damage(meta, t, err, n, "counted")
             counts[t] = n
             rec.add(n)
-            meta.skip(SKIP_REASONS.get(t, f"rows of extension table {t} (not interpreted)"), n)
+            reason, kind = SKIP_REASONS.get(
+                t, (f"rows of extension table {t} (not interpreted)", SkipKind.UNSUPPORTED)
+            )
+            meta.skip(reason, n, kind)
     meta.producer_version = f"schema {md.get('schema_version', '?')}"
     frames, errors = db.read_many(_specs(cols))
     for w in db.warnings:  # the reads' own (a table without a required column)
