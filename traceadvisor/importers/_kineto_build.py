@@ -142,7 +142,12 @@ def _count_skips(raw: pl.DataFrame, meta: TraceMeta) -> None:
     meta.skip(
         "metadata event (process/thread names, kept in metadata)", c["meta_events"], SkipKind.FOLDED_INTO
     )
-    meta.skip("array element is not an event object", c["not_objects"], SkipKind.MALFORMED)
+    meta.skip(
+        "array element that does not decode as an event (not an object, a field of the wrong type, or text that "
+        "is not UTF-8)",
+        c["not_objects"],
+        SkipKind.MALFORMED,
+    )
     meta.skip("event without a timestamp", c["no_ts"], SkipKind.MALFORMED)
     meta.skip(
         "finding or counter written by traceadvisor export (recomputable from the events)",
