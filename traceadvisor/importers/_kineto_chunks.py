@@ -40,9 +40,8 @@ def raw_result(raw: pl.DataFrame, rank: int | None) -> tuple[pl.DataFrame, pl.Da
     }
     flows = flow_frame(raw)
     ev = build(raw, meta, rank)
-    kinds = {
-        r: k.value for r, k in meta.skip_kinds.items()
-    }  # plain strings: a helper process sends it as JSON
+    # the kinds as plain strings: a helper process sends the bookkeeping as JSON
+    kinds = {r: k.value for r, k in meta.skip_kinds.items()}
     info.update(skipped=meta.skipped, skip_kinds=kinds, input_events=meta.input_events or 0)
     return ev, flows, info
 

@@ -242,7 +242,8 @@ def _read(db: sq.SqliteDB, progress: Progress | None) -> Trace:
         sq.note_damage(meta, "rocpd_monitor", err, mon.height)
         monitor = _monitor_summary(mon)
         rec.add(mon.height)
-        meta.skip(SKIP_REASONS["rocpd_monitor"][0], mon.height, SKIP_REASONS["rocpd_monitor"][1])
+        reason, kind = SKIP_REASONS["rocpd_monitor"]
+        meta.skip(reason, mon.height, kind)
     counts = {}
     for t in cols:
         if t not in MERGED and t != "rocpd_monitor":
