@@ -3,10 +3,11 @@
 polars 2 runs a ``LazyFrame.collect()`` on its streaming engine unless told otherwise. traceadvisor's queries are
 many and small (a trace's analysis is some 500 of them): on the streaming engine each pays for handing its work
 to polars' async executor threads, which then spin and yield (``sched_yield``) while they wait. Measured on two
-cores, 2 December: 12 held-out traces analysed in one process, 4.65-5.61 user and 1.46-1.70 system CPU-s on the
-streaming engine, 4.09-6.25 and 0.86-1.11 on the in-memory one, 57-59 k against 19 k voluntary context switches
-(three pairs, a noisy machine); the whole test suite 121 s and 212 CPU-s against 106 s and 192 CPU-s; earlier,
-0.7 CPU-s more on a small trace's analysis and 10 % more on the 470 MB benchmark (the CLI's reason to choose).
+cores, 2 December: 12 held-out traces analysed in one process, three alternating pairs, 1.46-1.70 system CPU-s
+on the streaming engine against 0.86-1.11 on the in-memory one and 57-59 k against 19 k voluntary context switches
+(user CPU overlapped, 4.65-5.61 against 4.09-6.25: a noisy machine); with the wider use of the Kineto scanner, the
+same 12 analyses 6.72 -> 5.04 CPU-s (median of 5 alternating whole-process runs). On 1 December the CLI chose the
+in-memory engine for 0.7 CPU-s less on a small trace's analysis and 10 % less on the 470 MB benchmark.
 
 Every library query collects with ``engine=engine()``: the in-memory engine, unless the user chose one for polars
 (``POLARS_ENGINE_AFFINITY``, ``pl.Config.set_engine_affinity``); then that engine runs them.

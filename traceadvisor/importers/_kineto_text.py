@@ -38,13 +38,10 @@ def text_column(data: list[bytes], lens: list[int]) -> pl.Series:
     if big and text.isascii():  # ASCII is UTF-8: the unchecked string array is sound
         return _nulls_for_empty(pl.Series(_CArray(_arrow_text(text, sizes))), sizes, lens)
     # by Arrow when pyarrow is imported already (by a cache write, say): 5-9x faster than polars' slice
-    s = _arrow_cut(text, sizes) if big or "pyarrow" in sys.modules else None
-    if s is None:
-        try:
-            cut = pl.lit(text, dtype=pl.Binary).bin.slice(sizes.cum_sum() - sizes, sizes)
-            s = pl.select(cut.cast(pl.String)).to_series()
-        except pl.exceptions.ComputeError:  # bytes that are not UTF-8 (a damaged file)
-            return text_column(*_replaced(text, lens))
+    cut = _arrow_cut if big or "pyarrow" in sys.modules else _polars_cut
+    s = cut(text, sizes)
+    if s is None:  # bytes that are not UTF-8 (a damaged file)
+        return text_column(*_replaced(text, lens))
     return _nulls_for_empty(s, sizes, lens)
 
 
@@ -64,11 +61,18 @@ def _replaced(text: bytes, lens: list[int]) -> tuple[list[bytes], list[int]]:
 
 
 def _arrow_cut(text: bytes, sizes: pl.Series) -> pl.Series | None:
-    """``text_column``'s String column cut by Arrow, the UTF-8 checked by polars; None when it is not UTF-8 (the
-    caller's polars cut then reports it as it always has)."""
-    binary = pl.Series(_CArray(_arrow_text(text, sizes, binary=True)))
+    """``text_column``'s String column cut by Arrow; None when it is not UTF-8 (polars checks)."""
+    return _checked(pl.lit(pl.Series(_CArray(_arrow_text(text, sizes, binary=True)))))
+
+
+def _polars_cut(text: bytes, sizes: pl.Series) -> pl.Series | None:
+    """The same cut by polars alone (no pyarrow import)."""
+    return _checked(pl.lit(text, dtype=pl.Binary).bin.slice(sizes.cum_sum() - sizes, sizes))
+
+
+def _checked(binary: pl.Expr) -> pl.Series | None:
     try:
-        return pl.select(pl.lit(binary).cast(pl.String)).to_series()
+        return pl.select(binary.cast(pl.String)).to_series()
     except pl.exceptions.ComputeError:
         return None
 

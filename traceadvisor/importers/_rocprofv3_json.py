@@ -168,23 +168,17 @@ def _records(proc: Process, meta: TraceMeta, rec: ac.Records) -> dict[str, list[
             continue
         n = _list_len(raw)
         rec.add(n)
-        meta.skip(
-            "PC sampling records"
-            if label in PC_SAMPLE_LISTS
-            else f"buffer records of {label} (not interpreted)",
-            n,
-            SkipKind.NOT_IMPORTED if label in PC_SAMPLE_LISTS else SkipKind.UNSUPPORTED,
-        )
+        if label in PC_SAMPLE_LISTS:
+            meta.skip("PC sampling records", n, SkipKind.NOT_IMPORTED)
+        else:
+            meta.skip(f"buffer records of {label} (not interpreted)", n, SkipKind.UNSUPPORTED)
     for label, raw in proc.callback_records.items():
         n = _list_len(raw)
         rec.add(n)
-        meta.skip(
-            "counter collection records (per-dispatch counters)"
-            if label == "counter_collection"
-            else f"callback records of {label} (not interpreted)",
-            n,
-            SkipKind.NOT_IMPORTED if label == "counter_collection" else SkipKind.UNSUPPORTED,
-        )
+        if label == "counter_collection":
+            meta.skip("counter collection records (per-dispatch counters)", n, SkipKind.NOT_IMPORTED)
+        else:
+            meta.skip(f"callback records of {label} (not interpreted)", n, SkipKind.UNSUPPORTED)
     return out
 
 

@@ -235,15 +235,15 @@ def gpu_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` joined to the GPU activities' ``eid`` (plus ``dur_ns``, ``bytes``, ``name``, ``kind``,
     ``correlation_id``), on whichever of ``rank``, ``device``, ``stream``, ``correlation_id``, ``start_ns``
     the keys have (a rule's rows usually carry ``rank``, ``device``, ``start_ns``)."""
-    on = [c for c in ("rank", "device", "stream", "correlation_id", "start_ns") if c in keys.columns]
     g = views.shared(trace, "replay.fix.gpu_rows", _gpu_rows)
-    return (
-        keys.lazy()
-        .select(on)
-        .unique()
-        .join(g, on=on, how="inner", nulls_equal=True)
-        .collect(engine=query.engine())
-    )
+    return _rows_at(keys, g, ("rank", "device", "stream", "correlation_id", "start_ns"))
+
+
+def _rows_at(keys: pl.DataFrame, rows: pl.LazyFrame, cols: tuple[str, ...]) -> pl.DataFrame:
+    """``rows`` at the distinct ``keys``, matched on those of ``cols`` the keys have."""
+    on = [c for c in cols if c in keys.columns]
+    lf = keys.lazy().select(on).unique().join(rows, on=on, how="inner", nulls_equal=True)
+    return lf.collect(engine=query.engine())
 
 
 def gpu_rows_with(trace: Trace, rows: pl.DataFrame, *carry: str) -> pl.DataFrame:
@@ -270,15 +270,8 @@ def launching_calls(trace: Trace, gpu: pl.DataFrame) -> pl.DataFrame:
 def host_eids(trace: Trace, keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` (``rank`` and ``start_ns``, plus ``tid`` or ``correlation_id`` when known) joined to the host
     runtime calls' ``eid`` (plus ``pid``, ``tid``, ``dur_ns``, ``name``, ``correlation_id``)."""
-    on = [c for c in ("rank", "tid", "correlation_id", "start_ns") if c in keys.columns]
     h = views.shared(trace, "replay.fix.runtime_rows", _runtime_rows)
-    return (
-        keys.lazy()
-        .select(on)
-        .unique()
-        .join(h, on=on, how="inner", nulls_equal=True)
-        .collect(engine=query.engine())
-    )
+    return _rows_at(keys, h, ("rank", "tid", "correlation_id", "start_ns"))
 
 
 def calls_at(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
