@@ -85,3 +85,36 @@ def test_non_literal_rule_header_is_loaded(tmp_path):
     )
     h = peek_file(f)
     assert (h.code, h.name, h.title, h.needs) == ("ZZZ001", "computed", "tx", ())
+
+
+def _run_script(args: list[str], **kw) -> subprocess.CompletedProcess:
+    code = "import sys\nfrom traceadvisor.cli.main import run\nsys.argv[1:] = " + repr(args) + "\nrun()\n"
+    kw.setdefault("stdout", subprocess.PIPE)
+    return subprocess.run([sys.executable, "-c", code], stderr=subprocess.PIPE, **kw)
+
+
+def test_console_script_quick_exit_keeps_status_output_and_files(tmp_path):
+    """The console script ends without the interpreter's teardown: the exit status, everything printed and every
+    file written are as with the usual exit (a bad input still exits 2 with its one-line error)."""
+    from traceadvisor.cli.common import example_trace
+
+    html = tmp_path / "r.html"
+    ok = _run_script(["analyze", str(example_trace()), "--html", str(html), "--no-cache", "--json", "-", "-q"])
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.rstrip().endswith(b"}") and html.read_bytes().rstrip().endswith(b"</html>")
+    bad = _run_script(["analyze", str(tmp_path / "missing.json")])
+    assert bad.returncode == 2 and bad.stderr.decode().startswith("Error: ")
+    assert _run_script(["--version"]).stdout.strip()
+
+
+def test_console_script_closed_pipe_is_not_a_traceback():
+    """``traceadvisor rules | head -1``: output to a closed pipe ends the process without a traceback."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = _run_script(["rules"], stdout=w)
+    finally:
+        os.close(w)
+    assert "Traceback" not in done.stderr.decode() and done.returncode != 0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
+import threading
 
 import click
 
@@ -93,5 +95,43 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(0)
 
 
+def run() -> None:
+    """The console script: ``main``, then a quick exit. Once the command is done, the exit handlers run (``atexit``:
+    logging, multiprocessing, the scanner's deferred compile), the standard streams are flushed, and the process
+    ends without the interpreter's teardown, which frees every module and object one by one: with polars and
+    numpy loaded that was 0.07 s of the 0.58 s of a small ``analyze --html`` (2 Dec, farm-bench, 15 pairs: median
+    wall 0.581 -> 0.513 s). Every file the commands write is closed by a ``with`` block before they return (a
+    final ``gc.collect()`` for files left in reference cycles cost another 18-30 ms, and there are none). Not
+    while a thread other than a daemon one still runs (the interpreter would wait for it) or with
+    ``TRACEADVISOR_DEBUG`` set: then the usual exit."""
+    code: object = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+        if os.environ.get("TRACEADVISOR_DEBUG") or any(
+            t is not threading.main_thread() and not t.daemon for t in threading.enumerate()
+        ):
+            raise
+    _quick_exit(code)
+
+
+def _quick_exit(code: object) -> None:
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed on stderr, status 1, as the interpreter does
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (``| head``), a closed stream
+            status = status or 120  # what the interpreter returns when its own final flush fails
+    os._exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()
