@@ -99,7 +99,9 @@ def test_console_script_quick_exit_keeps_status_output_and_files(tmp_path):
     from traceadvisor.cli.common import example_trace
 
     html = tmp_path / "r.html"
-    ok = _run_script(["analyze", str(example_trace()), "--html", str(html), "--no-cache", "--json", "-", "-q"])
+    ok = _run_script(
+        ["analyze", str(example_trace()), "--html", str(html), "--no-cache", "--json", "-", "-q"]
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.rstrip().endswith(b"}") and html.read_bytes().rstrip().endswith(b"</html>")
     bad = _run_script(["analyze", str(tmp_path / "missing.json")])
