@@ -99,9 +99,9 @@ def run() -> None:
     """The console script: ``main``, then a quick exit. Once the command is done, the exit handlers run (``atexit``:
     logging, multiprocessing, the scanner's deferred compile), the standard streams are flushed, and the process
     ends without the interpreter's teardown, which frees every module and object one by one: with polars and
-    numpy loaded that was 0.07 s of the 0.58 s of a small ``analyze --html`` (2 Dec, farm-bench, 15 pairs: median
-    wall 0.581 -> 0.513 s). Every file the commands write is closed by a ``with`` block before they return (a
-    final ``gc.collect()`` for files left in reference cycles cost another 18-30 ms, and there are none). Not
+    numpy loaded that is 0.07 s of a small ``analyze --html`` (3 Dec, farm-bench, 15 pairs in turn: median wall
+    0.844 s with the teardown, 0.778 s without). Every file the commands write is closed by a ``with`` block
+    before they return, so nothing is left for the teardown to flush. Not
     while a thread other than a daemon one still runs (the interpreter would wait for it) or with
     ``TRACEADVISOR_DEBUG`` set: then the usual exit."""
     code: object = 0
