@@ -9,8 +9,8 @@ marks the event ``UNUSUAL``: those few events go through the msgspec path (``_ki
 syntax it rejects is imported by the msgspec path as a whole, which says what is wrong with it.
 
 Every compiled function ``scan`` calls lives in this file (the small per-key and per-value ones inlined into their
-callers, ``njit_inline``): numba's cache of a function is invalidated by a change to the file that defines it,
-not by a change to another file's functions compiled into it.
+callers, ``njit_inline``, except ``_string`` and ``_key_id``, see below): numba's cache of a function is
+invalidated by a change to the file that defines it, not by a change to another file's functions compiled into it.
 """
 
 from __future__ import annotations
@@ -101,6 +101,12 @@ _MAX_DEPTH = 256
 _INT64_MAX = (1 << 63) - 1
 _DUR_FRAC_MAX = 1 << 33  # below this many us a float64 holds every ns (the msgspec path's float conversion)
 _DUR_INT_MAX = 1 << 53
+# The string scanner and the key lookup are called, not inlined by numba: numba copies and types an inlined
+# function's IR once per call site (four of ``_string``, two of ``_key_id``). Measured on two cores, 3 Dec,
+# three alternating rounds of a cold compile plus the scan of the 94 MB benchmark (median of 9 scans): compile
+# 10.5-10.6 -> 7.6-7.8 s, scan 0.409-0.433 -> 0.388-0.420 s (min 0.403-0.405 -> 0.385-0.392). Also calling
+# ``_number`` cut the compile to 6.5-6.8 s but scanned 3-5 % slower; calling every helper scanned at twice the
+# CPU (_kineto_views).
 
 
 @njit_inline
@@ -113,7 +119,7 @@ def _ws(buf, p, end):
     return p
 
 
-@njit_inline
+@njit
 def _string(buf, p, end):
     """(position after the closing quote, flags: 1 escape, 2 non-ASCII byte); -1: invalid."""
     p += 1
@@ -342,7 +348,7 @@ def _us(buf, s, e, is_dur):
     return True, -ns if neg else ns
 
 
-@njit_inline
+@njit
 def _key_id(buf, s, e, kb, ko, kh):
     """Index of key bytes buf[s:e] in a key table (``_table``); -1: not a known key."""
     n = e - s
