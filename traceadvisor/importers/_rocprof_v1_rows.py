@@ -129,7 +129,7 @@ def db_rows(path: Path, meta: TraceMeta, rec: ac.Records) -> pl.DataFrame:
     return pl.concat(out, how="vertical_relaxed")
 
 
-class _Ev(msgspec.Struct):
+class _Ev(msgspec.Struct, gc=False):  # untracked by the garbage collector, as _rocprofv3_json.Record
     ph: str | None = None
     name: str | None = None
     pid: int | str | None = None
