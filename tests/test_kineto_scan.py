@@ -284,3 +284,28 @@ def test_a_loaded_scanner_reads_texts_from_a_megabyte_and_the_msgspec_budget_loa
         assert fast.use_scanner(fast.SCAN_LOADED_MIN_BYTES)  # loaded: no budget needed
     finally:
         fast._scanner.cache_clear()
+
+
+def test_the_fuzz_family_of_the_scanner_takes_it_and_sees_a_difference(monkeypatch):
+    """The fuzz campaign's ``kineto_scan`` family (tests/fuzz/fuzz_runner.py): a seed imported with the scanner
+    forced on goes through it and equals the msgspec path; a differing result or error is reported."""
+    import os
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent / "fuzz"))
+    import fuzz_corpus
+    import fuzz_runner
+
+    from traceadvisor.importers import _kineto_chunks as chunks
+
+    seed = fuzz_corpus.seeds(fuzz_corpus.SCAN_FAMILY, smoke=True)[0].path
+    calls = []
+    raw_frame = chunks.raw_frame
+    monkeypatch.setattr(chunks, "raw_frame", lambda *a: calls.append(1) or raw_frame(*a))
+    monkeypatch.delenv("TRACEADVISOR_KINETO_SCAN", raising=False)
+    scanned = fuzz_runner._load(seed, fuzz_corpus.SCAN_FAMILY)
+    assert calls, "the scanner did not run"
+    assert "TRACEADVISOR_KINETO_SCAN" not in os.environ  # restored
+    assert fuzz_runner._scan_differs(seed, scanned) is None
+    fewer = type(scanned)(scanned.events.head(scanned.events.height - 1), scanned.meta)
+    assert fuzz_runner._scan_differs(seed, fewer).startswith("events differ")
+    assert fuzz_runner._scan_differs(seed, "Error: x. y.").startswith("scanner: Error: x. y. / msgspec path:")

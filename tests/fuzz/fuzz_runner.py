@@ -10,7 +10,11 @@ file, import it with ``load_trace`` (cache off), optionally run the rules and re
 * ``silent``: 0 events imported from a seed that has events, with no warning (a wrong answer given silently);
 * ``accounting``: events + skipped != input events (or input_events unknown);
 * ``modified``: an input file changed (sha256 or mtime);
-* ``hang``: the case ran past the per-case timeout (its worker is killed and replaced).
+* ``hang``: the case ran past the per-case timeout (its worker is killed and replaced);
+* ``differs`` (family ``kineto_scan``): the compiled Kineto scanner, forced on for every size
+  (``TRACEADVISOR_KINETO_SCAN=1``), imported other events or metadata than the msgspec path did, or gave
+  another error. Big traces take the scanner, but only the small seeds make cases fast enough to fuzz: the
+  mutations (cuts, flipped bytes, odd values) reach its hand-written JSON parsing the same way at any size.
 
 Workers are spawned processes (never forked: a fork of a process whose polars/ADBC thread pools already ran
 can deadlock in the child) that run cases in-process one after another; a case over the timeout is
@@ -45,10 +49,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz_corpus import FAMILIES, materialize, seeds  # noqa: E402
+from fuzz_corpus import FAMILIES, SCAN_FAMILY, materialize, seeds  # noqa: E402
 from fuzz_mutators import MUTATE  # noqa: E402
 
-OUTCOMES = ("ok", "clean", "internal", "silent", "accounting", "modified", "hang")
+OUTCOMES = ("ok", "clean", "internal", "silent", "accounting", "modified", "hang", "differs")
 
 
 class CaseTimeout(BaseException):
@@ -122,6 +126,48 @@ def _downstream(tr, out: Path, html: bool) -> str | None:
     return None
 
 
+def _load(path: Path, family: str, scan: str = "1"):
+    """``load_trace`` without the cache; for ``SCAN_FAMILY`` with the Kineto scanner forced on (``scan="1"``)
+    or off (``"0"``)."""
+    from traceadvisor.importers import load_trace
+
+    if family != SCAN_FAMILY:
+        return load_trace(path, cache=False)
+    old = os.environ.get("TRACEADVISOR_KINETO_SCAN")
+    os.environ["TRACEADVISOR_KINETO_SCAN"] = scan
+    try:
+        return load_trace(path, cache=False)
+    finally:
+        if old is None:
+            os.environ.pop("TRACEADVISOR_KINETO_SCAN", None)
+        else:
+            os.environ["TRACEADVISOR_KINETO_SCAN"] = old
+
+
+def _scan_differs(path: Path, scanned) -> str | None:
+    """How the msgspec path's import of ``path`` differs from the scanner's (a Trace, or the one-line error it
+    gave); None when they are the same: the same events and metadata, or the same error."""
+    from traceadvisor.errors import TraceAdvisorError
+
+    try:
+        plain = _load(path, SCAN_FAMILY, scan="0")
+    except TraceAdvisorError as e:
+        plain = e.one_line()
+    if isinstance(scanned, str) or isinstance(plain, str):
+        if scanned == plain:
+            return None
+        got = [x if isinstance(x, str) else f"{x.events.height} events" for x in (scanned, plain)]
+        return f"scanner: {got[0][:90]} / msgspec path: {got[1][:90]}"
+    if not scanned.events.equals(plain.events):
+        return f"events differ: scanner {scanned.events.height}, msgspec path {plain.events.height}"
+    a, b = scanned.meta.to_dict(), plain.meta.to_dict()
+    if a != b:
+        return "metadata differs: " + ", ".join(
+            sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        )
+    return None
+
+
 def run_case(
     family: str,
     case: int,
@@ -133,7 +179,6 @@ def run_case(
     timeout: float,
 ) -> dict:
     from traceadvisor.errors import ImportFailure, TraceAdvisorError
-    from traceadvisor.importers import load_trace
 
     rng = random.Random(f"{base_seed}:{family}:{case}")
     seed = rng.choice(seeds(family, smoke))
@@ -151,9 +196,12 @@ def run_case(
         before = _snapshot(inp)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            tr = load_trace(path, cache=False)
+            tr = _load(path, family)
             problem = _accounting(tr)
-            if problem:
+            differs = _scan_differs(path, tr) if family == SCAN_FAMILY else None
+            if differs:
+                rec.update(outcome="differs", detail=differs)
+            elif problem:
                 rec.update(outcome="accounting", detail=problem)
             elif tr.events.height == 0 and base > 0 and not tr.meta.warnings:
                 rec.update(outcome="silent", detail=f"0 events from a seed with {base}, no warning")
@@ -164,7 +212,10 @@ def run_case(
         except ImportFailure as e:  # the importer boundary's net caught an unexpected failure: a defect
             rec.update(outcome="internal", detail=_cause(e.__cause__ or e))
         except TraceAdvisorError as e:
-            if e.hint:
+            differs = _scan_differs(path, e.one_line()) if family == SCAN_FAMILY else None
+            if differs:
+                rec.update(outcome="differs", detail=differs)
+            elif e.hint:
                 rec.update(outcome="clean", detail=e.one_line()[:200])
             else:
                 rec.update(outcome="internal", detail="error without a hint: " + e.one_line()[:200])
@@ -293,6 +344,11 @@ def campaign(
 ) -> list[dict]:
     """Run ``cases`` cases per family; returns one record per case."""
     work = Path(tempfile.mkdtemp(prefix="traceadvisor-fuzz-"))
+    # the scanner compiled (or loaded from numba's cache) once here: the workers then load it from the cache
+    if SCAN_FAMILY in families:
+        from traceadvisor.importers import _kineto_fast
+
+        _kineto_fast._scanner()
     for f in families:  # trimmed seeds made once, before the workers start
         for s in seeds(f, smoke):
             materialize(s)
@@ -330,15 +386,15 @@ def table(results: list[dict]) -> str:
     by = defaultdict(Counter)
     for r in results:
         by[r["family"]][r["outcome"]] += 1
-    head = "| importer | cases | ok | clean errors | tracebacks / internal errors | wrong silence | accounting violations | inputs modified | hangs |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    head = "| importer | cases | ok | clean errors | tracebacks / internal errors | wrong silence | accounting violations | inputs modified | hangs | scanner differs |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for f in FAMILIES:
         if f not in by:
             continue
         c = by[f]
         lines.append(
             f"| {f} | {sum(c.values())} | {c['ok']} | {c['clean']} | {c['internal']} | {c['silent']} | "
-            f"{c['accounting']} | {c['modified']} | {c['hang']} |"
+            f"{c['accounting']} | {c['modified']} | {c['hang']} | {c['differs']} |"
         )
     return "\n".join(lines)
 
