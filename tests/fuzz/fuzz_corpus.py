@@ -13,7 +13,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 TRACES = Path(
@@ -44,12 +44,6 @@ SEEDS: tuple[Seed, ...] = (
     Seed("kineto", "torch/hta_a100_alexnet_benchmark_pageable_h2d.json.gz", "json"),
     Seed("kineto", "torch/h200_h2d_pageable.pt.trace.json.gz", "json"),
     Seed("kineto", "torch/hta_cpu_only_gloo_rank34_of_300.pt.trace.json.gz", "json"),
-    # the same Kineto seeds through the compiled scanner, each case checked against the msgspec path (fuzz_runner)
-    Seed("kineto_scan", "torch/h200_gemm_mix.pt.trace.json.gz", "json", smoke=True),
-    Seed("kineto_scan", "torch/hta_mi250_minitoy_train_rocm6.2.json.gz", "json", smoke=True),
-    Seed("kineto_scan", "torch/tracelens_mi300x_torch_compile_triton_rocm7.json.gz", "json", smoke=True),
-    Seed("kineto_scan", "torch/h200_memory_churn.pt.trace.json.gz", "json"),
-    Seed("kineto_scan", "torch/hta_a100_alexnet_benchmark_pageable_h2d.json.gz", "json"),
     # rocmProfileData .rpd
     Seed("rpd", "rpd/rocmprofiledata_gfx90a_matmul_pageable_memcpy.rpd", "sqlite", smoke=True),
     Seed(
@@ -80,9 +74,13 @@ SEEDS: tuple[Seed, ...] = (
     Seed("nsys", "nsys/h200_mix_h2d_gemm_launch.sqlite", "sqlite", trim=1500),
 )
 
-KEEP_WHOLE = re.compile(r"(?i)string|enum|meta|target_info|info_|sqlite_")  # names and ids: kept whole
-FAMILIES: tuple[str, ...] = ("kineto", "kineto_scan", "rpd", "rocpd", "rocprofv3", "rocprof_v1", "nsys")
+# the Kineto seeds again as family SCAN_FAMILY: through the compiled scanner, each case checked against the
+# msgspec path (fuzz_runner)
 SCAN_FAMILY = "kineto_scan"  # Kineto JSON through the compiled scanner (``TRACEADVISOR_KINETO_SCAN=1``)
+SEEDS += tuple(replace(s, family=SCAN_FAMILY) for s in SEEDS if s.family == "kineto")
+
+KEEP_WHOLE = re.compile(r"(?i)string|enum|meta|target_info|info_|sqlite_")  # names and ids: kept whole
+FAMILIES: tuple[str, ...] = ("kineto", SCAN_FAMILY, "rpd", "rocpd", "rocprofv3", "rocprof_v1", "nsys")
 
 
 def seeds(family: str, smoke: bool) -> list[Seed]:

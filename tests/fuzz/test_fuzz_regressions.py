@@ -189,6 +189,14 @@ def test_kineto_huge_numbers_import_and_balance(tmp_path, key, value):
     _balanced(tr)
 
 
+@pytest.mark.parametrize("rank", [2**63 - 1, 2**31, -(2**31) - 1])
+def test_kineto_rank_beyond_int32_is_unknown_with_a_warning(tmp_path, rank):
+    tr = load_trace(_kineto(tmp_path, lambda doc: doc.update(distributedInfo={"rank": rank})), cache=False)
+    _balanced(tr)
+    assert tr.meta.rank is None and tr.events.get_column("rank").null_count() == tr.events.height
+    assert any(str(rank) in w and "rank is left unknown" in w for w in tr.meta.warnings), tr.meta.warnings
+
+
 def test_kineto_flows_without_ids_are_accounted_for(tmp_path):
     def edit(doc):
         for e in _events(doc):
@@ -281,6 +289,7 @@ def test_trace_with_odd_values_goes_through_rules_and_reports(tmp_path):
             1133,
             False,
         ),  # a GPU event's pid of 2**63-1: its device id overflowed int32  # a smeared StringIds repeating an id: the name join duplicated kernels
+        ("kineto_scan", 532, False),  # distributedInfo's rank 2**63-1 overflowed the int32 rank column
     ],
 )
 def test_fuzz_cases_that_found_defects(tmp_path, family, case, smoke):

@@ -35,6 +35,16 @@ _AMD_ARCH = {(9, 4): "gfx942", (9, 5): "gfx950", (11, 0): "gfx1100", (11, 5): "g
 _GFX90A_CUS = (104, 110)
 
 
+RANK_MIN, RANK_MAX = -(1 << 31), (1 << 31) - 1  # the canonical rank column is int32
+
+
+def rank_of(dist: Any) -> int | None:
+    """``distributedInfo``'s rank; None where it is absent, not an integer, or beyond the int32 rank column (a
+    damaged file: fuzz case 532 of family kineto_scan, seed 17, had 2**63-1)."""
+    rank = _int(dist.get("rank")) if isinstance(dist, dict) else None
+    return rank if rank is not None and RANK_MIN <= rank <= RANK_MAX else None
+
+
 def _int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
@@ -144,7 +154,11 @@ def fill_meta(meta: TraceMeta, doc: Document, ev: pl.DataFrame) -> None:
         devs = [Device(index=int(i), vendor=meta.vendor if meta.vendor != "unknown" else None) for i in idx]
     meta.devices = devs
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    meta.rank = _int(dist.get("rank"))
+    meta.rank, recorded = rank_of(dist), _int(dist.get("rank"))
+    if meta.rank is None and recorded is not None:
+        meta.warn(
+            f"distributedInfo's rank {recorded} does not fit the int32 rank column: the rank is left unknown"
+        )
     meta.world_size = _int(dist.get("world_size"))
     versions = [
         f"{_VERSION_LABELS[k]} {getattr(doc, k)}"

@@ -24,7 +24,7 @@ from traceadvisor.importers._kineto_build import link_flows
 from traceadvisor.importers._kineto_chunks import import_chunks
 from traceadvisor.importers._kineto_fast import use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, load
-from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta
+from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta, rank_of
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers._kineto_text import REPLACEMENT
 from traceadvisor.importers.probe import GZIP_MAGIC, Probe
@@ -164,8 +164,7 @@ def _import_events(
 
 
 def _rank(loaded: Loaded) -> int | None:
-    dist = loaded.doc.distributedInfo
-    return _int(dist.get("rank")) if isinstance(dist, dict) else None
+    return rank_of(loaded.doc.distributedInfo)
 
 
 def _reload(path: Path, meta: TraceMeta) -> Loaded:
