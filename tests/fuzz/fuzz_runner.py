@@ -46,6 +46,7 @@ import time
 import traceback
 from collections import Counter, defaultdict
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -133,15 +134,8 @@ def _load(path: Path, family: str, scan: str = "1"):
 
     if family != SCAN_FAMILY:
         return load_trace(path, cache=False)
-    old = os.environ.get("TRACEADVISOR_KINETO_SCAN")
-    os.environ["TRACEADVISOR_KINETO_SCAN"] = scan
-    try:
+    with mock.patch.dict(os.environ, {"TRACEADVISOR_KINETO_SCAN": scan}):
         return load_trace(path, cache=False)
-    finally:
-        if old is None:
-            os.environ.pop("TRACEADVISOR_KINETO_SCAN", None)
-        else:
-            os.environ["TRACEADVISOR_KINETO_SCAN"] = old
 
 
 def _scan_differs(path: Path, scanned) -> str | None:

@@ -9,6 +9,7 @@ import polars as pl
 from traceadvisor import query
 from traceadvisor.devices import BY_KEY, match_model
 from traceadvisor.importers._kineto_load import Document
+from traceadvisor.schema.columns import polars_schema
 from traceadvisor.trace import Device, TraceMeta
 
 AMD_VERSION_KEYS = (
@@ -35,14 +36,14 @@ _AMD_ARCH = {(9, 4): "gfx942", (9, 5): "gfx950", (11, 0): "gfx1100", (11, 5): "g
 _GFX90A_CUS = (104, 110)
 
 
-RANK_MIN, RANK_MAX = -(1 << 31), (1 << 31) - 1  # the canonical rank column is int32
-
-
 def rank_of(dist: Any) -> int | None:
-    """``distributedInfo``'s rank; None where it is absent, not an integer, or beyond the int32 rank column (a
-    damaged file: fuzz case 532 of family kineto_scan, seed 17, had 2**63-1)."""
+    """``distributedInfo``'s rank; None where it is absent, not an integer, or beyond the canonical rank column's
+    type (a damaged file: fuzz case 532 of family kineto_scan, seed 17, had 2**63-1)."""
     rank = _int(dist.get("rank")) if isinstance(dist, dict) else None
-    return rank if rank is not None and RANK_MIN <= rank <= RANK_MAX else None
+    if rank is None:
+        return None
+    # the cast the build's int32 columns take (a device id beyond int32 is unknown too): null when it does not fit
+    return pl.select(pl.lit(rank).cast(polars_schema()["rank"], strict=False)).item()
 
 
 def _int(v: Any) -> int | None:
@@ -156,9 +157,7 @@ def fill_meta(meta: TraceMeta, doc: Document, ev: pl.DataFrame) -> None:
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     meta.rank, recorded = rank_of(dist), _int(dist.get("rank"))
     if meta.rank is None and recorded is not None:
-        meta.warn(
-            f"distributedInfo's rank {recorded} does not fit the int32 rank column: the rank is left unknown"
-        )
+        meta.warn(f"distributedInfo's rank {recorded} does not fit the rank column: the rank is left unknown")
     meta.world_size = _int(dist.get("world_size"))
     versions = [
         f"{_VERSION_LABELS[k]} {getattr(doc, k)}"
