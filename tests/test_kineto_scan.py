@@ -238,6 +238,50 @@ def test_a_cold_numba_cache_takes_the_msgspec_path_and_compiles_at_exit(monkeypa
         fast._scanner.cache_clear()
 
 
+def test_the_scanners_load_runs_in_a_thread_while_the_file_is_read(monkeypatch):
+    """``ScannerAnswer``: where the answer needs the scanner's first load (numba's import, the cache load), that
+    load runs in a thread, so that a gzip trace's decompression overlaps it; the answer is ``use_scanner``'s, and
+    an error of the load is raised in the caller. Known answers (small text, loaded already, forced) take none."""
+    import threading
+
+    from traceadvisor.importers import _kineto_fast as fast
+
+    monkeypatch.delenv("TRACEADVISOR_KINETO_SCAN", raising=False)
+    assert fast._scanner() is not None
+    fast._scanner.cache_clear()
+    release = threading.Event()
+    real = fast._scanner.__wrapped__
+
+    def slow(compile=True):
+        assert threading.current_thread().name == "traceadvisor-scanner-load"
+        release.wait(30)
+        return real(compile)
+
+    try:
+        monkeypatch.setattr(fast, "_scanner", fast.functools.cache(slow))
+        answer = fast.ScannerAnswer(fast.SCAN_MIN_BYTES)
+        assert answer.pending  # the caller goes on (reads the file) while the load waits
+        release.set()
+        assert answer() is True and not answer.pending
+        loaded = fast.ScannerAnswer(fast.SCAN_MIN_BYTES)  # loaded in this process now: no thread
+        assert not loaded.pending and loaded() is True
+        small = fast.ScannerAnswer(fast.SCAN_LOADED_MIN_BYTES - 1)
+        assert not small.pending and small() is False
+
+        def broken(compile=True):
+            raise OSError("numba's cache is unreadable")
+
+        monkeypatch.setattr(fast, "_scanner", fast.functools.cache(broken))
+        failing = fast.ScannerAnswer(fast.SCAN_MIN_BYTES)
+        with pytest.raises(OSError, match="unreadable"):
+            failing()
+        monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", "0")
+        forced = fast.ScannerAnswer(fast.SCAN_MIN_BYTES)
+        assert not forced.pending and forced() is False
+    finally:
+        fast._scanner.cache_clear()
+
+
 def test_the_compiled_scanner_is_found_in_numbas_cache():
     from traceadvisor.importers import _kineto_fast as fast
 

@@ -57,14 +57,57 @@ def use_scanner(text_bytes: int) -> bool:
     in numba's cache. When it is not (the first big import after an install), this import takes the msgspec
     path and the code is compiled at exit in a detached, low-priority process (``compile_later``): the ~15
     CPU-s of compilation never land on a user's import. Both paths import the same (tests/test_kineto_scan.py)."""
+    env = _forced()
+    if env is not None:
+        return env and _scanner() is not None
+    return _wanted(text_bytes) and _scanner(compile=False) is not None
+
+
+def _forced() -> bool | None:
+    """``TRACEADVISOR_KINETO_SCAN``: True (1) or False (0) when set, else None."""
     env = os.environ.get("TRACEADVISOR_KINETO_SCAN", "").strip()
-    if env in ("0", "1"):
-        return env == "1" and _scanner() is not None
-    wanted = text_bytes >= SCAN_MIN_BYTES or (
+    return env == "1" if env in ("0", "1") else None
+
+
+def _wanted(text_bytes: int) -> bool:
+    return text_bytes >= SCAN_MIN_BYTES or (
         text_bytes >= SCAN_LOADED_MIN_BYTES
         and (_scanner.cache_info().currsize or _DECODED[0] >= SCAN_BUDGET_BYTES)
     )
-    return wanted and _scanner(compile=False) is not None
+
+
+class ScannerAnswer:
+    """``use_scanner(text_bytes)``, its slow part started now in a thread where there is one: the first load in a
+    process imports numba and loads the scanner's code from numba's cache (0.45 s on the 2-core machine, 3 Dec),
+    which then overlaps the caller's reading of the file instead of coming before it. ``pending``: the answer is
+    not known yet; calling the object waits for it (and raises what the load raised)."""
+
+    def __init__(self, text_bytes: int) -> None:
+        self.text_bytes = text_bytes
+        self._result: list[Any] = []
+        self._thread: threading.Thread | None = None
+        if _forced() is None and _wanted(text_bytes) and not _scanner.cache_info().currsize:
+            self._thread = threading.Thread(target=self._load, name="traceadvisor-scanner-load", daemon=True)
+            self._thread.start()
+
+    @property
+    def pending(self) -> bool:
+        return self._thread is not None and not self._result
+
+    def _load(self) -> None:
+        try:
+            self._result.append((use_scanner(self.text_bytes), None))
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            self._result.append((False, e))
+
+    def __call__(self) -> bool:
+        if self._thread is None:
+            return use_scanner(self.text_bytes)
+        self._thread.join()
+        answer, error = self._result[0]
+        if error is not None:
+            raise error
+        return answer
 
 
 def decoded_by_msgspec(text_bytes: int) -> None:

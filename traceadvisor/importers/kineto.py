@@ -12,6 +12,7 @@ without a Python object per event, in threads.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from traceadvisor import query
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import link_flows
 from traceadvisor.importers._kineto_chunks import import_chunks
-from traceadvisor.importers._kineto_fast import use_scanner
+from traceadvisor.importers._kineto_fast import ScannerAnswer, use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta, rank_of
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
@@ -71,12 +72,16 @@ def sniff(probe: Probe) -> bool:
 
 def read(path: Path, progress: Progress | None = None) -> Trace:
     path = Path(path)
-    # helpers for a big trace start now, so that their start-up overlaps reading the file
+    # what a big trace needs starts now, so that its start-up overlaps reading the file: the compiled scanner's
+    # load (it decodes in threads, no GIL held), or else helper processes for msgspec's decode
     try:
         size = _text_size_hint(path)
-        # the compiled scanner decodes in threads (no GIL held); msgspec's decode needs helper processes
-        with Helpers(0 if use_scanner(size) else worker_count(size) - 1) as helpers:
+        scan = ScannerAnswer(size)
+        with contextlib.ExitStack() as stack:
+            helpers = None if scan.pending else stack.enter_context(_helpers(scan, size))
             loaded = load(path, progress, quick=True)
+            if helpers is None:  # known once the scanner's load is done: without it, helpers start only now
+                helpers = stack.enter_context(_helpers(scan, size))
             meta = TraceMeta(path=str(path), format=NAME, producer=PRODUCER)
             ev, flows, totals, loaded = _import_events(loaded, path, meta, helpers, progress)
             doc = loaded.doc
@@ -106,6 +111,10 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     meta.capabilities = capabilities(ev, bool(doc.deviceProperties))
     _truncation(meta, loaded, ev.height)
     return Trace(ev, meta)
+
+
+def _helpers(scan: ScannerAnswer, size: int) -> Helpers:
+    return Helpers(0 if scan() else worker_count(size) - 1)
 
 
 def _warn_synthetic(meta: TraceMeta, ev: pl.DataFrame) -> None:
