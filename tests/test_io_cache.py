@@ -29,6 +29,36 @@ def test_import_writes_parquet_with_schema_docs_and_meta(tmp_path):
     assert back.meta.capabilities == fresh.meta.capabilities
 
 
+@pytest.mark.parametrize("writer", ["polars", "pyarrow"])
+def test_both_parquet_writers_keep_every_column_doc_and_read_back_the_same(tmp_path, monkeypatch, writer):
+    """``write_parquet(all_cores=True)`` (``traceadvisor import -o``) is polars' writer with the canonical Arrow
+    schema; where polars refuses that schema (``arrow_schema`` is unstable there), pyarrow's writer takes over.
+    Either way every column keeps its doc and unit, the trace metadata is in the footer, and the file reads back
+    into the frame and metadata of the default (pyarrow) write."""
+    import polars as pl
+
+    from traceadvisor.io import write_parquet
+    from traceadvisor.schema.columns import arrow_schema
+
+    trace = load_trace(example_trace(), cache=False)
+    if writer == "pyarrow":
+
+        def no_arrow_schema(self, *a, **kw):
+            raise TypeError("write_parquet() got an unexpected keyword argument 'arrow_schema'")
+
+        monkeypatch.setattr(pl.DataFrame, "write_parquet", no_arrow_schema)
+    write_parquet(trace, tmp_path / "fast.parquet", all_cores=True)
+    write_parquet(trace, tmp_path / "one.parquet")
+    made_by = pq.read_metadata(tmp_path / "fast.parquet").created_by
+    assert made_by.startswith("Polars" if writer == "polars" else "parquet-cpp"), made_by
+    schema = pq.read_schema(tmp_path / "fast.parquet")
+    for want in arrow_schema():
+        assert schema.field(want.name).metadata == want.metadata, want.name
+    assert json.loads(schema.metadata[META_KEY]) == json.loads(trace.meta.to_json())
+    fast, one = read_parquet(tmp_path / "fast.parquet"), read_parquet(tmp_path / "one.parquet")
+    assert fast.events.equals(one.events) and fast.meta.to_dict() == one.meta.to_dict()
+
+
 def test_cache_hit_returns_same_trace_and_no_cache_bypasses(tmp_path, monkeypatch):
     src = tmp_path / "t.json.gz"
     src.write_bytes(example_trace().read_bytes())

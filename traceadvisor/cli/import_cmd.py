@@ -58,7 +58,7 @@ def command(
         with Progress(progress_enabled(quiet, show_progress)) as prog:
             (tr,) = load_all([src], no_cache=no_cache, progress=prog)
             with prog.stage(f"writing {Path(output).name}"):
-                write_parquet(tr, output)
+                write_parquet(tr, output, all_cores=True)
         rows, fmt, warnings = tr.events.height, tr.meta.format, tr.meta.warnings
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
