@@ -59,10 +59,59 @@ def test_both_parquet_writers_keep_every_column_doc_and_read_back_the_same(tmp_p
     assert fast.events.equals(one.events) and fast.meta.to_dict() == one.meta.to_dict()
 
 
+def test_the_cache_entry_is_written_in_the_background(tmp_path, monkeypatch):
+    """A fresh import's entry is written by a thread while the caller goes on (its analysis); it holds what the
+    importer read, not what the caller changes later; reading the entry waits for it; a failed write leaves
+    neither an entry nor a temporary file and raises nothing; a CLI command ends once its entry is written."""
+    import threading
+
+    from conftest import run_cli
+
+    from traceadvisor import io
+
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(example_trace().read_bytes())
+    release, writers = threading.Event(), []
+    real = io.write_parquet
+
+    def held(trace, path, *a, **kw):
+        writers.append(threading.current_thread().name)
+        assert release.wait(30)
+        return real(trace, path, *a, **kw)
+
+    monkeypatch.setattr(io, "write_parquet", held)
+    first = load_trace(src)  # returns while its entry's write waits
+    entry = cache.entry(src, "kineto")
+    assert not entry.exists() and writers == ["traceadvisor-cache-write"]
+    first.meta.warnings.append("added by the caller after the import")
+    threading.Timer(0.2, release.set).start()
+    back = cache.get(src, "kineto")  # waits for the write
+    assert back is not None and back.events.equals(first.events)
+    assert "added by the caller after the import" not in back.meta.warnings
+
+    def broken(trace, path, *a, **kw):
+        raise ValueError("disk on fire")
+
+    other = tmp_path / "u.json.gz"
+    other.write_bytes(example_trace().read_bytes())
+    monkeypatch.setattr(io, "write_parquet", broken)
+    load_trace(other)
+    cache.wait()
+    assert not cache.entry(other, "kineto").exists() and not list(cache.cache_dir().glob("*.tmp"))
+
+    monkeypatch.setattr(io, "write_parquet", held)
+    release.clear()
+    threading.Timer(0.5, release.set).start()
+    code, _, err = run_cli(["info", str(other)])  # the entry's write waits half a second: the command waits
+    assert code == 0, err
+    assert cache.entry(other, "kineto").exists()
+
+
 def test_cache_hit_returns_same_trace_and_no_cache_bypasses(tmp_path, monkeypatch):
     src = tmp_path / "t.json.gz"
     src.write_bytes(example_trace().read_bytes())
     first = load_trace(src)
+    cache.wait()  # the entry is written beside the caller's work (test_the_cache_entry_is_written_in_the_background)
     entry = cache.entry(src, "kineto")
     assert entry.exists()
     second = load_trace(src)

@@ -7,10 +7,12 @@ importer sources. Lives in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +72,7 @@ def entry(path: Path, importer: str) -> Path:
 def find(path: Path) -> Path | None:
     """The entry of an unchanged ``path``, whichever importer made it: no format detection, so that a cached
     ``traceadvisor import`` needs neither polars nor pyarrow."""
+    wait()
     hits = sorted(cache_dir().glob(f"{_key(Path(path))}-*.parquet"))
     return hits[0] if hits else None
 
@@ -93,6 +96,7 @@ def get(path: Path, importer: str) -> Trace | None:
     from traceadvisor.io import read_parquet
 
     f = entry(path, importer)
+    wait(f)
     if not f.exists():
         return None
     try:
@@ -103,16 +107,59 @@ def get(path: Path, importer: str) -> Trace | None:
     return t
 
 
-def put(path: Path, importer: str, trace: Trace) -> None:
+# the entry being written in the background (``put(..., background=True)``) and its thread: one at a time
+_PENDING: dict[Path, threading.Thread] = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def put(path: Path, importer: str, trace: Trace, *, background: bool = False) -> None:
+    """Write ``trace`` as the entry of ``path``. ``background``: by a thread while the caller goes on (the
+    analysis of a fresh import runs beside the write of its entry: pyarrow encodes without the GIL); the trace's
+    metadata is copied first (the caller's post-import views change it, the entry holds what the importer read).
+    ``get``, ``find`` and ``wait`` wait for it, so does the next background write (one at a time: a loop over many
+    files never queues their frames), and so does the interpreter's exit (not a daemon thread)."""
+    f = entry(path, importer)
+    wait()
+    if not background:
+        _write(f, trace)
+        return
+    from traceadvisor.trace import Trace, TraceMeta
+
+    snapshot = Trace(trace.events, TraceMeta.from_dict(json.loads(trace.meta.to_json())))
+    thread = threading.Thread(target=_write, args=(f, snapshot), name="traceadvisor-cache-write")
+    with _PENDING_LOCK:
+        _PENDING[f] = thread
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: written here
+        with _PENDING_LOCK:
+            del _PENDING[f]
+        _write(f, snapshot)
+
+
+def wait(f: Path | None = None) -> None:
+    """Until the background write of entry ``f`` (of any entry: None) is done."""
+    with _PENDING_LOCK:
+        threads = list(_PENDING.values()) if f is None else [t for k, t in _PENDING.items() if k == f]
+    for t in threads:
+        if t is not threading.current_thread():
+            t.join()
+
+
+def _write(f: Path, trace: Trace) -> None:
     from traceadvisor.io import write_parquet
 
-    f = entry(path, importer)
+    tmp = f.with_suffix(f".{os.getpid()}.tmp")  # concurrent writers (xdist workers) never share one
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_suffix(f".{os.getpid()}.tmp")  # concurrent writers (xdist workers) never share one
         write_parquet(trace, tmp, compression="lz4")
         info = {"rows": trace.events.height, "format": trace.meta.format, "warnings": trace.meta.warnings}
         f.with_suffix(".json").write_text(json.dumps(info))  # before the entry appears: see summary()
         tmp.replace(f)
-    except OSError:
-        pass
+    except Exception:  # noqa: BLE001 - a failed cache write is never fatal (nor, in its thread, a traceback)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    finally:
+        with _PENDING_LOCK:
+            if _PENDING.get(f) is threading.current_thread():
+                del _PENDING[f]

@@ -57,6 +57,14 @@ def cli() -> None:
       traceadvisor compare a100.json.gz mi300x.json.gz
       traceadvisor info --example
     """
+    # a fresh import's cache entry is written while the command runs (cache.put); the command ends when it is done
+    click.get_current_context().call_on_close(_finish_cache_writes)
+
+
+def _finish_cache_writes() -> None:
+    cache = sys.modules.get("traceadvisor.cache")
+    if cache is not None:
+        cache.wait()
 
 
 # the library's queries run on polars' in-memory engine unless the user chose one (traceadvisor.query); the CLI

@@ -105,9 +105,8 @@ def load_trace(
         from traceadvisor.normalize import normalize
 
         trace = normalize(read_guarded(mod, p, progress), devices=False)
-        if cache:
-            with stage(progress, "writing the import cache"):
-                _cache.put(p, mod.NAME, trace)
+        if cache:  # written while the caller goes on (its analysis); the next read of the entry waits for it
+            _cache.put(p, mod.NAME, trace, background=True)
     return after_import(trace, device)
 
 
