@@ -204,3 +204,43 @@ def test_cli_export_errors(tmp_path, capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("Error: ") and text in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_garbage_collector_is_paused_while_the_events_are_written_and_restored_after(
+    tmp_path, monkeypatch
+):
+    """The events are acyclic dicts and lists (freed by reference counting): the collector is off while the chunks
+    are made (it rescanned every live event of a batch), and back on afterwards, also when the export fails."""
+    import gc
+
+    from traceadvisor import export
+
+    trace = load_trace(ROOT / "fixtures" / "h200_train_fixed.pt.trace.json.gz")
+    seen = []
+    real = export.ChromeTrace.chunks
+
+    def chunks(self):
+        for part in real(self):
+            seen.append(gc.isenabled())
+            yield part
+
+    monkeypatch.setattr(export.ChromeTrace, "chunks", chunks)
+    assert gc.isenabled()
+    export_trace(trace, tmp_path / "a.json")
+    assert seen and not any(seen) and gc.isenabled()
+
+    def failing(self):
+        yield b"{"
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export.ChromeTrace, "chunks", failing)
+    with pytest.raises(OSError, match="disk full"):
+        export_trace(trace, tmp_path / "b.json")
+    assert gc.isenabled()
+    gc.disable()  # a caller that had switched it off keeps it off
+    try:
+        monkeypatch.setattr(export.ChromeTrace, "chunks", chunks)
+        export_trace(trace, tmp_path / "c.json")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

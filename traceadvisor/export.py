@@ -26,6 +26,8 @@ source's events. The output is deterministic: the same input gives the same byte
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import io
 from collections.abc import Iterable, Iterator
@@ -82,10 +84,25 @@ def export_trace(
     path = Path(path)
     stats = ExportStats(str(path), fmt)
     doc = ChromeTrace(trace, fmt, [f for f in findings if f.trace == trace.name], stats)
-    with _open(path) as out:
+    with _open(path) as out, _gc_paused():
         for chunk in doc.chunks():
             out.write(chunk)
     return stats
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while the events are written: each event is a few dicts and lists
+    without cycles, freed by reference counting, and a collection every few hundred new containers scans all the
+    live ones again (a batch holds 16 k events). Measured 3 Dec on the A100 rank-3 trace (75 k events): the
+    events' chunks in 1.28 s with the collector, 0.50 s without."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _open(path: Path):
