@@ -55,6 +55,28 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+_FULL_SINCE_FREEZE = [False]  # a full collection ran since the last gc.freeze
+
+
+def _note_full_collection(phase: str, info: dict) -> None:
+    if phase == "stop" and info["generation"] == 2:
+        _FULL_SINCE_FREEZE[0] = True
+
+
+gc.callbacks.append(_note_full_collection)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After a full collection, what survived it (the per-process caches of traces and analyses the tests share)
+    is frozen at the next test's end, so that the later full collections scan only what was made since instead
+    of every cached trace again (measured on the suite, 3 Dec: 14 and 23 full collections of 0.2 s each on the
+    two workers, 6.3 s in all). Garbage made after that collection and frozen with the rest stays until the
+    session ends."""
+    if _FULL_SINCE_FREEZE[0]:
+        _FULL_SINCE_FREEZE[0] = False
+        gc.freeze()
+
+
 def pytest_sessionfinish(session):
     """Frozen again once the tests have run: pytest's unraisable-exception check then runs five full collections
     (``gc_collect_harder``) over a heap that holds every cached trace and analysis of the run; sampled on the full
