@@ -11,7 +11,8 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
   first and the corpus groups last (``LONG_GROUPS_FIRST``), so no worker finishes alone with a long file;
 * one import cache per run (a session temp dir shared by the workers): a corpus file parsed by one test is read
   back from Parquet by every later one;
-* the objects alive after collection are frozen out of the garbage collector's scans (``gc.freeze``);
+* the objects alive after collection are frozen out of the garbage collector's scans (``gc.freeze``), and so
+  is what survives each later full collection (the shared caches of traces and analyses);
 * compiled modules are cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so the CLI
   subprocesses and the second worker do not compile the package again;
 * each xdist worker runs polars on its share of the cores (``POLARS_MAX_THREADS``: one thread per worker on
