@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "rules"))
@@ -125,6 +126,37 @@ def test_fix_drop_wait_and_gpu_duration():
     # kernels twice as fast: the synchronised loop halves its GPU time
     p2 = r.predict(Fix("2x kernels").gpu_duration(kernels["eid"], kernels["dur_ns"] // 2))
     assert r.window_ns - p2.after_ns == pytest.approx(10 * 250_000, rel=0.02)
+
+
+def test_replays_are_kept_by_the_content_of_their_weights(monkeypatch):
+    """Two fixes that give the same weights are replayed once (the memo is keyed by the weights' difference from
+    the base weights), a fix with other weights gets its own replay, and a replayer at another profiler cost
+    (other base weights, the same memo) never takes another's replay for the same fix."""
+    import traceadvisor.replay as replay_mod
+
+    tr = _loop(sync=True)
+    r = Replayer(tr, overhead_ns=0)
+    kernels = indexed(tr).collect().filter(pl.col("kind") == "kernel")
+    calls = []
+    real = replay_mod.relax
+    monkeypatch.setattr(replay_mod, "relax", lambda *a: calls.append(1) or real(*a))
+    half = kernels["dur_ns"] // 2
+    a = r.predict(Fix("2x kernels").gpu_duration(kernels["eid"], half))
+    # the same kernels listed the other way round: another fix (its own digest), the same weights
+    b = r.predict(Fix("the same, reversed").gpu_duration(kernels["eid"].reverse(), half.reverse()))
+    assert len(calls) == 1 and a.after_ns == b.after_ns
+    c = r.predict(Fix("3x kernels").gpu_duration(kernels["eid"], kernels["dur_ns"] // 3))
+    assert len(calls) == 2 and c.after_ns < a.after_ns
+    assert r._content_key(*r.arrays(None)[1:]) == r._content_key(
+        r.base_w.copy(), np.ones(len(r.base_w), bool)
+    )
+    profiled = _loop(sync=False)
+    rp = Replayer(profiled, overhead_ns=2_000)  # 2 us per recorded event taken out of the host time
+    other = rp.at_overhead(4_000)
+    assert other is not rp and not np.array_equal(other.base_w, rp.base_w)
+    host = indexed(profiled).collect().filter(pl.col("kind") == "runtime")["eid"]
+    fix = Fix("faster host").host_duration(host, 0)
+    assert rp._content_key(*rp.arrays(fix)[1:]) != other._content_key(*other.arrays(fix)[1:])
 
 
 def test_fix_cut_host_time():
