@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: the import cache reads the constants below without polars/pyarrow
+    import polars as pl
     import pyarrow as pa
 
     from traceadvisor.trace import Trace
@@ -88,7 +89,7 @@ def write_parquet(
             writer.write_table(part, row_group_size=WRITE_BATCH_ROWS)
 
 
-def _write_with_polars(events, path: str | Path, schema: pa.Schema, compression: str) -> bool:
+def _write_with_polars(events: pl.DataFrame, path: str | Path, schema: pa.Schema, compression: str) -> bool:
     """``events`` written by polars with ``schema`` (the field docs, units and trace metadata) as the file's Arrow
     schema; False where this polars has no ``arrow_schema`` (an unstable parameter): then pyarrow writes it."""
     try:

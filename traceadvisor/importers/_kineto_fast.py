@@ -78,7 +78,7 @@ def _wanted(text_bytes: int) -> bool:
 
 class ScannerAnswer:
     """``use_scanner(text_bytes)``, its slow part started now in a thread where there is one: the first load in a
-    process imports numba and loads the scanner's code from numba's cache (0.45 s on the 2-core machine, 3 Dec),
+    process imports numba and loads the scanner's code from numba's cache (0.3-0.45 s on 2 cores, 3 Dec),
     which then overlaps the caller's reading of the file instead of coming before it. ``pending``: the answer is
     not known yet; calling the object waits for it (and raises what the load raised)."""
 
