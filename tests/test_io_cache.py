@@ -71,18 +71,19 @@ def test_the_cache_entry_is_written_in_the_background(tmp_path, monkeypatch):
 
     src = tmp_path / "t.json.gz"
     src.write_bytes(example_trace().read_bytes())
-    release, writers = threading.Event(), []
+    release, started, writers = threading.Event(), threading.Event(), []
     real = io.write_parquet
 
     def held(trace, path, *a, **kw):
         writers.append(threading.current_thread().name)
+        started.set()
         assert release.wait(30)
         return real(trace, path, *a, **kw)
 
     monkeypatch.setattr(io, "write_parquet", held)
     first = load_trace(src)  # returns while its entry's write waits
     entry = cache.entry(src, "kineto")
-    assert not entry.exists() and writers == ["traceadvisor-cache-write"]
+    assert started.wait(30) and not entry.exists() and writers == ["traceadvisor-cache-write"]
     first.meta.warnings.append("added by the caller after the import")
     threading.Timer(0.2, release.set).start()
     back = cache.get(src, "kineto")  # waits for the write
