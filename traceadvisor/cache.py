@@ -107,25 +107,22 @@ def get(path: Path, importer: str) -> Trace | None:
     return t
 
 
-# the entry being written in the background (``put(..., background=True)``) and its thread: one at a time
+# the entry being written in the background (``put``) and its thread: one at a time
 _PENDING: dict[Path, threading.Thread] = {}
 _PENDING_LOCK = threading.Lock()
 
 
-def put(path: Path, importer: str, trace: Trace, *, background: bool = False) -> None:
-    """Write ``trace`` as the entry of ``path``. ``background``: by a thread while the caller goes on (the
-    analysis of a fresh import runs beside the write of its entry: pyarrow encodes without the GIL); the trace's
-    metadata is copied first (the caller's post-import views change it, the entry holds what the importer read).
-    ``get``, ``find`` and ``wait`` wait for it, so does the next background write (one at a time: a loop over many
-    files never queues their frames), and so does the interpreter's exit (not a daemon thread)."""
-    f = entry(path, importer)
-    wait()
-    if not background:
-        _write(f, trace)
-        return
+def put(path: Path, importer: str, trace: Trace) -> None:
+    """Write ``trace`` as the entry of ``path``, by a thread while the caller goes on (the analysis of a fresh
+    import runs beside the write of its entry: pyarrow encodes without the GIL). The trace's metadata is copied
+    first (the caller's post-import views change it; the entry holds what the importer read). ``get``, ``find``
+    and ``wait`` wait for it, so does the next write (one at a time: a loop over many files never queues their
+    frames), and so does the interpreter's exit (not a daemon thread)."""
     from traceadvisor.trace import Trace, TraceMeta
 
-    snapshot = Trace(trace.events, TraceMeta.from_dict(json.loads(trace.meta.to_json())))
+    f = entry(path, importer)
+    wait()
+    snapshot = Trace(trace.events, TraceMeta.from_dict(trace.meta.to_dict()))
     thread = threading.Thread(target=_write, args=(f, snapshot), name="traceadvisor-cache-write")
     with _PENDING_LOCK:
         _PENDING[f] = thread

@@ -106,7 +106,7 @@ def load_trace(
 
         trace = normalize(read_guarded(mod, p, progress), devices=False)
         if cache:  # written while the caller goes on (its analysis); the next read of the entry waits for it
-            _cache.put(p, mod.NAME, trace, background=True)
+            _cache.put(p, mod.NAME, trace)
     return after_import(trace, device)
 
 

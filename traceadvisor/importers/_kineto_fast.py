@@ -10,6 +10,7 @@ numba's import and the cached code's load cost about half a second.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures as cf
 import contextlib
 import functools
 import os
@@ -84,30 +85,24 @@ class ScannerAnswer:
 
     def __init__(self, text_bytes: int) -> None:
         self.text_bytes = text_bytes
-        self._result: list[Any] = []
-        self._thread: threading.Thread | None = None
+        self._future: cf.Future[bool] | None = None
         if _forced() is None and _wanted(text_bytes) and not _scanner.cache_info().currsize:
-            self._thread = threading.Thread(target=self._load, name="traceadvisor-scanner-load", daemon=True)
-            self._thread.start()
+            self._future = cf.Future()
+            threading.Thread(target=self._load, name="traceadvisor-scanner-load", daemon=True).start()
 
     @property
     def pending(self) -> bool:
-        return self._thread is not None and not self._result
+        return self._future is not None and not self._future.done()
 
     def _load(self) -> None:
+        assert self._future is not None
         try:
-            self._result.append((use_scanner(self.text_bytes), None))
+            self._future.set_result(use_scanner(self.text_bytes))
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            self._result.append((False, e))
+            self._future.set_exception(e)
 
     def __call__(self) -> bool:
-        if self._thread is None:
-            return use_scanner(self.text_bytes)
-        self._thread.join()
-        answer, error = self._result[0]
-        if error is not None:
-            raise error
-        return answer
+        return use_scanner(self.text_bytes) if self._future is None else self._future.result()
 
 
 def decoded_by_msgspec(text_bytes: int) -> None:
