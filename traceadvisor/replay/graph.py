@@ -7,7 +7,9 @@ happen before point ``src`` + ``w``":
 
 * host chain: the points of one host thread in time order, each after the previous one by the recorded
   delta (the host's own work between and inside calls);
-* GPU queue: an activity starts after the previous one on its stream ends;
+* GPU queue: an activity starts after the previous one on its stream ends; across streams, after the activity
+  of another stream it waited for: read from the recorded times, and from the stream-wait calls
+  (``cudaStreamWaitEvent``, recorded without their streams: ``replay.streams``);
 * launch: a GPU activity starts ``lat`` after the host call that launched it (correlation id) started;
 * wake: a host thread that sat idle (no framework op running, at least ``MIN_IDLE_NS``) resumes after the last
   point of another thread of its process before it resumed (the autograd thread starts when ``backward()`` is
@@ -41,6 +43,7 @@ from traceadvisor.replay.rows import (
     lexsort,
     lookup,
 )
+from traceadvisor.replay.streams import CROSS_STREAM_MIN_WAIT_NS, NEG, cross_stream, event_wait_edges
 from traceadvisor.trace import Trace
 
 __all__ = ["GPU_KINDS", "NODE_KINDS", "Graph", "_covered", "build", "thread_codes"]
@@ -49,7 +52,6 @@ __all__ = ["GPU_KINDS", "NODE_KINDS", "Graph", "_covered", "build", "thread_code
 HOST, MARKER, GPU = 0, 1, 2
 # edge types
 E_CHAIN, E_STREAM, E_LAUNCH, E_WAIT, E_OWN, E_WAKE = 0, 1, 2, 3, 4, 5
-NEG = np.iinfo(np.int64).min // 4  # "no release time"
 
 MIN_IDLE_NS = 50_000  # a host thread gap this long with no framework op running on it is an idle wait
 DEFAULT_LAUNCH_LAT_NS = 5_000  # a launch's latency when no launch-bound activity in the trace shows it
@@ -236,7 +238,7 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         by_dep = (dep_node >= 0) & (dep_end > prev_end) & (dep_end <= g_start)
         # a GPU-side wait on another stream (an event wait the trace does not name): the activity started
         # right after another stream's activity ended, long after its own launch and its queue allowed
-        x_node, x_end = _cross_stream(
+        x_node, x_end = cross_stream(
             gpu, nh, end, stream, g_start, prev_end, np.where(has, start[api] + typ, NEG), ~by_dep
         )
         # a queued activity (launched before its predecessor ended) that still started long after that
@@ -244,7 +246,7 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         # (a side stream's kernel, e.g. cuDNN's FFT stream, waits for the main stream's work)
         gap = (x_node < 0) & ~by_dep & has & (prev_end != NEG) & (start[api] + typ <= prev_end)
         gap &= g_start - prev_end >= CROSS_STREAM_MIN_WAIT_NS
-        y_node, y_end = _cross_stream(
+        y_node, y_end = cross_stream(
             gpu, nh, end, stream, g_start, prev_end, np.where(has, start[api] + typ, NEG), gap, np.inf
         )
         y_ok = (y_node >= 0) & (y_end > prev_end)
@@ -267,6 +269,12 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         # activities whose launch is not in the trace keep their recorded start when nothing explains it
         free = np.nonzero(~has & ~by_dep & (first | (g_start - prev_end > 0)))[0]
         release[2 * (free + nh)] = g_start[free]
+        edges.append(
+            (
+                *event_wait_edges(nh, start, end, stream, thread, g_launcher, h_api["stream_wait"], gpu),
+                E_STREAM,
+            )
+        )
         del o, gs, same, prev_end, api, rec_lat, dep_node, dep_end, x_node, x_end, by_dep, bound, slack
 
     launcher = np.concatenate([np.full(nh, -1, np.int64), g_launcher])
@@ -383,42 +391,6 @@ def _device_deps(gpu, nh, start, end, g_launcher, blocking_host):
         dep_node[qq[ok]] = on[arg[k[ok]]] + nh
         dep_end[qq[ok]] = best[k[ok]]
     return dep_node, dep_end
-
-
-CROSS_STREAM_SLACK_NS = 10_000  # an activity starting this soon after another stream's end waited for it
-CROSS_STREAM_MIN_WAIT_NS = 20_000  # ... when it started at least this long after its launch allowed
-
-
-def _cross_stream(gpu, nh, end, stream, g_start, prev_end, launch_ready, cand, slack_ns=None):
-    """Per GPU activity: the activity on another stream of its device it waited for (node, end), or -1: the
-    latest to end before it started, at most ``slack_ns`` (default ``CROSS_STREAM_SLACK_NS``) before."""
-    slack_ns = CROSS_STREAM_SLACK_NS if slack_ns is None else slack_ns
-    ng = len(gpu.eid)
-    x_node = np.full(ng, -1, np.int64)
-    x_end = np.full(ng, NEG, np.int64)
-    late = (
-        cand
-        & (g_start - launch_ready >= CROSS_STREAM_MIN_WAIT_NS)
-        & (g_start - prev_end >= CROSS_STREAM_MIN_WAIT_NS)
-    )
-    q = np.nonzero(late)[0]
-    if not len(q):
-        return x_node, x_end
-    dev = gpu.rank * 4096 + gpu.device
-    ge = end[nh:]
-    for d in np.unique(dev[q]):
-        on = np.nonzero(dev == d)[0]
-        on = on[np.argsort(ge[on], kind="stable")]
-        e = ge[on]
-        qq = q[dev[q] == d]
-        k = np.searchsorted(e, g_start[qq], side="right") - 1
-        ok = k >= 0
-        kk = np.maximum(k, 0)
-        hit = on[kk]
-        ok &= (stream[hit + nh] != stream[qq + nh]) & (g_start[qq] - e[kk] <= slack_ns)
-        x_node[qq[ok]] = hit[ok] + nh
-        x_end[qq[ok]] = e[kk[ok]]
-    return x_node, x_end
 
 
 def _process_codes(threads: pl.DataFrame) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from traceadvisor import query
+from traceadvisor.knowledge import apis
 from traceadvisor.schema import views
 from traceadvisor.trace import Trace
 
@@ -217,13 +218,15 @@ def launchers(host: Rows, gpu: Rows) -> np.ndarray:
 
 
 def api_flags(names: np.ndarray) -> dict[str, np.ndarray]:
-    """Per entry of the name table: is it a blocking copy, a copy, a blocking synchronisation API."""
+    """Per entry of the name table: is it a blocking copy, a copy, a blocking synchronisation API, a stream's
+    wait for an event (``apis.STREAM_WAIT``)."""
     bare = pl.DataFrame({"name": pl.Series(names.tolist(), dtype=pl.String)}).select(views.api_name())
     api = bare.to_series()
     return {
         "blocking_copy": api.is_in(list(views.BLOCKING_COPY_APIS)).fill_null(False).to_numpy(),
         "copy": api.is_in(list(_COPY_APIS)).fill_null(False).to_numpy(),
         "sync": api.is_in(list(views.BLOCKING_SYNC_APIS)).fill_null(False).to_numpy(),
+        "stream_wait": api.is_in(list(apis.STREAM_WAIT)).fill_null(False).to_numpy(),
     }
 
 
