@@ -195,6 +195,14 @@ class Replayer:
             w[ch] += add[g.dst[ch]]
         return g.release, w, active
 
+    def gpu_time_removed_ns(self, fix: Fix) -> int:
+        """The GPU time ``fix`` takes out of the activities whose durations it sets (recorded minus new)."""
+        if not len(fix.gpu_eid):
+            return 0
+        j = self.g.node_of_eid(fix.gpu_eid)
+        ok = (j >= 0) & (self._own[np.maximum(j, 0)] >= 0)
+        return int(np.sum(self.base_w[self._own[j[ok]]] - fix.gpu_dur[ok]))
+
     def _cut_intervals(self, fix: Fix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(thread code, start, end) of the host time ``fix`` removes: its cut intervals on the graph's threads,
         and the part of each shortened host call past its new duration."""
@@ -489,7 +497,10 @@ def high_overhead_ns(trace: Trace) -> float:
 
 def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | None:
     """For a fix that removes host time, its predicted share at the assumed and at the trace's high profiler cost
-    per event, and whether it is uncertain (``uncertain``: the saving may be profiler overhead); None otherwise."""
+    per event, and whether it is uncertain (``uncertain``: the saving may be profiler overhead); None otherwise.
+    A fix that also removes GPU work, at least the share of the window under which a finding is minor
+    (``engine.runner.MINOR_SHARE``: a fused optimizer's fewer passes, fused attention), is never uncertain: what
+    it saves at the high cost is GPU time, which the profiler's cost per event cannot explain."""
     if rp.overhead_ns <= 0 or pred.scope != "window" or not (fix.cuts.height or len(fix.host_eid)):
         return None
     if rp._high is None:
@@ -497,10 +508,15 @@ def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | Non
     hi = rp._high.predict(fix)
     lo_share = pred.impact_ns / max(pred.before_ns, 1)
     hi_share = hi.impact_ns / max(hi.before_ns, 1)
+    from traceadvisor.engine.runner import MINOR_SHARE
+
+    gpu_share = rp.gpu_time_removed_ns(fix) / max(pred.before_ns, 1)
     return {
         "per_event_us": [round(rp.overhead_ns / 1e3, 2), round(rp._high.overhead_ns / 1e3, 2)],
         "saving_pct": [round(100 * lo_share, 1), round(100 * hi_share, 1)],
-        "uncertain": bool(hi_share < UNCERTAIN_SHARE and hi_share < 0.5 * lo_share),
+        "uncertain": bool(
+            hi_share < UNCERTAIN_SHARE and hi_share < 0.5 * lo_share and gpu_share < MINOR_SHARE
+        ),
     }
 
 

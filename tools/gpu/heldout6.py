@@ -1,0 +1,549 @@
+"""Held-out-style traces, batch 6 (fixtures/h200_heldout, facts.json): model families no rule was developed on and
+no earlier batch used (Whisper, Mistral, Swin, an LSTM language model, a DLRM-style embedding model, a DeepLabV3
+segmentation model, DistilBERT with a tokenizing DataLoader, a GradScaler fp16 ResNet-50). Most are healthy,
+warmed programs, checked for false alarms ("a warmed-up run shows no warm-up; a host waiting on a busy GPU is
+not a bottleneck"); two have a planted fix timed without the profiler. Same conventions as heldout.py-heldout5.py:
+random init, base and fixed interleaved in one process, blocks of steps with one synchronize, median of rounds.
+
+    python3 heldout6.py OUTDIR [scenario ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from heldout import DEV, record, run_all, sync, timed_pair, trainer  # noqa: E402
+from heldout2 import prof  # noqa: E402
+
+HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
+
+
+def _healthy(out: Path, key: str, what: str, step, n: int = 10, extra_absent: tuple[str, ...] = ()) -> None:
+    t = timed_pair(step, None, n=n, rounds=3)
+    p = prof(step, out, f"h200_ho_{key}", active=3)
+    record(out, key, {"what": what, **p, "measured": t, "expect": [], "absent": HEALTHY + list(extra_absent)})
+
+
+def whisper_train(out: Path) -> None:
+    """Whisper (4+4 layers, d=384) seq2seq training on log-mel features, bf16 autocast, fused AdamW, warm."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(
+        d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6, decoder_attention_heads=6,
+        encoder_ffn_dim=1536, decoder_ffn_dim=1536, num_mel_bins=80,
+    )  # fmt: skip
+    m = WhisperForConditionalGeneration(cfg).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    feats = torch.randn(16, 80, 3000, device=DEV)
+    labels = torch.randint(0, cfg.vocab_size, (16, 96), device=DEV)
+    step = trainer(opt, lambda i: m(input_features=feats, labels=labels).loss)
+    _healthy(out, "whisper_train", "transformers Whisper (4 encoder + 4 decoder layers, d=384) training, bf16 "
+             "autocast, batch 16 x 80 x 3000 log-mel frames, 96 label tokens, fused AdamW, data on the GPU, warm; "
+             "schedule 1/1/3", step)  # fmt: skip
+
+
+def mistral_prefill(out: Path) -> None:
+    """Mistral (8 layers, d=1024, GQA 16/4 heads) bf16 inference, batch 8 x 1024-token prefill, no_grad."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(
+        hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=16,
+        num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096, sliding_window=4096,
+    )  # fmt: skip
+    m = MistralForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
+    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
+
+    def step(i: int) -> None:
+        with torch.no_grad():
+            m(input_ids=ids, use_cache=False)
+
+    _healthy(out, "mistral_prefill", "transformers Mistral (8 layers, d=1024, 16 query / 4 KV heads) bf16 weights, "
+             "inference (no_grad) of batch 8 x 1024-token prompts, no cache, warm; schedule 1/1/3", step)  # fmt: skip
+
+
+def swin_train(out: Path) -> None:
+    """timm swin_tiny training, bf16 autocast, channels_last input, fused AdamW, batch 64, warm."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(64, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    step = trainer(opt, lambda i: F.cross_entropy(m(x), y))
+    _healthy(out, "swin_t_train", "timm swin_tiny_patch4_window7_224 training, bf16 autocast, batch 64, fused "
+             "AdamW, data on the GPU, warm; schedule 1/1/3", step)  # fmt: skip
+
+
+class _LstmLM(torch.nn.Module):
+    def __init__(self, vocab: int = 32000, d: int = 1024) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.rnn = torch.nn.LSTM(d, d, num_layers=2, batch_first=True)
+        self.out = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h, _ = self.rnn(self.emb(ids))
+        return self.out(h)
+
+
+def lstm_lm(out: Path) -> None:
+    """A 2-layer LSTM language model (cuDNN RNN) training, bf16 autocast, batch 64 x 256 tokens, fused AdamW."""
+    torch.manual_seed(0)
+    m = _LstmLM().to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, 32000, (64, 257), device=DEV)
+    step = trainer(opt, lambda i: F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()))
+    _healthy(out, "lstm_lm_train", "Embedding(32000, 1024) + 2-layer nn.LSTM(1024) + Linear language model "
+             "training (cuDNN RNN), bf16 autocast, batch 64 x 256 tokens, fused AdamW, data on the GPU, warm; "
+             "schedule 1/1/3", step)  # fmt: skip
+
+
+class _Dlrm(torch.nn.Module):
+    def __init__(self, tables: int = 8, rows: int = 500_000, d: int = 128) -> None:
+        super().__init__()
+        self.bags = torch.nn.ModuleList(torch.nn.EmbeddingBag(rows, d, mode="sum") for _ in range(tables))
+        self.bottom = torch.nn.Sequential(torch.nn.Linear(13, 256), torch.nn.ReLU(), torch.nn.Linear(256, d))
+        self.top = torch.nn.Sequential(
+            torch.nn.Linear(d * (tables + 1), 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512), torch.nn.ReLU(),
+            torch.nn.Linear(512, 1),
+        )  # fmt: skip
+
+    def forward(self, dense: torch.Tensor, idx: list[torch.Tensor], offs: torch.Tensor) -> torch.Tensor:
+        z = [self.bottom(dense)] + [b(i, offs) for b, i in zip(self.bags, idx, strict=True)]
+        return self.top(torch.cat(z, 1)).squeeze(1)
+
+
+def dlrm_train(out: Path) -> None:
+    """A DLRM-style click model: 8 EmbeddingBag tables (500k x 128, 20 ids per bag), MLPs, batch 8192, SGD."""
+    torch.manual_seed(0)
+    m = _Dlrm().to(DEV).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    B, L = 8192, 20
+    dense = torch.randn(B, 13, device=DEV)
+    idx = [torch.randint(0, 500_000, (B * L,), device=DEV) for _ in range(8)]
+    offs = torch.arange(0, B * L, L, device=DEV)
+    y = torch.randint(0, 2, (B,), device=DEV).float()
+
+    def step(i: int) -> None:
+        loss = F.binary_cross_entropy_with_logits(m(dense, idx, offs), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    _healthy(out, "dlrm_train", "DLRM-style model: 8 EmbeddingBag(500k, 128, sum) tables of 20 ids per bag, bottom "
+             "and top MLPs, FP32, batch 8192, SGD (foreach), data on the GPU, warm; schedule 1/1/3", step,
+             extra_absent=("OPT001",))  # fmt: skip
+
+
+def deeplab_pageable(out: Path) -> None:
+    """torchvision DeepLabV3-MobileNetV3 segmentation training, batch 32 x 512 x 512 images and int64 masks copied
+    from pageable memory each step; fix: pinned buffers + non_blocking."""
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=21
+    ).to(DEV).train()  # fmt: skip
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    xs = [torch.randn(32, 3, 512, 512) for _ in range(2)]
+    ys = [torch.randint(0, 21, (32, 512, 512)) for _ in range(2)]
+    xp = [x.pin_memory() for x in xs]
+    yp = [y.pin_memory() for y in ys]
+
+    def make(pinned: bool):
+        X, Y = (xp, yp) if pinned else (xs, ys)
+
+        def loss(i: int) -> torch.Tensor:
+            x = X[i % 2].to(DEV, non_blocking=pinned)
+            return F.cross_entropy(m(x)["out"], Y[i % 2].to(DEV, non_blocking=pinned))
+
+        return trainer(opt, loss)
+
+    base, fixed = make(False), make(True)
+    t = timed_pair(base, fixed, n=10, rounds=5)
+    p = prof(base, out, "h200_ho_deeplab_pageable", active=3)
+    pf = prof(fixed, out, "h200_ho_deeplab_pinned", active=3)
+    record(out, "deeplab_pageable", {
+        "what": "torchvision deeplabv3_mobilenet_v3_large training, bf16 autocast, batch 32 x 3 x 512 x 512 images "
+                "(101 MB) and int64 masks (67 MB) copied from pageable host memory each step; fix: pinned buffers "
+                "+ non_blocking", **p, "fixed_trace": pf["trace"], "measured": t, "expect": ["MEM001"],
+        "absent": ["WRM001", "DLD001"], "fix_rule": "MEM001"})  # fmt: skip
+
+
+class _Texts(torch.utils.data.Dataset):
+    """Synthetic sentences tokenized in __getitem__ by a pure-Python hashing tokenizer (the CPU work)."""
+
+    WORDS = [f"w{i}" for i in range(5000)]
+
+    def __len__(self) -> int:
+        return 1 << 20
+
+    def __getitem__(self, i: int):
+        import random
+
+        r = random.Random(i)
+        text = " ".join(r.choice(self.WORDS) for _ in range(300))
+        ids = [101] + [(hash(w) % 29000) + 1000 for w in text.lower().split()][:254] + [102]
+        ids += [0] * (256 - len(ids))
+        return torch.tensor(ids), r.randrange(2)
+
+
+def distilbert_loader(out: Path) -> None:
+    """DistilBERT-style (6 layers) classifier; the DataLoader tokenizes in the main process (num_workers=0);
+    fix: 6 workers, pin_memory."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    torch.manual_seed(0)
+    m = DistilBertForSequenceClassification(DistilBertConfig(num_labels=2)).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+
+    def make(workers: int):
+        dl = torch.utils.data.DataLoader(
+            _Texts(), batch_size=64, num_workers=workers, pin_memory=workers > 0, shuffle=False,
+            persistent_workers=workers > 0, prefetch_factor=4 if workers else None,
+        )  # fmt: skip
+        it = iter(dl)
+
+        def loss(i: int) -> torch.Tensor:
+            ids, y = next(it)
+            ids, y = ids.to(DEV, non_blocking=True), y.to(DEV, non_blocking=True)
+            return m(input_ids=ids, attention_mask=ids.ne(0), labels=y).loss
+
+        return trainer(opt, loss)
+
+    base, fixed = make(0), make(6)
+    t = timed_pair(base, fixed, n=10, rounds=5)
+    p = prof(base, out, "h200_ho_distilbert_loader0", active=3)
+    record(out, "distilbert_loader0", {
+        "what": "transformers DistilBERT (6 layers) sequence classification training, bf16 autocast, batch 64 x 256 "
+                "tokens, fused AdamW; the DataLoader tokenizes 300-word synthetic texts in Python in the main "
+                "process (num_workers=0); fix: 6 workers + pin_memory", **p, "measured": t,
+        "expect": ["DLD001"], "absent": ["WRM001", "MEM001"], "fix_rule": "DLD001"})  # fmt: skip
+
+
+def resnet50_gradscaler(out: Path) -> None:
+    """GPU-bound ResNet-50 fp16 autocast training with torch.amp.GradScaler: scaler.step reads found_inf on the
+    host every step (a sync with a busy GPU behind it, which must not be a bottleneck); fix: none."""
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    x = torch.randn(192, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (192,), device=DEV)
+
+    def step(i: int) -> None:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = F.cross_entropy(m(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    _healthy(out, "resnet50_gradscaler", "torchvision ResNet-50 training, fp16 autocast with torch.amp.GradScaler "
+             "(scaler.step syncs on found_inf every step), channels_last, batch 192, SGD momentum, data on the "
+             "GPU, warm (GPU-bound); schedule 1/1/3", step)  # fmt: skip
+
+
+def gptneox_compiled_warm(out: Path) -> None:
+    """GPT-NeoX (6 layers, d=768) training under torch.compile (default), compiled and warmed before the window."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(
+        hidden_size=768, intermediate_size=3072, num_hidden_layers=6, num_attention_heads=12, vocab_size=50304,
+        max_position_embeddings=1024,
+    )  # fmt: skip
+    m = GPTNeoXForCausalLM(cfg).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    cm = torch.compile(m)
+    ids = torch.randint(0, 50304, (16, 512), device=DEV)
+    step = trainer(opt, lambda i: cm(input_ids=ids, labels=ids).loss)
+    for i in range(3):
+        step(i)
+    sync()
+    _healthy(out, "gptneox_compiled_warm", "transformers GPT-NeoX (6 layers, d=768) training under torch.compile "
+             "(default), bf16 autocast, batch 16 x 512, fused AdamW, compiled and warmed before the profiler; "
+             "schedule 1/1/3", step)  # fmt: skip
+
+
+ALL = [
+    whisper_train,
+    mistral_prefill,
+    swin_train,
+    lstm_lm,
+    dlrm_train,
+    deeplab_pageable,
+    distilbert_loader,
+    resnet50_gradscaler,
+    gptneox_compiled_warm,
+]
+
+
+# --- run 2: the fixes of run 1's findings that needed a measurement, each timed as a pair in one process ------
+def _pair(out: Path, key: str, what: str, base, fixed, n: int = 10, rounds: int = 5, trace=None) -> None:
+    """A timed pair; with ``trace``, the base is also profiled in the same process (``trace()`` -> prof's dict)."""
+    t = timed_pair(base, fixed, n=n, rounds=rounds)
+    record(out, key, {"what": what, **(trace() if trace else {}), "measured": t})
+
+
+def _dlrm_step(fused: bool, momentum: float = 0.0):
+    torch.manual_seed(0)
+    m = _Dlrm().to(DEV).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=momentum, fused=fused)
+    B, L = 8192, 20
+    g = torch.Generator(device=DEV).manual_seed(1)
+    dense = torch.randn(B, 13, device=DEV, generator=g)
+    idx = [torch.randint(0, 500_000, (B * L,), device=DEV, generator=g) for _ in range(8)]
+    offs = torch.arange(0, B * L, L, device=DEV)
+    y = torch.randint(0, 2, (B,), device=DEV, generator=g).float()
+
+    def step(i: int) -> None:
+        F.binary_cross_entropy_with_logits(m(dense, idx, offs), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def dlrm_momentum(out: Path) -> None:
+    """dlrm_train with SGD momentum 0.9: foreach (base, profiled) vs fused=True (fixed)."""
+    base, fixed = _dlrm_step(False, 0.9), _dlrm_step(True, 0.9)
+    t = timed_pair(base, fixed, n=20, rounds=5)
+    p = prof(base, out, "h200_ho_dlrm_momentum", active=3)
+    record(out, "dlrm_momentum", {
+        "what": "dlrm_train with SGD momentum 0.9 (foreach: a momentum buffer per parameter, 2 GB of tables); "
+                "fix: SGD fused=True", **p, "measured": t, "expect": ["OPT001"], "absent": HEALTHY,
+        "fix_rule": "OPT001"})  # fmt: skip
+
+
+def swin_fused_attn2(out: Path) -> None:
+    """swin_fused_attn again: 20-step blocks, 7 rounds (run 2's 5 rounds of 10 drifted from 38 to 69 ms)."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(64, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    flags = [mod for mod in m.modules() if hasattr(mod, "fused_attn")]
+    train = trainer(opt, lambda i: F.cross_entropy(m(x), y))
+
+    def make(on: bool):
+        def step(i: int) -> None:
+            for mod in flags:
+                mod.fused_attn = on
+            train(i)
+
+        return step
+
+    _pair(out, "swin_fused_attn2", "swin_t_train: eager window attention (base) vs fused_attn=True (fixed), 7 rounds "
+          "of 20 steps", make(False), make(True), n=20, rounds=7)  # fmt: skip
+
+
+def dlrm_fused_sgd(out: Path) -> None:
+    """dlrm_train's SGD: foreach (the trace) vs fused=True, two models of the same init in one process."""
+
+    def make(fused: bool):
+        torch.manual_seed(0)
+        m = _Dlrm().to(DEV).train()
+        opt = torch.optim.SGD(m.parameters(), lr=0.01, fused=fused)
+        B, L = 8192, 20
+        g = torch.Generator(device=DEV).manual_seed(1)
+        dense = torch.randn(B, 13, device=DEV, generator=g)
+        idx = [torch.randint(0, 500_000, (B * L,), device=DEV, generator=g) for _ in range(8)]
+        offs = torch.arange(0, B * L, L, device=DEV)
+        y = torch.randint(0, 2, (B,), device=DEV, generator=g).float()
+
+        def step(i: int) -> None:
+            F.binary_cross_entropy_with_logits(m(dense, idx, offs), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return step
+
+    _pair(
+        out,
+        "dlrm_fused_sgd",
+        "dlrm_train: SGD foreach (base) vs SGD fused=True (fixed)",
+        make(False),
+        make(True),
+    )
+
+
+class _NoSyncScaler(torch.amp.GradScaler):
+    """GradScaler whose step skips the host read of found_inf (the optimizer always steps: no inf occurs here),
+    so the GPU work is the same as the base's and only the sync is gone."""
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+
+def gradscaler_nosync(out: Path) -> None:
+    """resnet50_gradscaler: GradScaler (base, syncs on found_inf) vs the same without the host read (fixed)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(192, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (192,), device=DEV)
+
+    def make(scaler):
+        def step(i: int) -> None:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = F.cross_entropy(m(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+
+        return step
+
+    _pair(out, "gradscaler_nosync", "resnet50_gradscaler: torch.amp.GradScaler (base) vs a GradScaler whose step "
+          "does not read found_inf on the host (fixed: same kernels, no sync)", make(torch.amp.GradScaler("cuda")),
+          make(_NoSyncScaler("cuda")))  # fmt: skip
+
+
+def swin_fused_attn(out: Path) -> None:
+    """swin_t_train: timm's eager window attention (base) vs fused_attn=True (F.scaled_dot_product_attention)."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(64, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    flags = [mod for mod in m.modules() if hasattr(mod, "fused_attn")]
+    print("swin fused_attn before:", sorted({bool(mod.fused_attn) for mod in flags}), len(flags), flush=True)
+    train = trainer(opt, lambda i: F.cross_entropy(m(x), y))
+
+    def make(on: bool):
+        def step(i: int) -> None:
+            for mod in flags:
+                mod.fused_attn = on
+            train(i)
+
+        return step
+
+    _pair(out, "swin_fused_attn", "swin_t_train: timm WindowAttention eager (fused_attn=False, the default, base) "
+          "vs fused_attn=True (fixed)", make(False), make(True))  # fmt: skip
+
+
+def _graphed(fn, warm: int = 3):
+    """``fn()`` captured in one CUDA graph after ``warm`` eager calls on a side stream; returns the replay."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warm):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def mistral_graph(out: Path) -> None:
+    """mistral_prefill: eager forward (base) vs the same forward captured in one CUDA graph (fixed)."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MistralConfig(
+        hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=16,
+        num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096, sliding_window=4096,
+    )  # fmt: skip
+    m = MistralForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
+    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
+
+    def fwd() -> None:
+        with torch.no_grad():
+            m(input_ids=ids, use_cache=False)
+
+    replay = _graphed(fwd)
+    _pair(out, "mistral_graph", "mistral_prefill: eager forward (base) vs one CUDA graph of it (fixed)",
+          lambda i: fwd(), lambda i: replay(), trace=lambda: prof(lambda i: fwd(), out, "h200_ho_mistral_graphable",
+          active=3))  # fmt: skip
+
+
+def lstm_graph(out: Path) -> None:
+    """lstm_lm_train: the eager step (base) vs the whole step (capturable fused AdamW) in one CUDA graph."""
+    torch.manual_seed(0)
+    m = _LstmLM().to(DEV).train()
+    ids = torch.randint(0, 32000, (64, 257), device=DEV)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True, capturable=True)
+
+    def body() -> None:
+        opt.zero_grad(set_to_none=False)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(m(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+
+    def eager(i: int) -> None:
+        body()
+
+    for i in range(3):
+        eager(i)
+    sync()
+    replay = _graphed(body, warm=2)
+    _pair(out, "lstm_graph", "lstm_lm_train: eager step (base: grads zeroed in place, capturable fused AdamW) vs "
+          "the same step captured in one CUDA graph (fixed)", eager, lambda i: replay(),
+          trace=lambda: prof(eager, out, "h200_ho_lstm_graphable", active=3))  # fmt: skip
+
+
+def whisper_graph(out: Path) -> None:
+    """whisper_train: the eager step (base) vs the whole step (capturable fused AdamW) in one CUDA graph."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(
+        d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6, decoder_attention_heads=6,
+        encoder_ffn_dim=1536, decoder_ffn_dim=1536, num_mel_bins=80,
+    )  # fmt: skip
+    m = WhisperForConditionalGeneration(cfg).to(DEV).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True, capturable=True)
+    feats = torch.randn(16, 80, 3000, device=DEV)
+    labels = torch.randint(0, cfg.vocab_size, (16, 96), device=DEV)
+
+    def body() -> None:
+        opt.zero_grad(set_to_none=False)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(input_features=feats, labels=labels).loss
+        loss.backward()
+        opt.step()
+
+    def eager(i: int) -> None:
+        body()
+
+    for i in range(3):
+        eager(i)
+    sync()
+    replay = _graphed(body, warm=2)
+    _pair(out, "whisper_graph", "whisper_train: eager step (base: grads zeroed in place, capturable fused AdamW) vs "
+          "the same step captured in one CUDA graph (fixed)", eager, lambda i: replay(),
+          trace=lambda: prof(eager, out, "h200_ho_whisper_graphable", active=3))  # fmt: skip
+
+
+FIXES = [
+    dlrm_momentum,
+    swin_fused_attn2,
+    dlrm_fused_sgd,
+    gradscaler_nosync,
+    swin_fused_attn,
+    mistral_graph,
+    lstm_graph,
+    whisper_graph,
+]
+
+if __name__ == "__main__":
+    run_all(ALL + FIXES if sys.argv[2:] else ALL, sys.argv)
