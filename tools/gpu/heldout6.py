@@ -534,7 +534,43 @@ def whisper_graph(out: Path) -> None:
           trace=lambda: prof(eager, out, "h200_ho_whisper_graphable", active=3))  # fmt: skip
 
 
+def gptneox_compiled_graphs(out: Path) -> None:
+    """gptneox_compiled_warm's program: torch.compile default (base, profiled here too) vs
+    mode='reduce-overhead' (the compiled graphs in CUDA graphs; fused AdamW stays eager)."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    def make(mode: str | None):
+        torch.manual_seed(0)
+        cfg = GPTNeoXConfig(
+            hidden_size=768, intermediate_size=3072, num_hidden_layers=6, num_attention_heads=12,
+            vocab_size=50304, max_position_embeddings=1024,
+        )  # fmt: skip
+        m = GPTNeoXForCausalLM(cfg).to(DEV).train()
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+        cm = torch.compile(m, mode=mode)
+        ids = torch.randint(0, 50304, (16, 512), device=DEV)
+
+        def step(i: int) -> None:
+            torch.compiler.cudagraph_mark_step_begin()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = cm(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        for i in range(4):
+            step(i)
+        sync()
+        return step
+
+    base, fixed = make(None), make("reduce-overhead")
+    _pair(out, "gptneox_compiled_graphs", "gptneox_compiled_warm's program: torch.compile default (base) vs "
+          "mode='reduce-overhead' (fixed)", base, fixed, trace=lambda: prof(base, out,
+          "h200_ho_gptneox_compiled_base", active=3))  # fmt: skip
+
+
 FIXES = [
+    gptneox_compiled_graphs,
     dlrm_momentum,
     swin_fused_attn2,
     dlrm_fused_sgd,
