@@ -271,7 +271,17 @@ def build(trace: Trace, profiled: bool = False) -> Graph:
         release[2 * (free + nh)] = g_start[free]
         edges.append(
             (
-                *event_wait_edges(nh, start, end, stream, thread, g_launcher, h_api["stream_wait"], gpu),
+                *event_wait_edges(
+                    nh,
+                    start,
+                    end,
+                    stream,
+                    thread,
+                    g_launcher,
+                    h_api["stream_wait"],
+                    h_api["event_record"],
+                    gpu,
+                ),
                 E_STREAM,
             )
         )

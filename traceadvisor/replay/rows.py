@@ -219,7 +219,7 @@ def launchers(host: Rows, gpu: Rows) -> np.ndarray:
 
 def api_flags(names: np.ndarray) -> dict[str, np.ndarray]:
     """Per entry of the name table: is it a blocking copy, a copy, a blocking synchronisation API, a stream's
-    wait for an event (``apis.STREAM_WAIT``)."""
+    wait for an event (``apis.STREAM_WAIT``), an event's record (``apis.EVENT_RECORD``)."""
     bare = pl.DataFrame({"name": pl.Series(names.tolist(), dtype=pl.String)}).select(views.api_name())
     api = bare.to_series()
     return {
@@ -227,6 +227,7 @@ def api_flags(names: np.ndarray) -> dict[str, np.ndarray]:
         "copy": api.is_in(list(_COPY_APIS)).fill_null(False).to_numpy(),
         "sync": api.is_in(list(views.BLOCKING_SYNC_APIS)).fill_null(False).to_numpy(),
         "stream_wait": api.is_in(list(apis.STREAM_WAIT)).fill_null(False).to_numpy(),
+        "event_record": api.is_in(list(apis.EVENT_RECORD)).fill_null(False).to_numpy(),
     }
 
 

@@ -54,59 +54,55 @@ def event_wait_edges(
     thread: np.ndarray,
     g_launcher: np.ndarray,
     is_wait: np.ndarray,
+    is_record: np.ndarray,
     gpu: Rows,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """GPU-side waits that the trace names only by their host call: a ``cudaStreamWaitEvent`` /
-    ``hipStreamWaitEvent`` with neither the event nor the streams (Kineto and rocprof record none). The first
-    activity a thread launches after such a call (the launch onto the stream that waits) waits for the latest
-    activity of each other stream of its device launched before that call, where that activity ended before it
-    started in the trace (cuDNN's RNN runs its layers on side streams joined by events; DDP's
-    collectives wait for the gradients). Weight 0 and only where the recorded times agree: the replay of the
-    trace is unchanged, but a fix that removes the launches that kept the order (one graph per step) keeps it."""
+    """GPU-side waits that the trace names only by their host calls: ``cudaEventRecord`` then
+    ``cudaStreamWaitEvent`` (HIP alike) with neither the event nor the streams (Kineto and rocprof record none).
+    The first activity launched onto each stream after a stream-wait call of its launching thread waits for the
+    activity that thread launched last before its latest event-record call before the wait (the work the event
+    marks: ``torch.cuda.Stream.wait_stream`` records on the current stream and waits on the other; cuDNN records
+    once and makes 8 streams wait), when it is on another stream of the device and ended before the waiting
+    activity started in the trace. cuDNN's RNN
+    joins its side streams this way; DDP's and torchrec's collectives wait for the gradients and inputs. Weight 0
+    and only where the recorded times agree: the replay of the trace is unchanged, but a fix that removes the
+    launches that kept the order (one graph per step) keeps it. A wait with no record before it on its thread
+    (an event recorded on another thread) adds nothing."""
     none = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
     waits = np.nonzero(is_wait[:nh])[0]
+    records = np.nonzero(is_record[:nh])[0]
     gi = np.nonzero(g_launcher >= 0)[0]
-    if not len(waits) or not len(gi):
+    if not len(waits) or not len(records) or not len(gi):
         return none
     launch = start[g_launcher[gi]]
     th = thread[g_launcher[gi]]
-    o = lexsort((launch, th))
-    gi, launch, th = gi[o], launch[o], th[o]
+    sc = stream[gi + nh]
+    # per activity, the previous launch onto its stream
+    o = lexsort((launch, sc))
     prev_launch = np.full(len(gi), NEG, np.int64)
-    same = th[1:] == th[:-1]
-    prev_launch[1:][same] = launch[:-1][same]
-    # per activity: the latest stream-wait call of its launching thread before its launch and after that
-    # thread's previous launch (a wait is followed by the launch onto the stream that waits)
-    wait_at = np.full(len(gi), NEG, np.int64)
-    w_th, w_start = thread[waits], start[waits]
-    for t in np.unique(w_th):
-        ws = np.sort(w_start[w_th == t])
-        q = np.nonzero(th == t)[0]
-        k = np.searchsorted(ws, launch[q], side="left") - 1
-        ok = k >= 0
-        at = np.where(ok, ws[np.maximum(k, 0)], NEG)
-        ok &= at > prev_launch[q]
-        wait_at[q[ok]] = at[ok]
-    q = np.nonzero(wait_at != NEG)[0]
+    same = sc[o][1:] == sc[o][:-1]
+    prev_launch[o[1:][same]] = launch[o][:-1][same]
+    src_pos = np.full(len(gi), -1, np.int64)  # per activity: the index (into gi) of the activity it waits for
+    for t in np.intersect1d(thread[waits], thread[records]):
+        ws = np.sort(start[waits][thread[waits] == t])
+        rs = np.sort(start[records][thread[records] == t])
+        mine = np.nonzero(th == t)[0]
+        mine = mine[np.argsort(launch[mine], kind="stable")]  # the thread's launches in order
+        # the latest wait on the thread before each launch, after the previous launch onto its stream
+        k = np.searchsorted(ws, launch[mine], side="left") - 1
+        at = ws[np.maximum(k, 0)]
+        ok = (k >= 0) & (at > prev_launch[mine])
+        # the latest record before that wait, and the thread's latest launch before that record
+        kr = np.searchsorted(rs, at, side="left") - 1
+        ok &= kr >= 0
+        ky = np.searchsorted(launch[mine], rs[np.maximum(kr, 0)], side="left") - 1
+        ok &= ky >= 0
+        src_pos[mine[ok]] = mine[np.maximum(ky, 0)][ok]
+    q = np.nonzero(src_pos >= 0)[0]
     if not len(q):
         return none
-    dev = (gpu.rank * 4096 + gpu.device)[gi]
-    sc = stream[gi + nh]
-    by_launch = np.argsort(launch, kind="stable")
-    src, dst = [], []
-    for s in np.unique(sc):
-        on = by_launch[sc[by_launch] == s]  # the stream's activities in launch order
-        qq = q[(dev[q] == dev[on[0]]) & (sc[q] != s)]
-        if not len(qq):
-            continue
-        k = np.searchsorted(launch[on], wait_at[qq], side="left") - 1
-        ok = k >= 0
-        y = gi[on[np.maximum(k, 0)]] + nh
-        x = gi[qq] + nh
-        ok &= end[y] <= start[x]
-        src.append(2 * y[ok] + 1)
-        dst.append(2 * x[ok])
-    if not src:
-        return none
-    s_, d_ = np.concatenate(src), np.concatenate(dst)
-    return s_, d_, np.zeros(len(s_), np.int64)
+    x, y = gi[q] + nh, gi[src_pos[q]] + nh
+    dev = gpu.rank * 4096 + gpu.device
+    ok = (stream[x] != stream[y]) & (dev[x - nh] == dev[y - nh]) & (end[y] <= start[x])
+    x, y = x[ok], y[ok]
+    return 2 * y + 1, 2 * x, np.zeros(len(x), np.int64)
