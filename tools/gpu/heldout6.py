@@ -581,5 +581,108 @@ FIXES = [
     whisper_graph,
 ]
 
+
+# --- run 5: more healthy programs (false-alarm checks) -------------------------------------------------------
+def effnet_infer(out: Path) -> None:
+    """timm efficientnet_b0 inference, bf16 weights, channels_last, batch 256, inference_mode, warm."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("efficientnet_b0", pretrained=False).to(DEV, dtype=torch.bfloat16).eval()
+    m = m.to(memory_format=torch.channels_last)
+    x = torch.randn(256, 3, 224, 224, device=DEV, dtype=torch.bfloat16).contiguous(
+        memory_format=torch.channels_last
+    )
+
+    def step(i: int) -> None:
+        with torch.inference_mode():
+            m(x)
+
+    _healthy(out, "effnet_b0_infer", "timm efficientnet_b0 inference, bf16 weights, channels_last, batch 256, "
+             "inference_mode, data on the GPU, warm; schedule 1/1/3", step)  # fmt: skip
+
+
+def bert_checkpointing(out: Path) -> None:
+    """transformers BERT-base (12 layers) MLM training with gradient checkpointing, bf16 autocast, fused AdamW."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    m = BertForMaskedLM(BertConfig()).to(DEV).train()
+    m.gradient_checkpointing_enable()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, 30522, (32, 256), device=DEV)
+    step = trainer(opt, lambda i: m(input_ids=ids, labels=ids).loss)
+    _healthy(out, "bert_base_ckpt", "transformers BERT-base (12 layers) masked-LM training with gradient "
+             "checkpointing, bf16 autocast, batch 32 x 256, fused AdamW, data on the GPU, warm; schedule 1/1/3",
+             step)  # fmt: skip
+
+
+def convnext_warm(out: Path) -> None:
+    """timm convnext_tiny training, cudnn.benchmark, warmed before the window (the cold ConvNeXt's healthy twin)."""
+    import timm
+
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    m = (
+        timm.create_model("convnext_tiny", pretrained=False)
+        .to(DEV)
+        .to(memory_format=torch.channels_last)
+        .train()
+    )
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(64, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    step = trainer(opt, lambda i: F.cross_entropy(m(x), y))
+    try:
+        _healthy(out, "convnext_t_warm", "timm convnext_tiny training, cudnn.benchmark=True, bf16 autocast, "
+                 "channels_last, batch 64, fused AdamW, data on the GPU, warmed (the benchmark's search done) "
+                 "before the profiler; schedule 1/1/3", step)  # fmt: skip
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def resnet50_infer_pinned(out: Path) -> None:
+    """torchvision ResNet-50 inference bf16, each batch copied from pinned memory with non_blocking (healthy)."""
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(weights=None).to(DEV, dtype=torch.bfloat16).eval()
+    m = m.to(memory_format=torch.channels_last)
+    xs = [torch.randn(128, 3, 224, 224, dtype=torch.bfloat16).pin_memory() for _ in range(2)]
+
+    def step(i: int) -> None:
+        with torch.inference_mode():
+            x = xs[i % 2].to(DEV, non_blocking=True).contiguous(memory_format=torch.channels_last)
+            m(x)
+
+    _healthy(out, "resnet50_infer_pinned", "torchvision ResNet-50 inference, bf16, channels_last, batch 128 copied "
+             "from pinned host memory with non_blocking each step (38 MB), inference_mode, warm; schedule 1/1/3",
+             step)  # fmt: skip
+
+
+def vit_b_compiled_infer(out: Path) -> None:
+    """timm ViT-B/16 inference under torch.compile (default), bf16, batch 128, compiled before the window."""
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("vit_base_patch16_224", pretrained=False).to(DEV, dtype=torch.bfloat16).eval()
+    cm = torch.compile(m)
+    x = torch.randn(128, 3, 224, 224, device=DEV, dtype=torch.bfloat16)
+
+    def step(i: int) -> None:
+        with torch.inference_mode():
+            cm(x)
+
+    for i in range(3):
+        step(i)
+    sync()
+    _healthy(out, "vit_b_compiled_infer", "timm vit_base_patch16_224 inference under torch.compile (default), bf16 "
+             "weights, batch 128, inference_mode, compiled and warmed before the profiler; schedule 1/1/3",
+             step)  # fmt: skip
+
+
+HEALTHY_MORE = [effnet_infer, bert_checkpointing, convnext_warm, resnet50_infer_pinned, vit_b_compiled_infer]
+
+
 if __name__ == "__main__":
-    run_all(ALL + FIXES if sys.argv[2:] else ALL, sys.argv)
+    run_all(ALL + FIXES + HEALTHY_MORE if sys.argv[2:] else ALL, sys.argv)
