@@ -126,6 +126,13 @@ def api(lf: pl.LazyFrame, *classes: str) -> pl.LazyFrame:
     )
 
 
+def first_input_numel() -> pl.Expr:
+    """Elements of an op's first recorded input (``input_dims`` a plain shape list; tensor lists are recorded as
+    ``[]``: null)."""
+    dims = pl.col("input_dims").str.extract(r"^\[\[(\d+(?:,\s*\d+)*)\]", 1)
+    return dims.str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64).product()).list.first()
+
+
 def device_model(trace: Trace, device: int | None = None) -> Model | None:
     """The model of ``device`` (or of the first device with a known model)."""
     for d in trace.meta.devices:

@@ -30,7 +30,10 @@ shapes) and its fused time is FlashAttention-2's backward: 2.5x the forward's FL
 replayed (docs/impact.md) gives the first kernel of each chain the fused time and the others none, and removes the
 chain's host time after its first GEMM op (one fused op replaces the scale, mask, softmax, casts and dropout ops and
 their launches): on a host-bound step that is most of the saving (`h200_ho_bart_eager_attn`, BART training with
-eager attention: 14.0 % predicted, 11.3 % measured with SDPA; 2.7 % from the forward's GPU time alone).
+eager attention: 12.0 % predicted, 11.3 % measured with SDPA; 2.7 % from the forward's GPU time alone). The ops
+in that range whose first input is under half the score matrix stay (``MASK_OP_SHARE``): they build the additive
+bias or mask that the fused kernel still takes as ``attn_mask`` (Swin's relative-position bias gathered from its
+table, about 110 of 730 us of host time per chain in ``h200_ho_swin_t_train``; timm's fused path runs them too).
 ``fused_efficiency = 0.5``: FlashAttention-2 forward reaches 50-70 % of the dense bf16 peak on A100/H100 for head
 dims 64-128 (Dao 2023), FlashAttention-3 75 % on H100; the default stays at the low end.
 
@@ -70,7 +73,7 @@ from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_eids, gpu_rows_with
-from traceadvisor.rulekit import launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import first_input_numel, launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -472,13 +475,71 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     if not g.height:
         return None
     fx = Fix(f"fused attention (SDPA / FlashAttention) at {options.get('fused_efficiency', 0.5):.0%} of peak")
-    fx = fx.gpu_duration(g["eid"], np.minimum(g["new_ns"].to_numpy(), g["dur_ns"].to_numpy()))
+    # the chain's first kernel becomes the fused one: the fused time (under the chain's GPU time, ``detect``) may be
+    # longer than that first GEMM alone; the chain's other kernels take no time
+    fx = fx.gpu_duration(g["eid"], g["new_ns"].to_numpy())
     # one fused op on the host too: the chain's host time after its first GEMM op is gone (a host-bound step
-    # saves the ops between, BART training: 18 chains of ~14 ops per step forward and backward)
-    fx = fx.cut_host(
-        rows["rank"].fill_null(-1), rows["pid"], rows["tid"], rows["first_end_ns"], rows["chain_end_ns"]
-    )
+    # saves the ops between, BART training: 18 chains of ~14 ops per step forward and backward), except the ops
+    # that build the bias or mask the fused kernel still takes (``_mask_ops``)
+    cut = _host_cuts(trace, rows)
+    fx = fx.cut_host(cut["rank"], cut["pid"], cut["tid"], cut["start_ns"], cut["end_ns"])
     return without_queue_backpressure(trace, fx)
+
+
+MASK_OP_SHARE = 0.5  # an op in a chain whose first input is under this share of the score matrix is mask work
+
+
+def _host_cuts(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
+    """Per chain, the host time the fused op removes: from the first GEMM op's end to the chain's end, less the
+    top-level ops whose first input is under ``MASK_OP_SHARE`` of the score matrix (``batch x l x s``). Those build
+    the additive bias or mask (Swin's relative-position bias gathered from its table, the shifted windows' mask),
+    which ``F.scaled_dot_product_attention`` still takes as ``attn_mask``: timm's fused WindowAttention runs
+    them too. The ops on the scores (scale, add, softmax, dropout, the second GEMM) go."""
+    ch = rows.select(
+        pl.col("rank").fill_null(-1),
+        "pid",
+        "tid",
+        pl.col("first_end_ns").alias("a"),
+        pl.col("chain_end_ns").alias("b"),
+        (pl.col("batch") * pl.col("l") * pl.col("s")).cast(pl.Float64).alias("scores"),
+    )
+    ops = (
+        trace.lazy()
+        .filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_in(ch["tid"].unique().implode()))
+        .select(
+            pl.col("rank").fill_null(-1),
+            "pid",
+            "tid",
+            "start_ns",
+            "dur_ns",
+            first_input_numel().alias("numel"),
+        )
+        .sort("start_ns")
+        .collect(engine=query.engine())
+    )
+    out: list[tuple[int, int, int, int, int]] = []
+    by_thread = {k: g for k, g in ops.group_by(["rank", "pid", "tid"])}
+    for r in ch.iter_rows(named=True):
+        key = (r["rank"], r["pid"], r["tid"])
+        g = by_thread.get(key)
+        at = r["a"]
+        if g is not None:
+            st = g["start_ns"].to_numpy()
+            lo, hi = np.searchsorted(st, r["a"], "left"), np.searchsorted(st, r["b"], "left")
+            end = -1
+            for s_, d_, n_ in zip(
+                st[lo:hi], g["dur_ns"].to_numpy()[lo:hi], g["numel"].to_numpy()[lo:hi], strict=True
+            ):
+                if s_ < end:  # nested in the previous top-level op
+                    continue
+                end = s_ + d_
+                if n_ == n_ and n_ < MASK_OP_SHARE * r["scores"]:  # mask work: kept (NaN: no shape, cut)
+                    if s_ > at:
+                        out.append((*key, at, int(s_)))
+                    at = max(at, int(end))
+        if r["b"] > at:
+            out.append((*key, at, r["b"]))
+    return pl.DataFrame(out, schema=["rank", "pid", "tid", "start_ns", "end_ns"], orient="row")
 
 
 def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:

@@ -82,7 +82,7 @@ from traceadvisor.knowledge import optimizers as K
 from traceadvisor.knowledge.dtypes import element_bytes
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_rows_with
-from traceadvisor.rulekit import device_model, launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import device_model, first_input_numel, launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -224,12 +224,6 @@ def _in_ranges(rows: pl.LazyFrame, rg: pl.DataFrame, at: str) -> pl.LazyFrame:
     )
 
 
-def _first_numel() -> pl.Expr:
-    """Elements of an op's first recorded input (a plain shape list; tensor lists are recorded as ``[]``)."""
-    dims = pl.col("input_dims").str.extract(r"^\[\[(\d+(?:,\s*\d+)*)\]", 1)
-    return dims.str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64).product()).list.first()
-
-
 def _ops(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:
     """Per range: its first top-level op, their median duration, the implementation its op names show, and the
     parameter elements and element size from the recorded shapes (null without them)."""
@@ -242,7 +236,7 @@ def _ops(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:
     ops = _in_ranges(ops, rg, "start_ns").sort("range", "start_ns")
     prev_end = (pl.col("start_ns") + pl.col("dur_ns")).cum_max().shift(1).over("range")
     top = ops.filter(pl.col("start_ns") >= prev_end.fill_null(-1)).with_columns(
-        numel=_first_numel(), elem=element_bytes(pl.col("input_types").str.extract(r'^\["([^"]*)"', 1))
+        numel=first_input_numel(), elem=element_bytes(pl.col("input_types").str.extract(r'^\["([^"]*)"', 1))
     )
     per_name = (
         top.group_by("range", "name")
