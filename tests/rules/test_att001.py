@@ -87,3 +87,37 @@ def test_kernel_only_path_on_the_h200_unfused_vit():
     assert "shape not recorded" in f.summary
     measured = facts[name]["measured"]["saving_share_with_sdpa"]
     assert 0.3 < f.share < measured
+
+
+def test_the_ops_that_build_the_mask_keep_their_host_time():
+    """Swin-style: a relative-position bias gathered from its table between the two GEMMs (first input [169, 3],
+    far under the score matrix) is still run by the fused path (``attn_mask``): the fix cuts the chain's host time
+    around it, not through it; the ops on the scores (the add, softmax, second GEMM) go."""
+    from traceadvisor.testing import TraceBuilder
+
+    b = TraceBuilder(name="att001_bias")
+    bf = ["c10::BFloat16", "c10::BFloat16"]
+    host = gpu = 0.0
+    for name, dims, kernel, us in (
+        ("aten::bmm", [[96, 3137, 64], [96, 64, 3137]], "cutlass_75_tensorop_bf16_s1688gemm_bf16_tn", 1900),
+        ("aten::index", [[169, 3], []], "index_elementwise_kernel", 5),
+        (
+            "aten::add",
+            [[96, 3137, 3137], [1, 3137, 3137]],
+            "vectorized_elementwise_kernel<4, AddFunctor>",
+            900,
+        ),
+        ("aten::softmax", [[96, 3137, 3137], [], []], "cunn_SoftMaxForward<8, bf16>", 1900),
+        ("aten::bmm", [[96, 3137, 3137], [96, 3137, 64]], "cutlass_75_tensorop_bf16_s1688gemm_bf16_nn", 1700),
+    ):
+        b.cpu_op(name, host, 40, dims=dims, types=bf)
+        gpu = max(gpu, host + 20)
+        b.launch(kernel, host + 5, gpu, us)
+        host, gpu = host + 50, gpu + us + 2
+    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
+    t = b.build()
+    rows = RM.module.detect(t, RM.rule.defaults()).collect()
+    assert rows.height == 1
+    cut = RM.module._host_cuts(t, rows)
+    spans = [(s // 1000, e // 1000) for s, e in zip(cut["start_ns"], cut["end_ns"], strict=True)]
+    assert spans == [(40, 50), (90, 240)]  # the bias gather at 50-90 us stays
