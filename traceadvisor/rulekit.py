@@ -133,6 +133,48 @@ def first_input_numel() -> pl.Expr:
     return dims.str.split(",").list.eval(pl.element().str.strip_chars().cast(pl.Int64).product()).list.first()
 
 
+def host_time_without_small_ops(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
+    """Host intervals (rank, pid, tid, start_ns, end_ns) of each range of ``ranges`` (rank, pid, tid, start_ns,
+    end_ns, keep_under) less its top-level CPU ops whose first input has fewer than ``keep_under`` elements: the
+    host time a fix removes when the small-input ops stay (ATT001: the ops that build an attention mask)."""
+    ops = (
+        trace.lazy()
+        .filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_in(ranges["tid"].unique().implode()))
+        .select(
+            pl.col("rank").fill_null(-1),
+            "pid",
+            "tid",
+            "start_ns",
+            "dur_ns",
+            first_input_numel().alias("numel"),
+        )
+        .sort("start_ns")
+        .collect(engine=query.engine())
+    )
+    by_thread = {k: g for k, g in ops.group_by(["rank", "pid", "tid"])}
+    out: list[tuple[int, int, int, int, int]] = []
+    for r in ranges.iter_rows(named=True):
+        key = (r["rank"], r["pid"], r["tid"])
+        at, g = r["start_ns"], by_thread.get(key)
+        if g is not None:
+            st = g["start_ns"].to_numpy()
+            lo, hi = np.searchsorted(st, r["start_ns"], "left"), np.searchsorted(st, r["end_ns"], "left")
+            end = -1
+            for s_, d_, n_ in zip(
+                st[lo:hi], g["dur_ns"].to_numpy()[lo:hi], g["numel"].to_numpy()[lo:hi], strict=True
+            ):
+                if s_ < end:  # nested in the previous top-level op
+                    continue
+                end = s_ + d_
+                if n_ == n_ and n_ < r["keep_under"]:  # kept (NaN: no recorded shape, removed)
+                    if s_ > at:
+                        out.append((*key, at, int(s_)))
+                    at = max(at, int(end))
+        if r["end_ns"] > at:
+            out.append((*key, at, r["end_ns"]))
+    return pl.DataFrame(out, schema=["rank", "pid", "tid", "start_ns", "end_ns"], orient="row")
+
+
 def device_model(trace: Trace, device: int | None = None) -> Model | None:
     """The model of ``device`` (or of the first device with a known model)."""
     for d in trace.meta.devices:

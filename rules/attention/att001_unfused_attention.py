@@ -73,7 +73,7 @@ from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_eids, gpu_rows_with
-from traceadvisor.rulekit import first_input_numel, launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import host_time_without_small_ops, launch_calls, without_queue_backpressure
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -495,51 +495,15 @@ def _host_cuts(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     the additive bias or mask (Swin's relative-position bias gathered from its table, the shifted windows' mask),
     which ``F.scaled_dot_product_attention`` still takes as ``attn_mask``: timm's fused WindowAttention runs
     them too. The ops on the scores (scale, add, softmax, dropout, the second GEMM) go."""
-    ch = rows.select(
+    ranges = rows.select(
         pl.col("rank").fill_null(-1),
         "pid",
         "tid",
-        pl.col("first_end_ns").alias("a"),
-        pl.col("chain_end_ns").alias("b"),
-        (pl.col("batch") * pl.col("l") * pl.col("s")).cast(pl.Float64).alias("scores"),
+        pl.col("first_end_ns").alias("start_ns"),
+        pl.col("chain_end_ns").alias("end_ns"),
+        (MASK_OP_SHARE * pl.col("batch") * pl.col("l") * pl.col("s")).alias("keep_under"),
     )
-    ops = (
-        trace.lazy()
-        .filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_in(ch["tid"].unique().implode()))
-        .select(
-            pl.col("rank").fill_null(-1),
-            "pid",
-            "tid",
-            "start_ns",
-            "dur_ns",
-            first_input_numel().alias("numel"),
-        )
-        .sort("start_ns")
-        .collect(engine=query.engine())
-    )
-    out: list[tuple[int, int, int, int, int]] = []
-    by_thread = {k: g for k, g in ops.group_by(["rank", "pid", "tid"])}
-    for r in ch.iter_rows(named=True):
-        key = (r["rank"], r["pid"], r["tid"])
-        g = by_thread.get(key)
-        at = r["a"]
-        if g is not None:
-            st = g["start_ns"].to_numpy()
-            lo, hi = np.searchsorted(st, r["a"], "left"), np.searchsorted(st, r["b"], "left")
-            end = -1
-            for s_, d_, n_ in zip(
-                st[lo:hi], g["dur_ns"].to_numpy()[lo:hi], g["numel"].to_numpy()[lo:hi], strict=True
-            ):
-                if s_ < end:  # nested in the previous top-level op
-                    continue
-                end = s_ + d_
-                if n_ == n_ and n_ < MASK_OP_SHARE * r["scores"]:  # mask work: kept (NaN: no shape, cut)
-                    if s_ > at:
-                        out.append((*key, at, int(s_)))
-                    at = max(at, int(end))
-        if r["b"] > at:
-            out.append((*key, at, r["b"]))
-    return pl.DataFrame(out, schema=["rank", "pid", "tid", "start_ns", "end_ns"], orient="row")
+    return host_time_without_small_ops(trace, ranges)
 
 
 def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
