@@ -151,18 +151,19 @@ def host_time_without_small_ops(trace: Trace, ranges: pl.DataFrame) -> pl.DataFr
         .sort("start_ns")
         .collect(engine=query.engine())
     )
-    by_thread = {k: g for k, g in ops.group_by(["rank", "pid", "tid"])}
+    by_thread = {
+        k: (g["start_ns"].to_numpy(), g["dur_ns"].to_numpy(), g["numel"].to_numpy())
+        for k, g in ops.group_by(["rank", "pid", "tid"])
+    }
     out: list[tuple[int, int, int, int, int]] = []
     for r in ranges.iter_rows(named=True):
         key = (r["rank"], r["pid"], r["tid"])
-        at, g = r["start_ns"], by_thread.get(key)
-        if g is not None:
-            st = g["start_ns"].to_numpy()
+        at, arrays = r["start_ns"], by_thread.get(key)
+        if arrays is not None:
+            st, du, nu = arrays
             lo, hi = np.searchsorted(st, r["start_ns"], "left"), np.searchsorted(st, r["end_ns"], "left")
             end = -1
-            for s_, d_, n_ in zip(
-                st[lo:hi], g["dur_ns"].to_numpy()[lo:hi], g["numel"].to_numpy()[lo:hi], strict=True
-            ):
+            for s_, d_, n_ in zip(st[lo:hi], du[lo:hi], nu[lo:hi], strict=True):
                 if s_ < end:  # nested in the previous top-level op
                     continue
                 end = s_ + d_

@@ -480,7 +480,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     fx = fx.gpu_duration(g["eid"], g["new_ns"].to_numpy())
     # one fused op on the host too: the chain's host time after its first GEMM op is gone (a host-bound step
     # saves the ops between, BART training: 18 chains of ~14 ops per step forward and backward), except the ops
-    # that build the bias or mask the fused kernel still takes (``_mask_ops``)
+    # that build the bias or mask the fused kernel still takes (``_host_cuts``)
     cut = _host_cuts(trace, rows)
     fx = fx.cut_host(cut["rank"], cut["pid"], cut["tid"], cut["start_ns"], cut["end_ns"])
     return without_queue_backpressure(trace, fx)
