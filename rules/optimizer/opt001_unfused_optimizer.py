@@ -253,18 +253,15 @@ def _ops(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:
         pl.col("name").str.contains(K.FUSED_OP).any().alias("fused_op"),
         pl.col("name").str.contains(K.FOREACH_OP).any().alias("foreach_op"),
         pl.col("elem").drop_nulls().mode().first().alias("elem_bytes"),
+        pl.col("name").str.contains(K.SGD_MOMENTUM_OP).any().alias("momentum_op"),
+        pl.col("name").str.contains(K.SGD_DECAY_OP).any().alias("decay_op"),
     )
     fused_nested = (
         ops.filter(pl.col("name").str.contains(K.FUSED_OP)).select("range").unique().with_columns(nested=True)
     )
-    sgd = ops.group_by("range").agg(
-        pl.col("name").str.contains(K.SGD_MOMENTUM_OP).any().alias("momentum_op"),
-        pl.col("name").str.contains(K.SGD_DECAY_OP).any().alias("decay_op"),
-    )
     return (
         agg.join(per_name, on="range", how="left")
         .join(fused_nested, on="range", how="left")
-        .join(sgd, on="range", how="left")
         .with_columns(fused_op=pl.col("fused_op") | pl.col("nested").fill_null(False))
         .drop("nested")
     )

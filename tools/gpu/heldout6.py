@@ -29,8 +29,8 @@ def _healthy(out: Path, key: str, what: str, step, n: int = 10, extra_absent: tu
     record(out, key, {"what": what, **p, "measured": t, "expect": [], "absent": HEALTHY + list(extra_absent)})
 
 
-def whisper_train(out: Path) -> None:
-    """Whisper (4+4 layers, d=384) seq2seq training on log-mel features, bf16 autocast, fused AdamW, warm."""
+def _whisper():
+    """Whisper (4 encoder + 4 decoder layers, d=384) for training, its input features and labels (batch 16)."""
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     torch.manual_seed(0)
@@ -39,17 +39,13 @@ def whisper_train(out: Path) -> None:
         encoder_ffn_dim=1536, decoder_ffn_dim=1536, num_mel_bins=80,
     )  # fmt: skip
     m = WhisperForConditionalGeneration(cfg).to(DEV).train()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
     feats = torch.randn(16, 80, 3000, device=DEV)
     labels = torch.randint(0, cfg.vocab_size, (16, 96), device=DEV)
-    step = trainer(opt, lambda i: m(input_features=feats, labels=labels).loss)
-    _healthy(out, "whisper_train", "transformers Whisper (4 encoder + 4 decoder layers, d=384) training, bf16 "
-             "autocast, batch 16 x 80 x 3000 log-mel frames, 96 label tokens, fused AdamW, data on the GPU, warm; "
-             "schedule 1/1/3", step)  # fmt: skip
+    return m, feats, labels
 
 
-def mistral_prefill(out: Path) -> None:
-    """Mistral (8 layers, d=1024, GQA 16/4 heads) bf16 inference, batch 8 x 1024-token prefill, no_grad."""
+def _mistral_forward():
+    """Mistral (8 layers, d=1024, GQA 16/4 heads) bf16: the no_grad forward of batch 8 x 1024 tokens, no cache."""
     from transformers import MistralConfig, MistralForCausalLM
 
     torch.manual_seed(0)
@@ -60,12 +56,41 @@ def mistral_prefill(out: Path) -> None:
     m = MistralForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
     ids = torch.randint(0, 32000, (8, 1024), device=DEV)
 
-    def step(i: int) -> None:
+    def fwd() -> None:
         with torch.no_grad():
             m(input_ids=ids, use_cache=False)
 
+    return fwd
+
+
+def _gptneox():
+    """GPT-NeoX (6 layers, d=768) for training and its batch (16 x 512 tokens)."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(
+        hidden_size=768, intermediate_size=3072, num_hidden_layers=6, num_attention_heads=12, vocab_size=50304,
+        max_position_embeddings=1024,
+    )  # fmt: skip
+    return GPTNeoXForCausalLM(cfg).to(DEV).train(), torch.randint(0, 50304, (16, 512), device=DEV)
+
+
+def whisper_train(out: Path) -> None:
+    """Whisper (4+4 layers, d=384) seq2seq training on log-mel features, bf16 autocast, fused AdamW, warm."""
+    m, feats, labels = _whisper()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    step = trainer(opt, lambda i: m(input_features=feats, labels=labels).loss)
+    _healthy(out, "whisper_train", "transformers Whisper (4 encoder + 4 decoder layers, d=384) training, bf16 "
+             "autocast, batch 16 x 80 x 3000 log-mel frames, 96 label tokens, fused AdamW, data on the GPU, warm; "
+             "schedule 1/1/3", step)  # fmt: skip
+
+
+def mistral_prefill(out: Path) -> None:
+    """Mistral (8 layers, d=1024, GQA 16/4 heads) bf16 inference, batch 8 x 1024-token prefill, no_grad."""
+    fwd = _mistral_forward()
     _healthy(out, "mistral_prefill", "transformers Mistral (8 layers, d=1024, 16 query / 4 KV heads) bf16 weights, "
-             "inference (no_grad) of batch 8 x 1024-token prompts, no cache, warm; schedule 1/1/3", step)  # fmt: skip
+             "inference (no_grad) of batch 8 x 1024-token prompts, no cache, warm; schedule 1/1/3",
+             lambda i: fwd())  # fmt: skip
 
 
 def swin_train(out: Path) -> None:
@@ -256,17 +281,9 @@ def resnet50_gradscaler(out: Path) -> None:
 
 def gptneox_compiled_warm(out: Path) -> None:
     """GPT-NeoX (6 layers, d=768) training under torch.compile (default), compiled and warmed before the window."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    torch.manual_seed(0)
-    cfg = GPTNeoXConfig(
-        hidden_size=768, intermediate_size=3072, num_hidden_layers=6, num_attention_heads=12, vocab_size=50304,
-        max_position_embeddings=1024,
-    )  # fmt: skip
-    m = GPTNeoXForCausalLM(cfg).to(DEV).train()
+    m, ids = _gptneox()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
     cm = torch.compile(m)
-    ids = torch.randint(0, 50304, (16, 512), device=DEV)
     step = trainer(opt, lambda i: cm(input_ids=ids, labels=ids).loss)
     for i in range(3):
         step(i)
@@ -326,58 +343,10 @@ def dlrm_momentum(out: Path) -> None:
         "fix_rule": "OPT001"})  # fmt: skip
 
 
-def swin_fused_attn2(out: Path) -> None:
-    """swin_fused_attn again: 20-step blocks, 7 rounds (run 2's 5 rounds of 10 drifted from 38 to 69 ms)."""
-    import timm
-
-    torch.manual_seed(0)
-    m = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False).to(DEV).train()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
-    x = torch.randn(64, 3, 224, 224, device=DEV)
-    y = torch.randint(0, 1000, (64,), device=DEV)
-    flags = [mod for mod in m.modules() if hasattr(mod, "fused_attn")]
-    train = trainer(opt, lambda i: F.cross_entropy(m(x), y))
-
-    def make(on: bool):
-        def step(i: int) -> None:
-            for mod in flags:
-                mod.fused_attn = on
-            train(i)
-
-        return step
-
-    _pair(out, "swin_fused_attn2", "swin_t_train: eager window attention (base) vs fused_attn=True (fixed), 7 rounds "
-          "of 20 steps", make(False), make(True), n=20, rounds=7)  # fmt: skip
-
-
 def dlrm_fused_sgd(out: Path) -> None:
     """dlrm_train's SGD: foreach (the trace) vs fused=True, two models of the same init in one process."""
-
-    def make(fused: bool):
-        torch.manual_seed(0)
-        m = _Dlrm().to(DEV).train()
-        opt = torch.optim.SGD(m.parameters(), lr=0.01, fused=fused)
-        B, L = 8192, 20
-        g = torch.Generator(device=DEV).manual_seed(1)
-        dense = torch.randn(B, 13, device=DEV, generator=g)
-        idx = [torch.randint(0, 500_000, (B * L,), device=DEV, generator=g) for _ in range(8)]
-        offs = torch.arange(0, B * L, L, device=DEV)
-        y = torch.randint(0, 2, (B,), device=DEV, generator=g).float()
-
-        def step(i: int) -> None:
-            F.binary_cross_entropy_with_logits(m(dense, idx, offs), y).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        return step
-
-    _pair(
-        out,
-        "dlrm_fused_sgd",
-        "dlrm_train: SGD foreach (base) vs SGD fused=True (fixed)",
-        make(False),
-        make(True),
-    )
+    _pair(out, "dlrm_fused_sgd", "dlrm_train: SGD foreach (base) vs SGD fused=True (fixed)", _dlrm_step(False),
+          _dlrm_step(True))  # fmt: skip
 
 
 class _NoSyncScaler(torch.amp.GradScaler):
@@ -414,8 +383,9 @@ def gradscaler_nosync(out: Path) -> None:
           make(_NoSyncScaler("cuda")))  # fmt: skip
 
 
-def swin_fused_attn(out: Path) -> None:
-    """swin_t_train: timm's eager window attention (base) vs fused_attn=True (F.scaled_dot_product_attention)."""
+def _swin_attn_pair(out: Path, key: str, what: str, n: int, rounds: int) -> None:
+    """swin_t_train's program with timm's WindowAttention eager (fused_attn=False, the default: base) vs
+    fused_attn=True (F.scaled_dot_product_attention: fixed), one model toggled between steps."""
     import timm
 
     torch.manual_seed(0)
@@ -435,8 +405,19 @@ def swin_fused_attn(out: Path) -> None:
 
         return step
 
-    _pair(out, "swin_fused_attn", "swin_t_train: timm WindowAttention eager (fused_attn=False, the default, base) "
-          "vs fused_attn=True (fixed)", make(False), make(True))  # fmt: skip
+    _pair(out, key, what, make(False), make(True), n=n, rounds=rounds)
+
+
+def swin_fused_attn(out: Path) -> None:
+    """Run 2: 5 rounds of 10 steps."""
+    _swin_attn_pair(out, "swin_fused_attn", "swin_t_train: timm WindowAttention eager (fused_attn=False, the "
+                    "default, base) vs fused_attn=True (fixed)", n=10, rounds=5)  # fmt: skip
+
+
+def swin_fused_attn2(out: Path) -> None:
+    """Run 3: 20-step blocks, 7 rounds (run 2's 5 rounds of 10 drifted from 38 to 69 ms)."""
+    _swin_attn_pair(out, "swin_fused_attn2", "swin_t_train: eager window attention (base) vs fused_attn=True "
+                    "(fixed), 7 rounds of 20 steps", n=20, rounds=7)  # fmt: skip
 
 
 def _graphed(fn, warm: int = 3):
@@ -455,24 +436,26 @@ def _graphed(fn, warm: int = 3):
 
 def mistral_graph(out: Path) -> None:
     """mistral_prefill: eager forward (base) vs the same forward captured in one CUDA graph (fixed)."""
-    from transformers import MistralConfig, MistralForCausalLM
-
-    torch.manual_seed(0)
-    cfg = MistralConfig(
-        hidden_size=1024, intermediate_size=3584, num_hidden_layers=8, num_attention_heads=16,
-        num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096, sliding_window=4096,
-    )  # fmt: skip
-    m = MistralForCausalLM(cfg).to(DEV, dtype=torch.bfloat16).eval()
-    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
-
-    def fwd() -> None:
-        with torch.no_grad():
-            m(input_ids=ids, use_cache=False)
-
+    fwd = _mistral_forward()
     replay = _graphed(fwd)
     _pair(out, "mistral_graph", "mistral_prefill: eager forward (base) vs one CUDA graph of it (fixed)",
           lambda i: fwd(), lambda i: replay(), trace=lambda: prof(lambda i: fwd(), out, "h200_ho_mistral_graphable",
           active=3))  # fmt: skip
+
+
+def _graph_step_pair(out: Path, key: str, what: str, body) -> None:
+    """``body()`` (a whole training step that zeroes its grads in place and steps a capturable optimizer) eager
+    (base, also profiled in this process as ``h200_ho_<model>_graphable``) vs captured in one CUDA graph (fixed)."""
+
+    def eager(i: int) -> None:
+        body()
+
+    for i in range(3):
+        eager(i)
+    sync()
+    replay = _graphed(body, warm=2)
+    trace = f"h200_ho_{key.removesuffix('_graph')}_graphable"
+    _pair(out, key, what, eager, lambda i: replay(), trace=lambda: prof(eager, out, trace, active=3))
 
 
 def lstm_graph(out: Path) -> None:
@@ -489,16 +472,8 @@ def lstm_graph(out: Path) -> None:
         loss.backward()
         opt.step()
 
-    def eager(i: int) -> None:
-        body()
-
-    for i in range(3):
-        eager(i)
-    sync()
-    replay = _graphed(body, warm=2)
-    _pair(out, "lstm_graph", "lstm_lm_train: eager step (base: grads zeroed in place, capturable fused AdamW) vs "
-          "the same step captured in one CUDA graph (fixed)", eager, lambda i: replay(),
-          trace=lambda: prof(eager, out, "h200_ho_lstm_graphable", active=3))  # fmt: skip
+    _graph_step_pair(out, "lstm_graph", "lstm_lm_train: eager step (base: grads zeroed in place, capturable fused "
+                     "AdamW) vs the same step captured in one CUDA graph (fixed)", body)  # fmt: skip
 
 
 def whisper_graph(out: Path) -> None:
@@ -537,18 +512,11 @@ def whisper_graph(out: Path) -> None:
 def gptneox_compiled_graphs(out: Path) -> None:
     """gptneox_compiled_warm's program: torch.compile default (base, profiled here too) vs
     mode='reduce-overhead' (the compiled graphs in CUDA graphs; fused AdamW stays eager)."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     def make(mode: str | None):
-        torch.manual_seed(0)
-        cfg = GPTNeoXConfig(
-            hidden_size=768, intermediate_size=3072, num_hidden_layers=6, num_attention_heads=12,
-            vocab_size=50304, max_position_embeddings=1024,
-        )  # fmt: skip
-        m = GPTNeoXForCausalLM(cfg).to(DEV).train()
+        m, ids = _gptneox()
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
         cm = torch.compile(m, mode=mode)
-        ids = torch.randint(0, 50304, (16, 512), device=DEV)
 
         def step(i: int) -> None:
             torch.compiler.cudagraph_mark_step_begin()

@@ -227,7 +227,7 @@ def build_findings(
         if pred is not None and got and rp is not None:
             from traceadvisor.replay import overhead_sensitivity
 
-            sens = overhead_sensitivity(rp, got[0], pred)
+            sens = overhead_sensitivity(rp, got[0], pred, MINOR_SHARE)
             if sens is not None:
                 uncertain = sens.pop("uncertain")
                 if uncertain:  # the saving vanishes at a plausible higher profiler cost per recorded event

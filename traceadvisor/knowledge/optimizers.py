@@ -23,29 +23,17 @@ STEP_RANGE = r"^Optimizer\.step#(?P<name>[A-Za-z_]\w*)\.step$"
 # once either way: add_(p, g) 3 passes, fused 3; with weight decay (``SGD_DECAY_OP``) add(g, p) 3 more unfused.
 # Measured (fixtures/h200_heldout batch 6, DLRM-style model, 2 GB of embedding tables, H200): foreach SGD without
 # momentum 7.97 ms per step, fused=True 8.30 ms (-4.1 %). amsgrad (one more state tensor) is not told apart.
-FUSED_PASSES = {"Adam": 7, "AdamW": 7, "SGD": 5, "SGD (no momentum)": 3, "SGD (no momentum, weight decay)": 3}
-UNFUSED_PASSES = {
-    "Adam": 20,
-    "AdamW": 20,
-    "SGD": 11,
-    "SGD (no momentum)": 3,
-    "SGD (no momentum, weight decay)": 6,
-}
-# host ops of a fused step besides the optimizer's Python bookkeeping: the step counters' ``_foreach_add_`` (on
-# the device) and the ``_fused_adamw_`` op (SGD: the fused op only)
-FUSED_HOST_OPS = {
-    "Adam": 2,
-    "AdamW": 2,
-    "SGD": 1,
-    "SGD (no momentum)": 1,
-    "SGD (no momentum, weight decay)": 1,
-}
-# SGD's momentum update (``buf.mul_(momentum)``, foreach ``_foreach_mul_``) and weight decay (the out-of-place
-# ``grad.add(param, alpha=wd)``); the variants' names as above
-SGD_MOMENTUM_OP = r"^aten::(?:_foreach_)?mul_$"
-SGD_DECAY_OP = r"^aten::(?:_foreach_)?add$"
 SGD_PLAIN = "SGD (no momentum)"
 SGD_PLAIN_DECAY = "SGD (no momentum, weight decay)"
+FUSED_PASSES = {"Adam": 7, "AdamW": 7, "SGD": 5, SGD_PLAIN: 3, SGD_PLAIN_DECAY: 3}
+UNFUSED_PASSES = {"Adam": 20, "AdamW": 20, "SGD": 11, SGD_PLAIN: 3, SGD_PLAIN_DECAY: 6}
+# host ops of a fused step besides the optimizer's Python bookkeeping: the step counters' ``_foreach_add_`` (on
+# the device) and the ``_fused_adamw_`` op (SGD: the fused op only)
+FUSED_HOST_OPS = {"Adam": 2, "AdamW": 2, "SGD": 1, SGD_PLAIN: 1, SGD_PLAIN_DECAY: 1}
+# SGD's momentum update (``buf.mul_(momentum)``, foreach ``_foreach_mul_``) and weight decay (the out-of-place
+# ``grad.add(param, alpha=wd)``), read from the step's top-level ops
+SGD_MOMENTUM_OP = r"^aten::(?:_foreach_)?mul_$"
+SGD_DECAY_OP = r"^aten::(?:_foreach_)?add$"
 
 # what already runs fused (op or kernel names, regular expressions): torch's fused optimizers (``_fused_adamw_``,
 # ``FusedOptimizerTensorListMetadata`` / ``Fused*Functor`` kernels), apex / DeepSpeed / Transformer Engine multi-tensor

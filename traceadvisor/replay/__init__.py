@@ -155,9 +155,7 @@ class Replayer:
             return g.release, w, active
         node = g.node_of_eid
         if len(fix.gpu_eid):
-            j = node(fix.gpu_eid)
-            ok = (j >= 0) & (self._own[np.maximum(j, 0)] >= 0)
-            e = self._own[j[ok]]
+            e, ok = self._gpu_own_edges(fix)
             w[e] = fix.gpu_dur[ok]
         if len(fix.nowait_eid):
             j = node(fix.nowait_eid)
@@ -195,13 +193,19 @@ class Replayer:
             w[ch] += add[g.dst[ch]]
         return g.release, w, active
 
+    def _gpu_own_edges(self, fix: Fix) -> tuple[np.ndarray, np.ndarray]:
+        """The own-duration edges of the GPU activities whose durations ``fix`` sets, and which of ``fix.gpu_eid``
+        they are (activities not in the graph are left out)."""
+        j = self.g.node_of_eid(fix.gpu_eid)
+        ok = (j >= 0) & (self._own[np.maximum(j, 0)] >= 0)
+        return self._own[j[ok]], ok
+
     def gpu_time_removed_ns(self, fix: Fix) -> int:
         """The GPU time ``fix`` takes out of the activities whose durations it sets (recorded minus new)."""
         if not len(fix.gpu_eid):
             return 0
-        j = self.g.node_of_eid(fix.gpu_eid)
-        ok = (j >= 0) & (self._own[np.maximum(j, 0)] >= 0)
-        return int(np.sum(self.base_w[self._own[j[ok]]] - fix.gpu_dur[ok]))
+        e, ok = self._gpu_own_edges(fix)
+        return int(np.sum(self.base_w[e] - fix.gpu_dur[ok]))
 
     def _cut_intervals(self, fix: Fix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(thread code, start, end) of the host time ``fix`` removes: its cut intervals on the graph's threads,
@@ -495,11 +499,11 @@ def high_overhead_ns(trace: Trace) -> float:
     return max(profiler_overhead_ns(trace), float(PROFILER_OVERHEAD_NS), HIGH_PER_TRIVIAL_OP * float(d or 0))
 
 
-def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | None:
+def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction, gpu_work_share: float) -> dict | None:
     """For a fix that removes host time, its predicted share at the assumed and at the trace's high profiler cost
     per event, and whether it is uncertain (``uncertain``: the saving may be profiler overhead); None otherwise.
-    A fix that also removes GPU work, at least the share of the window under which a finding is minor
-    (``engine.runner.MINOR_SHARE``: a fused optimizer's fewer passes, fused attention), is never uncertain: what
+    A fix that also removes GPU work, at least ``gpu_work_share`` of the window (the runner passes the share
+    under which a finding is minor: a fused optimizer's fewer passes, fused attention), is never uncertain: what
     it saves at the high cost is GPU time, which the profiler's cost per event cannot explain."""
     if rp.overhead_ns <= 0 or pred.scope != "window" or not (fix.cuts.height or len(fix.host_eid)):
         return None
@@ -508,15 +512,15 @@ def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction) -> dict | Non
     hi = rp._high.predict(fix)
     lo_share = pred.impact_ns / max(pred.before_ns, 1)
     hi_share = hi.impact_ns / max(hi.before_ns, 1)
-    from traceadvisor.engine.runner import MINOR_SHARE
-
-    gpu_share = rp.gpu_time_removed_ns(fix) / max(pred.before_ns, 1)
+    uncertain = (
+        hi_share < UNCERTAIN_SHARE
+        and hi_share < 0.5 * lo_share
+        and rp.gpu_time_removed_ns(fix) < gpu_work_share * pred.before_ns
+    )
     return {
         "per_event_us": [round(rp.overhead_ns / 1e3, 2), round(rp._high.overhead_ns / 1e3, 2)],
         "saving_pct": [round(100 * lo_share, 1), round(100 * hi_share, 1)],
-        "uncertain": bool(
-            hi_share < UNCERTAIN_SHARE and hi_share < 0.5 * lo_share and gpu_share < MINOR_SHARE
-        ),
+        "uncertain": bool(uncertain),
     }
 
 
