@@ -187,6 +187,14 @@ def device_model(trace: Trace, device: int | None = None) -> Model | None:
 # a launch call blocked on a full launch queue launched work that waited behind at least this much GPU work
 BACKPRESSURE_QUEUE_NS = 100_000
 
+# What the graph advice of IDL001 and LNC001 adds: a captured program can differ from the eager one
+GRAPH_CAPTURE_CHECK = (
+    "Profile the captured step and compare its kernels with the eager ones: Hugging Face transformers treats "
+    "stream capture as tracing and then builds an explicit causal mask, so SDPA loses is_causal (Mistral's "
+    "attention ran 2.6x slower in a CUDA graph, the graph 2 % slower than eager instead of 14 % faster), and "
+    "torch.compile's reduce-overhead copies its static inputs each step (0.55 ms on a 13 ms GPT-NeoX step)."
+)
+
 
 def without_queue_backpressure(trace: Trace, fix):
     """``fix`` (a ``replay.Fix`` that shortens GPU work) plus: every launch call longer than the trace's

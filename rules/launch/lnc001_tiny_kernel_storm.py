@@ -36,8 +36,10 @@ Predicted saving (the replay, docs/impact.md): the fix is "launch cost -> one gr
 of each analysed step holding tiny kernels is recorded as one CUDA/HIP graph (torch.compile
 ``mode="reduce-overhead"``, ``torch.cuda.graphs``): on each launching thread the host time from the step's first
 launch (less one launch) to the end of its last is removed, and the step's activities start the trace's
-typical queued launch latency after their launch. Synchronisations still wait for the GPU. ``impact_ns`` is
-the replayed window minus the replayed window with that change.
+typical queued launch latency after their launch, closer to each other than separately launched kernels
+(``replay.graph_launch_fix``, the same fix as IDL001's; a GPU-bound program's finding is minor, as there).
+Synchronisations still wait for the GPU. ``impact_ns`` is the replayed window minus the replayed window with
+that change.
 
 ## Known false positives
 Profiling inflates launch calls somewhat, and a GPU idle before a tiny kernel for another reason (a host
@@ -78,7 +80,7 @@ RULE = Rule(
         "torch": "torch.compile(model) fuses elementwise chains into Triton kernels; "
         "torch.compile(mode='reduce-overhead') also captures CUDA/HIP graphs; torch.cuda.graphs / "
         "torch.cuda.make_graphed_callables for hand-made graphs; torch.optim.AdamW(..., fused=True) or "
-        "foreach=True instead of per-parameter kernels.",
+        "foreach=True instead of per-parameter kernels. " + rulekit.GRAPH_CAPTURE_CHECK,
         "nvidia": "Capture the step in a CUDA graph (cudaStreamBeginCapture / cudaGraphInstantiate / "
         "cudaGraphLaunch, or torch.cuda.CUDAGraph); Nsight Systems shows the launch rate in the CUDA API "
         "row. CUDA_MODULE_LOADING=LAZY does not change steady launch cost.",

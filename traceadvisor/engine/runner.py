@@ -230,8 +230,9 @@ def build_findings(
             sens = overhead_sensitivity(rp, got[0], pred, MINOR_SHARE)
             if sens is not None:
                 uncertain = sens.pop("uncertain")
-                if uncertain:  # the saving vanishes at a plausible higher profiler cost per recorded event
-                    sens["note"] = "the host time this fix removes may be profiler overhead"
+                # the saving vanishes at a plausible higher profiler cost per recorded event, or it is only a
+                # graph's closer kernels on a GPU-bound program (the note says which)
+                if uncertain:
                     evidence["profiler_overhead"] = sens
         evidence = _json_safe(evidence)
         # the summary states what the rule measured (its bound); the predicted saving is impact_ns / share

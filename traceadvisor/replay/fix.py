@@ -28,6 +28,7 @@ no prediction for it, and the rule's own bound under ``bound_ns``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -83,6 +84,8 @@ class Fix:
     delay_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     delay_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     gone_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gap_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gap_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     scope: str = "window"  # "window": the analysed window; "capture": the whole capture (warm-up fixes)
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
@@ -130,6 +133,23 @@ class Fix:
         self.lat_ns = np.concatenate([self.lat_ns, _bc(lat_ns, len(e))])
         return self
 
+    def queue_gap(self, eids, gap_ns) -> Fix:
+        """These activities start at most ``gap_ns`` after their stream predecessor ends (a gap longer than a
+        dispatch, ``replay.QUEUE_DISPATCH_GAP_MAX_NS``, and an activity that also waits for another stream keep
+        theirs): a graph's nodes follow each other closer than separately launched kernels."""
+        e = _arr(eids)
+        self.gap_eid = np.concatenate([self.gap_eid, e])
+        self.gap_ns = np.concatenate([self.gap_ns, np.maximum(_bc(gap_ns, len(e)), 0)])
+        return self
+
+    def without_queue_gaps(self) -> Fix:
+        """This fix without its ``queue_gap`` part (itself when it has none): what it saves on the host side."""
+        if not len(self.gap_eid):
+            return self
+        out = copy.copy(self)
+        out.gap_eid, out.gap_ns = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return out
+
     def remove(self, trace: Trace, rank, start_ns, end_ns) -> Fix:
         """Everything inside these intervals is gone: host time on every thread of the rank, the waits of host
         calls that start in them, and the GPU work that starts in them (its duration, its launch latency and its
@@ -167,6 +187,7 @@ class Fix:
             or len(self.detach_eid)
             or len(self.delay_eid)
             or len(self.gone_eid)
+            or len(self.gap_eid)
         )
 
     @classmethod
@@ -187,6 +208,8 @@ class Fix:
             out.delay_eid = np.concatenate([out.delay_eid, f.delay_eid])
             out.delay_ns = np.concatenate([out.delay_ns, f.delay_ns])
             out.gone_eid = np.concatenate([out.gone_eid, f.gone_eid])
+            out.gap_eid = np.concatenate([out.gap_eid, f.gap_eid])
+            out.gap_ns = np.concatenate([out.gap_ns, f.gap_ns])
         return out
 
 
