@@ -248,7 +248,7 @@ def test_a_graph_step_of_cudnns_lstm_keeps_its_streams_joined():
     8 cudaStreamWaitEvent calls at a time): one CUDA graph per step measured 20.4 ms per step (26.3 % saved; the
     graph-ready twin in the trace's fixture facts), under the trace's 21.2 ms of GPU-busy time (the graph overlaps
     the streams a little more). Replayed without the waits the graph step took 13.3 ms (52.2 % predicted); with
-    them 20.2 ms, and 19.0 ms since a graph's kernels follow each other closer (``GRAPH_NODE_GAP_NS``)."""
+    them 20.2 ms, and 18.9 ms since a graph's kernels follow each other closer (``GRAPH_NODE_GAP_NS``)."""
     res = analysed(ROOT / "fixtures" / "h200_heldout" / "h200_ho_lstm_lm_train.pt.trace.json.gz")
     steps = res.summary(0).steps.filter(pl.col("analysed"))
     (f,) = [f for f in res.findings if f.rule == "IDL001"]

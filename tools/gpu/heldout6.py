@@ -256,26 +256,35 @@ def distilbert_loader(out: Path) -> None:
         "expect": ["DLD001"], "absent": ["WRM001", "MEM001"], "fix_rule": "DLD001"})  # fmt: skip
 
 
-def resnet50_gradscaler(out: Path) -> None:
-    """GPU-bound ResNet-50 fp16 autocast training with torch.amp.GradScaler: scaler.step reads found_inf on the
-    host every step (a sync with a busy GPU behind it, which must not be a bottleneck); fix: none."""
+def _resnet50_fp16_steps():
+    """ResNet-50 fp16 autocast training (SGD momentum, batch 192, channels_last, data on the GPU): ``make(scaler)``
+    is its step under that GradScaler, one model for every scaler."""
     import torchvision
 
     torch.manual_seed(0)
     m = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-    scaler = torch.amp.GradScaler("cuda")
     x = torch.randn(192, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (192,), device=DEV)
 
-    def step(i: int) -> None:
-        with torch.autocast("cuda", dtype=torch.float16):
-            loss = F.cross_entropy(m(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+    def make(scaler):
+        def step(i: int) -> None:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = F.cross_entropy(m(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
 
+        return step
+
+    return make
+
+
+def resnet50_gradscaler(out: Path) -> None:
+    """GPU-bound ResNet-50 fp16 autocast training with torch.amp.GradScaler: scaler.step reads found_inf on the
+    host every step (a sync with a busy GPU behind it, which must not be a bottleneck); fix: none."""
+    step = _resnet50_fp16_steps()(torch.amp.GradScaler("cuda"))
     _healthy(out, "resnet50_gradscaler", "torchvision ResNet-50 training, fp16 autocast with torch.amp.GradScaler "
              "(scaler.step syncs on found_inf every step), channels_last, batch 192, SGD momentum, data on the "
              "GPU, warm (GPU-bound); schedule 1/1/3", step)  # fmt: skip
@@ -361,25 +370,7 @@ class _NoSyncScaler(torch.amp.GradScaler):
 
 def gradscaler_nosync(out: Path) -> None:
     """resnet50_gradscaler: GradScaler (base, syncs on found_inf) vs the same without the host read (fixed)."""
-    import torchvision
-
-    torch.manual_seed(0)
-    m = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
-    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(192, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (192,), device=DEV)
-
-    def make(scaler):
-        def step(i: int) -> None:
-            with torch.autocast("cuda", dtype=torch.float16):
-                loss = F.cross_entropy(m(x), y)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-
-        return step
-
+    make = _resnet50_fp16_steps()
     _pair(out, "gradscaler_nosync", "resnet50_gradscaler: torch.amp.GradScaler (base) vs a GradScaler whose step "
           "does not read found_inf on the host (fixed: same kernels, no sync)", make(torch.amp.GradScaler("cuda")),
           make(_NoSyncScaler("cuda")))  # fmt: skip

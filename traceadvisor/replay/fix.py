@@ -135,8 +135,8 @@ class Fix:
 
     def queue_gap(self, eids, gap_ns) -> Fix:
         """These activities start at most ``gap_ns`` after their stream predecessor ends (a gap longer than a
-        dispatch, ``replay.QUEUE_DISPATCH_GAP_MAX_NS``, and an activity that also waits for another stream keep
-        theirs): a graph's nodes follow each other closer than separately launched kernels."""
+        dispatch, ``replay.QUEUE_DISPATCH_GAP_MAX_NS``, and a wait for another stream keep theirs): a graph's nodes
+        follow each other closer than separately launched kernels."""
         e = _arr(eids)
         self.gap_eid = np.concatenate([self.gap_eid, e])
         self.gap_ns = np.concatenate([self.gap_ns, np.maximum(_bc(gap_ns, len(e)), 0)])

@@ -49,8 +49,9 @@ def graph_launch_fix(trace: Trace, at_ns: np.ndarray | None = None, method: str 
     """The GPU work of each analysed step recorded as one graph (CUDA/HIP graphs, torch.compile
     mode="reduce-overhead"): on every thread that launched work in the step, the launch calls but the first
     and the host time between consecutive launches (when at most ``GRAPH_DISPATCH_GAP_NS``: framework and Python
-    dispatch; longer host phases are other work and stay) are gone, the step's activities start the typical
-    queued latency after their launch and at most ``GRAPH_NODE_GAP_NS`` after the work queued before them. ``at_ns``: only the steps that contain one of these times."""
+    dispatch; longer host phases are other work and stay) are gone, and the step's activities start the typical
+    queued latency after their launch and at most ``GRAPH_NODE_GAP_NS`` after their stream predecessor ends.
+    ``at_ns``: only the steps that contain one of these times."""
     from traceadvisor.replay import replayer
 
     rp = replayer(trace)
