@@ -16,11 +16,14 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
 * compiled modules are cached (``__pycache__``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so the CLI
   subprocesses and the second worker do not compile the package again;
 * each xdist worker runs polars on its share of the cores (``POLARS_MAX_THREADS``: one thread per worker on
-  two cores), so the workers' thread pools do not fight over the same cores (``_polars_threads``).
+  two cores), so the workers' thread pools do not fight over the same cores (``_polars_threads``), and each
+  worker runs on one CPU of its own, so that polars' hand-offs to its pool thread stay on that CPU
+  (``_pin_worker``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -47,6 +50,29 @@ def _polars_threads() -> None:
 
 
 _polars_threads()
+
+
+def _pin_worker() -> None:
+    """Each xdist worker on one CPU of its own (worker N on the Nth allowed CPU), its threads included: polars
+    hands every filter, group-by and join to its thread pool, and on this VM waking a pool thread on another CPU
+    costs 50-100 us per hand-off (a 1,000-row ``DataFrame.filter`` 137 us with the pool thread free to run on
+    either CPU, 35 us with both on one; a group-by 852 against 154 us: a microbenchmark of 5,000 calls, 3 Dec). The
+    suite makes some 230 k such queries. Measured on the whole suite, four alternating pairs of runs (3 Dec
+    18:31-19:00 UTC, load 3.4-4.9): 93.7 / 93.1 / 96.9 / 93.8 s unpinned (166-175 CPU-s) against 85.7 / 85.3 /
+    89.5 / 92.0 s pinned (158-171 CPU-s); run to run the machine moves the suite by 5 s. The CLI subprocesses,
+    Chromium and the Dask cluster a test starts inherit the CPU; without xdist (``-n 0``) nothing is pinned."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not worker.startswith("gw") or len(cpus) < 2:
+        return
+    mine = {cpus[int(worker[2:]) % len(cpus)]}
+    tasks = Path("/proc/self/task")  # the threads started before this file was imported too
+    for tid in [t.name for t in tasks.iterdir()] if tasks.is_dir() else ["0"]:
+        with contextlib.suppress(OSError, ValueError):
+            os.sched_setaffinity(int(tid), mine)
+
+
+_pin_worker()
 
 
 def pytest_collection_finish(session):
@@ -89,12 +115,13 @@ def pytest_sessionfinish(session):
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:
     """``traceadvisor ARGS`` in this process, with click's isolated streams: exit code, stdout, stderr (the
-    tests that need a real process run the installed console script instead)."""
+    tests that need a real process run the installed console script instead). The command leaves this
+    process's CPU affinity alone (``TRACEADVISOR_ONE_CPU=0``: the test process is not the command's)."""
     from click.testing import CliRunner
 
     from traceadvisor.cli.main import main
 
-    with CliRunner().isolation() as streams:
+    with CliRunner().isolation(env={"TRACEADVISOR_ONE_CPU": "0"}) as streams:
         try:
             main(args)
             code = 0

@@ -62,12 +62,14 @@ def progress_enabled(quiet: bool = False, show_progress: bool = False) -> bool |
 
 def load_all(paths: list[Path], no_cache: bool = False, device: str | None = None, progress=None):
     """Import every path; progress goes to ``progress`` (a :class:`~traceadvisor.progress.Progress`), or to
-    one of its own that shows only on a terminal."""
+    one of its own that shows only on a terminal. Small inputs are worked on one CPU (``cpus``)."""
     from contextlib import nullcontext
 
+    from traceadvisor.cli.cpus import one_cpu_for_small_inputs
     from traceadvisor.importers import load_trace
     from traceadvisor.progress import Progress
 
+    one_cpu_for_small_inputs(paths)
     out = []
     with Progress() if progress is None else nullcontext(progress) as prog:
         for p in paths:

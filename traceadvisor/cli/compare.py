@@ -123,9 +123,11 @@ def command(
       traceadvisor compare h100.json.gz mi300x.json.gz
       traceadvisor compare before.pt.trace.json.gz after.pt.trace.json.gz --md pr.md --fail-on-regression 5
     """
+    from traceadvisor.cli.cpus import one_cpu_for_small_inputs
     from traceadvisor.compare import compare
 
     pct = parse_pct(fail_pct)
+    one_cpu_for_small_inputs([base, new])  # both inputs decide, before the first is loaded
     (tb,) = load_all([Path(base)], no_cache=no_cache, device=base_device)
     (tn,) = load_all([Path(new)], no_cache=no_cache, device=new_device)
     c = compare(tb, tn, findings=not no_findings, per_step=per_step)

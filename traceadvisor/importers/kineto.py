@@ -28,7 +28,7 @@ from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta, rank_of
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers._kineto_text import REPLACEMENT
-from traceadvisor.importers.probe import GZIP_MAGIC, Probe
+from traceadvisor.importers.probe import Probe, text_size_hint
 from traceadvisor.progress import Progress, stage
 from traceadvisor.schema.classify import classify_frame, refine_by_op
 from traceadvisor.schema.columns import COLUMN_NAMES, conform
@@ -75,7 +75,7 @@ def read(path: Path, progress: Progress | None = None) -> Trace:
     # what a big trace needs starts now, so that its start-up overlaps reading the file: the compiled scanner's
     # load (it decodes in threads, no GIL held), or else helper processes for msgspec's decode
     try:
-        size = _text_size_hint(path)
+        size = text_size_hint(path)
         scan = ScannerAnswer(size)
         with contextlib.ExitStack() as stack:
             helpers = None if scan.pending else stack.enter_context(_helpers(scan, size))
@@ -137,16 +137,6 @@ def _warn_replaced(meta: TraceMeta, ev: pl.DataFrame) -> None:
             f"{count:,} events hold text that is not valid UTF-8 (or U+FFFD): the bad bytes read as U+FFFD; "
             "the file may be damaged, export or copy it again"
         )
-
-
-def _text_size_hint(path: Path) -> int:
-    """Expected JSON text size: the file size, or about ten times it for gzip."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            return size * 10 if f.read(2) == GZIP_MAGIC else size
-    except OSError:
-        return 0
 
 
 def _import_events(
