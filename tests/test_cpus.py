@@ -77,3 +77,38 @@ def test_a_cli_run_on_a_small_trace_reports_the_same_on_one_cpu(tmp_path):
         assert r.returncode == 0, r.stderr
         outs.append(json.loads(r.stdout))
     assert outs[0]["findings"] and outs[0]["findings"] == outs[1]["findings"]
+
+
+def test_job_workers_with_one_polars_thread_get_a_cpu_each(monkeypatch):
+    """``analyze --job``'s local pool: each of n workers on its own CPU when each has one polars thread and none
+    is recycled; left alone otherwise (tests/test_job.py checks the results are the same)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from traceadvisor.scaleout import executor
+
+    ctx = mp.get_context("spawn")
+    monkeypatch.setattr(executor.affinity, "allowed", lambda: [0, 1])
+    monkeypatch.setattr(executor.os, "cpu_count", lambda: 2)
+    assert executor._pinning(ctx, 2, recycled=False)["initializer"] is executor._one_cpu_each
+    assert executor._pinning(ctx, 2, recycled=True) == {}  # a fresh worker could take a busy CPU
+    assert executor._pinning(ctx, 1, recycled=False) == {}  # one worker keeps every CPU
+    monkeypatch.setattr(executor.os, "cpu_count", lambda: 4)
+    assert executor._pinning(ctx, 2, recycled=False) == {}  # two polars threads each
+    monkeypatch.setenv("TRACEADVISOR_ONE_CPU", "0")
+    monkeypatch.setattr(executor.os, "cpu_count", lambda: 2)
+    assert executor._pinning(ctx, 2, recycled=False) == {}
+    monkeypatch.undo()
+
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(ALL))  # this xdist worker is pinned; the pool's workers inherit what it has
+    try:
+        full = sorted(os.sched_getaffinity(0))
+        if len(full) < 2:
+            pytest.skip("this process may use one CPU only")
+        init = {"initializer": executor._one_cpu_each, "initargs": (ctx.Value("i", 0), full)}
+        with ProcessPoolExecutor(max_workers=2, mp_context=ctx, **init) as ex:
+            got = [sorted(a) for a in ex.map(os.sched_getaffinity, [0] * 8)]
+    finally:
+        os.sched_setaffinity(0, before)
+    assert all(len(a) == 1 for a in got) and {a[0] for a in got} <= set(full[:2])

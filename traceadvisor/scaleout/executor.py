@@ -6,7 +6,8 @@ Each worker process holds one rank at a time, so memory per worker is bounded by
 * Local: ``concurrent.futures.ProcessPoolExecutor`` (spawned processes; polars is not fork-safe). Workers default
   to the cores, fewer when the estimated memory of a rank (``RSS_PER_INPUT_BYTE`` times the largest file) would
   not fit in the available memory. Each worker's polars gets ``cores // workers`` threads, and the importer no
-  helper processes of its own (``worker_env``). Workers are recycled
+  helper processes of its own (``worker_env``); with one thread each, each worker runs on a CPU of its own
+  (``_pinning``). Workers are recycled
   after every rank when ranks are large (``RECYCLE_BYTES``), so a big rank's peak is returned to the system.
 * Dask: ``address`` of a running scheduler (``tcp://host:8786``), or ``"local"`` for a ``LocalCluster`` of
   processes on this machine. The workers must see the rank files at the same paths (shared storage).
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from traceadvisor import affinity
 from traceadvisor.scaleout.worker import RankResult, RankSettings, analyze_rank
 
 RSS_PER_INPUT_BYTE = (
@@ -70,6 +72,24 @@ def worker_env(n: int) -> dict[str, str]:
     return env
 
 
+def _one_cpu_each(counter: Any, cpus: list[int]) -> None:
+    """Worker initializer: the next CPU of ``cpus`` for this worker (``counter``: a shared round-robin index)."""
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    affinity.pin(cpus[i % len(cpus)])
+
+
+def _pinning(ctx: Any, n: int, recycled: bool) -> dict[str, Any]:
+    """The pool's initializer when each of its ``n`` workers gets a CPU of its own: one polars thread per worker
+    (``worker_env``), no recycling (a fresh worker could land on a CPU a running one holds), at most one worker
+    per CPU, and not with ``TRACEADVISOR_ONE_CPU=0`` (``traceadvisor.affinity`` says why it pays)."""
+    cpus = affinity.allowed()
+    if n < 2 or recycled or len(cpus) < n or (os.cpu_count() or 1) // n > 1 or affinity.left_alone():
+        return {}
+    return {"initializer": _one_cpu_each, "initargs": (ctx.Value("i", 0), cpus)}
+
+
 def run_local(
     paths: list[str],
     settings: RankSettings,
@@ -93,7 +113,8 @@ def run_local(
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # inherited by the spawned workers
     try:
-        kw: dict[str, Any] = {"max_workers": n, "mp_context": mp.get_context("spawn")}
+        ctx = mp.get_context("spawn")
+        kw: dict[str, Any] = {"max_workers": n, "mp_context": ctx, **_pinning(ctx, n, big)}
         if big:
             kw["max_tasks_per_child"] = 1
         with ProcessPoolExecutor(**kw) as ex:
