@@ -23,7 +23,6 @@ Speed (issue 11: the suite in <= 90 s on 2 cores), without changing what any tes
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
@@ -58,18 +57,16 @@ def _pin_worker() -> None:
     costs 50-100 us per hand-off (a 1,000-row ``DataFrame.filter`` 137 us with the pool thread free to run on
     either CPU, 35 us with both on one; a group-by 852 against 154 us: a microbenchmark of 5,000 calls, 3 Dec). The
     suite makes some 230 k such queries. Measured on the whole suite, four alternating pairs of runs (3 Dec
-    18:31-19:00 UTC, load 3.4-4.9): 93.7 / 93.1 / 96.9 / 93.8 s unpinned (166-175 CPU-s) against 85.7 / 85.3 /
+    18:28-19:03 UTC, load 3.4-4.9): 93.7 / 93.1 / 96.9 / 93.8 s unpinned (166-175 CPU-s) against 85.7 / 85.3 /
     89.5 / 92.0 s pinned (158-171 CPU-s); run to run the machine moves the suite by 5 s. The CLI subprocesses,
     Chromium and the Dask cluster a test starts inherit the CPU; without xdist (``-n 0``) nothing is pinned."""
+    from traceadvisor import affinity  # imports nothing heavy (polars is imported later, see above)
+
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not worker.startswith("gw") or len(cpus) < 2:
-        return
-    mine = {cpus[int(worker[2:]) % len(cpus)]}
-    tasks = Path("/proc/self/task")  # the threads started before this file was imported too
-    for tid in [t.name for t in tasks.iterdir()] if tasks.is_dir() else ["0"]:
-        with contextlib.suppress(OSError, ValueError):
-            os.sched_setaffinity(int(tid), mine)
+    cpus = affinity.allowed()
+    if worker.startswith("gw") and len(cpus) > 1:
+        # every thread, those started before this file was imported too
+        affinity.pin(cpus[int(worker[2:]) % len(cpus)])
 
 
 _pin_worker()
