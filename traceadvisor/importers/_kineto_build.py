@@ -93,22 +93,23 @@ def kind_expr() -> pl.Expr:
     )
 
 
-def _json_str(s: str) -> str:
-    return json.dumps(s)
+def json_strings(frame: pl.DataFrame, col: str) -> pl.Expr:
+    """``col``'s strings as JSON string literals, as ``json.dumps`` writes them (ASCII, Python's escapes; null
+    stays null), mapped from the column's distinct values in ``frame``: categories and lane names, a few per trace
+    (a per-row Python call would cost more, and polars' ``map_elements`` imports its bytecode inspector)."""
+    values = frame.get_column(col).drop_nulls().unique().to_list()
+    return pl.col(col).replace_strict(
+        values, [json.dumps(v) for v in values], default=None, return_dtype=pl.String
+    )
 
 
-def args_expr() -> pl.Expr:
-    """The args JSON: the recorded args object plus the event fields that have no column."""
+def args_expr(frame: pl.DataFrame) -> pl.Expr:
+    """The args JSON of ``frame``'s rows: the recorded args object plus the event fields that have no column."""
     parts = []
     for col, key in (("cat", "cat"), ("pid_str", "pid"), ("tid_str", "tid"), ("scope", "s")):
-        c = pl.col(col)
         parts.append(
-            pl.when(c.is_not_null())
-            .then(
-                pl.lit(f'"{key}":')
-                + c.map_elements(_json_str, return_dtype=pl.String, skip_nulls=True)
-                + pl.lit(",")
-            )
+            pl.when(pl.col(col).is_not_null())
+            .then(pl.lit(f'"{key}":') + json_strings(frame, col) + pl.lit(","))
             .otherwise(pl.lit(""))
         )
     extra = pl.concat_str(parts)
@@ -278,7 +279,11 @@ def with_args(ev: pl.DataFrame) -> pl.DataFrame:
         | pl.col("scope").is_not_null()
     )
     sub = (
-        ev.lazy().with_row_index("_r").filter(need).select("_r", a=args_expr()).collect(engine=query.engine())
+        ev.lazy()
+        .with_row_index("_r")
+        .filter(need)
+        .select("_r", a=args_expr(ev))
+        .collect(engine=query.engine())
     )
     args = ev.get_column("args_raw").alias("args")
     if sub.height:
@@ -353,9 +358,7 @@ def link_flows(flows: pl.DataFrame, ev: pl.DataFrame, meta: TraceMeta) -> pl.Dat
                 pl.lit('{"ph":"'),
                 pl.col("ph"),
                 pl.lit('","cat":'),
-                pl.col("cat")
-                .map_elements(_json_str, return_dtype=pl.String, skip_nulls=True)
-                .fill_null("null"),
+                json_strings(bound, "cat").fill_null("null"),
                 pl.lit(',"id":'),
                 pl.col("flow_id").cast(pl.String).fill_null("null"),
                 pl.lit("}"),
