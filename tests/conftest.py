@@ -163,7 +163,10 @@ def pytest_collection_modifyitems(config, items):
         mod = item.nodeid.split("::", 1)[0]
         group = SHARED_GROUPS.get(mod, mod)
         params = item.callspec.params if hasattr(item, "callspec") else {}
-        path = Path(params["path"]) if mod in CORPUS_GROUPS and "path" in params else None
+        raw = params.get("path") if mod in CORPUS_GROUPS else None
+        path = (
+            Path(raw) if isinstance(raw, (str, os.PathLike)) else None
+        )  # an empty corpus parametrizes NOTSET
         if path is not None and path.is_relative_to(TRACES):  # a project fixture stays in the module's group
             # neither "]" nor "@" in a group name: xdist would read the node id as having no group
             group = f"{CORPUS_GROUP}{path.relative_to(TRACES)}"
