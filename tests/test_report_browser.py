@@ -1,4 +1,5 @@
-"""The report in a real browser: headless Chromium (Debian's ``chromium``; .ci/run installs it).
+"""The report in a real browser: headless Chromium (Debian's ``chromium-headless-shell``, else ``chromium``;
+.ci/run installs the shell; tests/conftest.py picks it).
 
 Checks that every plot rendered, that the console and the page saw no error, that hostile trace strings stay
 text (in the DOM, in plotly hover labels and tick labels; no alert, no injected element), that clicking a
@@ -10,23 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM_FLAGS
+from conftest import CHROMIUM, CHROMIUM_FLAGS, CHROMIUM_MISSING
 from test_report_html import PAYLOADS, hostile_result, parse
 
 from traceadvisor.report.html import write_html
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no Chromium on this machine: install Debian's `chromium` package "
-    "(`apt-get install -y chromium`, as .ci/run does) to run the browser test",
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=CHROMIUM_MISSING)
 
 FLAGS = CHROMIUM_FLAGS
 

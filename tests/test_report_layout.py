@@ -7,19 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM_FLAGS, ROOT
+from conftest import CHROMIUM, CHROMIUM_FLAGS, CHROMIUM_MISSING, ROOT
 
 from traceadvisor.cli.main import main
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium: `apt-get install -y chromium` (as .ci/run does) to run it"
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=CHROMIUM_MISSING)
 FLAGS = CHROMIUM_FLAGS
 WIDTH = 1280
 PROBE = """<pre id="ta-widths"></pre><script>
