@@ -391,11 +391,16 @@ def _fix_digest(fix: Fix) -> bytes:
         h.update(len(a).to_bytes(8, "little"))
         h.update(a.data)
     h.update(fix.cuts.height.to_bytes(8, "little"))
-    for c in fix.cuts.columns:
-        col = fix.cuts[c]
-        h.update(c.encode() + b"\0")
-        h.update(np.ascontiguousarray(col.is_null().to_numpy()).data)
-        h.update(np.ascontiguousarray(col.fill_null(0).cast(pl.Int64).to_numpy()).data)
+    for col in fix.cuts.iter_columns():  # integer columns; the null mask only where there are nulls
+        h.update(col.name.encode() + b"\0")
+        if col.null_count():
+            h.update(b"\1" + np.ascontiguousarray(col.is_null().to_numpy()).tobytes())
+            col = col.fill_null(0)
+        else:
+            h.update(b"\0")
+        if col.dtype != pl.Int64:
+            col = col.cast(pl.Int64)
+        h.update(np.ascontiguousarray(col.to_numpy()).data)  # no copy for one chunk without nulls
     return h.digest()
 
 
