@@ -165,9 +165,8 @@ def pytest_collection_modifyitems(config, items):
         group = SHARED_GROUPS.get(mod, mod)
         params = item.callspec.params if hasattr(item, "callspec") else {}
         raw = params.get("path") if mod in CORPUS_GROUPS else None
-        path = (
-            Path(raw) if isinstance(raw, (str, os.PathLike)) else None
-        )  # an empty corpus parametrizes NOTSET
+        # a parametrization over an empty corpus holds NOTSET, not a path
+        path = Path(raw) if isinstance(raw, (str, os.PathLike)) else None
         if path is not None and path.is_relative_to(TRACES):  # a project fixture stays in the module's group
             # neither "]" nor "@" in a group name: xdist would read the node id as having no group
             group = f"{CORPUS_GROUP}{path.relative_to(TRACES)}"
