@@ -439,8 +439,11 @@ def outside_ops(trace: Trace, gaps: pl.LazyFrame) -> pl.LazyFrame:
     """Per host-bound gap (``host_bound_gaps`` rows): its host side, from its start to the start of the launch
     call that ends it (``start_ns``, ``end_ns``) on that call's thread (``pid``, ``tid``), with ``span_ns`` and
     ``untracked_ns``, the part no recorded host event of the thread covers (Python, numpy, I/O: work outside any
-    framework op or runtime call). Only threads with recorded framework ops: an nsys or rocprof capture records
-    runtime calls alone, where all framework work would read as untracked.
+    framework op or runtime call). On threads with recorded framework ops; a capture that records runtime calls
+    alone (nsys, rocprof) is read on the threads with runtime calls, where untracked means without any runtime
+    call: framework work there reads as untracked too, but the framework launches every few microseconds while
+    it runs the GPU's work, so a long such stretch is host work that launches nothing (CPU augmentation on the
+    training thread, ``h200_ho_effnet_loader0.nsys``: 86-133 ms per 176 ms step).
 
     Computed here, not planned: the gaps' host sides (a few thousand rows) are collected and each thread's
     recorded host events are merged and read in numpy (``_thread_covered``): the same covered times as
@@ -478,8 +481,9 @@ _BY = ["rank", "pid", "tid"]
 
 
 def _thread_covered(host: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
-    """``iv`` on threads with a recorded framework op (``host``'s ``_op``) plus ``covered_ns``: how much of each
-    interval the union of its thread's ``host`` events covers.
+    """``iv`` on threads with a recorded framework op (``host``'s ``_op``; in a capture without any, an nsys or
+    rocprof one, on threads with recorded runtime calls) plus ``covered_ns``: how much of each interval the union
+    of its thread's ``host`` events covers.
 
     Per thread, in numpy: the events' union (sorted by start, a running maximum of the ends: a new interval
     where an event starts after every earlier one ended, as ``merge_intervals`` merges) and each interval's
@@ -489,7 +493,8 @@ def _thread_covered(host: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
     by = _BY
     ev = host.drop("_op")
     if ev.select(pl.col("start_ns").is_null().any() | pl.col("end_ns").is_null().any()).item():
-        op_threads = host.filter(pl.col("_op")).select(by).unique()
+        with_ops = host.filter(pl.col("_op")) if host.get_column("_op").any() else host  # see runtime_only
+        op_threads = with_ops.select(by).unique()
         iv = iv.join(op_threads, on=by, how="semi", nulls_equal=True)
         return covered_ns(iv.lazy(), merge_intervals(ev.lazy(), by), by).collect(engine=query.engine())
     covered = np.zeros(iv.height, dtype=np.int64)
@@ -497,6 +502,7 @@ def _thread_covered(host: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
     if iv.height:
         cols = [_values(ev[c]) for c in by]
         s, e, op = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), host["_op"].to_numpy()
+        runtime_only = not op.any()  # an nsys or rocprof capture: the runtime calls are all that is recorded
         iv = iv.with_row_index("_i")
         for key, grp in iv.group_by(by, maintain_order=True):
             same = np.ones(ev.height, dtype=bool)
@@ -509,7 +515,7 @@ def _thread_covered(host: pl.DataFrame, iv: pl.DataFrame) -> pl.DataFrame:
                     same &= ~nulls
             idx = np.flatnonzero(same)
             rows = grp["_i"].to_numpy()
-            ops[rows] = op[idx].any()
+            ops[rows] = op[idx].any() or (runtime_only and len(idx) > 0)
             b0, b1 = _union(s[idx], e[idx])
             covered[rows] = _busy_before(b0, b1, grp["end_ns"].to_numpy()) - _busy_before(
                 b0, b1, grp["start_ns"].to_numpy()

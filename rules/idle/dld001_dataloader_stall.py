@@ -8,9 +8,11 @@ DataLoader: a GPU idle stretch with an empty launch queue (``rulekit.host_bound_
 which the thread that makes the next launch ran no recorded framework op, runtime call or range for most of the
 time (numpy or PIL augmentation, tokenization, Python preprocessing, logging in the loop), each stretch a large
 share of the step. This second measure needs step markers (batch preparation is per step; without them a long
-stretch is a phase outside the loop: start-up, compilation, set-up) and framework ops recorded on the thread
-(torch.profiler; an nsys or rocprof capture records only runtime calls, so all framework work would read as
-outside any op).
+stretch is a phase outside the loop: start-up, compilation, set-up). A torch.profiler trace records the framework
+ops, so untracked time is Python, numpy or I/O; an nsys or rocprof capture records only runtime calls, so there
+it is time without any runtime call, framework ops that launch nothing (CPU tensor augmentation) included, which
+the stretch's size still tells apart from the framework's launching: the framework launches every few
+microseconds while it runs the GPU's work.
 
 ## Why it matters
 While the training thread waits for a batch, every GPU kernel of the step is delayed by the same amount. With
@@ -35,7 +37,11 @@ augmentation of each batch in the loop) has one stretch per step, 18.1-19.7 ms u
 of its 42.8 ms step; over every other trace of ``fixtures/h200_*`` and the torch corpus the largest such stretch
 is 13.9 % of its step (``h200_compile_warmup``: 0.33 ms in 2.4 ms steps), then 10.1 %
 (``h200_ho_bert_compiled_warm``: 1.67 ms, compiled code's Python) and 4.4 % (``hta_sampled_job128``): 25 % sits
-between them. Such a stretch is GPU idle as a whole (``idle_ns`` = its span).
+between them. Such a stretch is GPU idle as a whole (``idle_ns`` = its span). Under Nsight Systems
+(``h200_ho_effnet_loader0.nsys``: heldout.py's EfficientNet-B0 with ``num_workers=0`` and torchvision's
+RandomResizedCrop, flip and normalize on the training thread, NVTX steps) the six stretches are 86-133 ms of
+176 ms steps with no CUDA call in them; over every other nsys, rocprof and rpd input of the corpus and the
+fixtures no stretch is reported.
 
 Thresholds, from the real traces: ``kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list`` (the TensorBoard
 plugin's ResNet-50 sample, single-process DataLoader) spends 313 ms in six
@@ -52,7 +58,8 @@ batch preparation is cut the same way on its thread, the CPU-only ops inside it 
 ``lift_fresh``, the collating ``stack``) included, as workers take them too. The replay then says how much of the
 removed host time the GPU was waiting for: on ``h200_ho_resnet18_cpu_aug`` 52.5 % of the window, measured
 62.9 % (42.8 -> 15.9 ms per step, 8 workers, without the profiler; the eager part of the fixed step also ran
-faster there, which the replay does not know).
+faster there, which the replay does not know); on ``h200_ho_effnet_loader0.nsys`` 57.4 %, measured 63.3 % (191 ->
+70 ms per step with 8 workers, the torch.profiler batch's timing of the same program).
 
 ## Known false positives
 The first batch of an epoch (worker start-up, prefetch queue filling) is slow by design; captures that hold only

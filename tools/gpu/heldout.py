@@ -361,7 +361,9 @@ def opt_item(out: Path) -> None:
     )
 
 
-def effnet_loader(out: Path) -> None:
+def effnet_loader_steps(workers: tuple[int, ...] = (0, 8)) -> tuple:
+    """timm efficientnet_b0 training steps over a DataLoader of CPU-augmented uint8 images, one per entry of
+    ``workers`` (the base: num_workers=0; the fix: 8 workers with pinned memory); also heldout7.py's nsys program."""
     import timm
     import torchvision.transforms.v2 as T
 
@@ -407,7 +409,11 @@ def effnet_loader(out: Path) -> None:
 
         return trainer(opt, loss)
 
-    base, fixed = make(0), make(8)
+    return tuple(make(w) for w in workers)
+
+
+def effnet_loader(out: Path) -> None:
+    base, fixed = effnet_loader_steps()
     t = timed_pair(base, fixed, n=10, rounds=3, warm=4)
     p = prof_sched(base, out, "h200_ho_effnet_loader0", active=3)
     record(

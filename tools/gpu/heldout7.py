@@ -1,0 +1,88 @@
+"""Held-out-style traces, batch 7 (fixtures/h200_heldout, facts.json): programs of earlier batches recorded by
+Nsight Systems instead of torch.profiler, the way a user runs ``nsys profile`` on a training script: no
+record_function ranges, only CUDA API calls, OS runtime calls and the program's own NVTX "step N" ranges.
+
+* ``effnet_loader_nsys``: heldout.py's EfficientNet-B0 with ``DataLoader(num_workers=0)`` and CPU augmentation
+  (the batch is prepared on the training thread, the GPU waits); ``effnet_time`` times it against 8 workers
+  without any profiler in the same process, base and fixed interleaved.
+* ``sync_gpubound_nsys``: heldout.py's GPU-bound ResNet-50 with ``torch.cuda.synchronize()`` after every step:
+  a host waiting on a busy GPU, which must not be reported as a bottleneck.
+
+Each ``*_nsys`` program warms up outside the capture range and opens it itself (``--capture-range=cudaProfilerApi``).
+
+    python3 heldout7.py OUTDIR effnet_time                           # timing, no profiler
+    nsys profile -t cuda,nvtx,osrt -s none --cpuctxsw=none --capture-range=cudaProfilerApi \\
+        --capture-range-end=stop -o X python3 heldout7.py OUTDIR effnet_loader_nsys
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from heldout import DEV, effnet_loader_steps, record, run_all, sync, timed_pair, trainer  # noqa: E402
+
+
+def _nsys_window(step, warm: int, steps: int) -> None:
+    """``warm`` steps outside the capture range, then ``steps`` steps inside it, each an NVTX range "step N"."""
+    for i in range(warm):
+        step(i)
+    sync()
+    torch.cuda.cudart().cudaProfilerStart()
+    for i in range(steps):
+        torch.cuda.nvtx.range_push(f"step {i}")
+        step(warm + i)
+        torch.cuda.nvtx.range_pop()
+    sync()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def effnet_time(out: Path) -> None:
+    """The loader-bound EfficientNet against 8 DataLoader workers, no profiler (blocks of 10 steps, 3 rounds)."""
+    base, fixed = effnet_loader_steps()
+    t = timed_pair(base, fixed, n=10, rounds=3, warm=4)
+    record(out, "effnet_time", {"measured": t})
+
+
+def effnet_loader_nsys(out: Path) -> None:
+    (base,) = effnet_loader_steps((0,))
+    _nsys_window(base, warm=4, steps=6)
+
+
+def _resnet50_sync_step():
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(256, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (256,), device=DEV)
+    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
+
+    def base(i: int) -> None:
+        step(i)
+        torch.cuda.synchronize()
+
+    return base, step
+
+
+def sync_gpubound_nsys(out: Path) -> None:
+    base, _ = _resnet50_sync_step()
+    _nsys_window(base, warm=6, steps=6)
+
+
+def sync_time(out: Path) -> None:
+    """The GPU-bound ResNet-50 with and without its per-step synchronize, no profiler."""
+    base, fixed = _resnet50_sync_step()
+    record(out, "sync_time", {"measured": timed_pair(base, fixed)})
+
+
+ALL = [effnet_time, sync_time]
+NSYS = [effnet_loader_nsys, sync_gpubound_nsys]
+
+if __name__ == "__main__":
+    run_all(ALL + NSYS, sys.argv)
