@@ -562,7 +562,9 @@ def sync_gpubound(out: Path) -> None:
     )
 
 
-def sync_hostbound(out: Path) -> None:
+def hostbound_mlp_step():
+    """A host-bound training step: a 24-block MLP (Linear 1024 + LayerNorm + GELU), batch 512, per-parameter Adam
+    (foreach=False); also heldout7.py's nsys program."""
     torch.manual_seed(0)
     layers = []
     for _ in range(24):
@@ -570,8 +572,11 @@ def sync_hostbound(out: Path) -> None:
     model = torch.nn.Sequential(*layers).to(DEV)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=False)
     x = torch.randn(512, 1024, device=DEV)
+    return trainer(opt, lambda i: model(x).float().square().mean())
 
-    step = trainer(opt, lambda i: model(x).float().square().mean())
+
+def sync_hostbound(out: Path) -> None:
+    step = hostbound_mlp_step()
 
     sync_pair(
         out,

@@ -7,6 +7,9 @@ record_function ranges, only CUDA API calls, OS runtime calls and the program's 
   without any profiler in the same process, base and fixed interleaved.
 * ``sync_gpubound_nsys``: heldout.py's GPU-bound ResNet-50 with ``torch.cuda.synchronize()`` after every step:
   a host waiting on a busy GPU, which must not be reported as a bottleneck.
+* ``hostbound_nsys``: heldout.py's host-bound MLP with per-parameter Adam and a synchronize after every step: the
+  framework launching all the time (short gaps between CUDA calls), which must not read as batch preparation;
+  ``hostbound_time`` times it against the same step without the synchronize.
 
 Each ``*_nsys`` program warms up outside the capture range and opens it itself (``--capture-range=cudaProfilerApi``).
 
@@ -24,7 +27,16 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" /
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, effnet_loader_steps, record, run_all, sync, timed_pair, trainer  # noqa: E402
+from heldout import (  # noqa: E402
+    DEV,
+    effnet_loader_steps,
+    hostbound_mlp_step,
+    record,
+    run_all,
+    sync,
+    timed_pair,
+    trainer,
+)
 
 
 def _nsys_window(step, warm: int, steps: int) -> None:
@@ -62,12 +74,7 @@ def _resnet50_sync_step():
     x = torch.randn(256, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (256,), device=DEV)
     step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
-
-    def base(i: int) -> None:
-        step(i)
-        torch.cuda.synchronize()
-
-    return base, step
+    return _synced(step), step
 
 
 def sync_gpubound_nsys(out: Path) -> None:
@@ -81,8 +88,25 @@ def sync_time(out: Path) -> None:
     record(out, "sync_time", {"measured": timed_pair(base, fixed)})
 
 
-ALL = [effnet_time, sync_time]
-NSYS = [effnet_loader_nsys, sync_gpubound_nsys]
+def _synced(step):
+    def base(i: int) -> None:
+        step(i)
+        torch.cuda.synchronize()
+
+    return base
+
+
+def hostbound_nsys(out: Path) -> None:
+    _nsys_window(_synced(hostbound_mlp_step()), warm=6, steps=6)
+
+
+def hostbound_time(out: Path) -> None:
+    step = hostbound_mlp_step()
+    record(out, "hostbound_time", {"measured": timed_pair(_synced(step), step)})
+
+
+ALL = [effnet_time, sync_time, hostbound_time]
+NSYS = [effnet_loader_nsys, sync_gpubound_nsys, hostbound_nsys]
 
 if __name__ == "__main__":
     run_all(ALL + NSYS, sys.argv)

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Batch 7 of the held-out-style traces (tools/gpu/heldout7.py) on the device: the fixes timed without a profiler,
-# then two programs under Nsight Systems, exported to SQLite; packs to $OUT. libdw1 / libelf1 .debs in $DEBS.
+# then the programs under Nsight Systems, exported to SQLite; packs to $OUT. libdw1 / libelf1 .debs in $DEBS.
+# TIMES and PROGS (scenario:file name) pick some (run 10: the first two of each; run 11: the host-bound MLP).
 set -u
 cd "$(dirname "$0")"
 W=/tmp/ho7; mkdir -p $W
 DEBS=${DEBS:-../../build/debs}
 export PYTHONUNBUFFERED=1
-timeout 240 python3 heldout7.py $W effnet_time sync_time 2>&1 | grep -v -i warn | tail -12
+TIMES=${TIMES:-effnet_time sync_time hostbound_time}
+PROGS=${PROGS:-effnet_loader_nsys:h200_ho_effnet_loader0 sync_gpubound_nsys:h200_ho_sync_gpubound hostbound_nsys:h200_ho_sync_hostbound}
+timeout 240 python3 heldout7.py $W $TIMES 2>&1 | grep -v -i warn | tail -12
 N=$(ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | head -1)
 H=$(ls -d /opt/nvidia/nsight-compute/*/host/linux-desktop-glibc_2_11_3-x64 | head -1)
 mkdir -p /tmp/x; for f in "$DEBS"/*.deb; do dpkg -x "$f" /tmp/x; done
 export LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu:$H${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for s in effnet_loader_nsys:h200_ho_effnet_loader0 sync_gpubound_nsys:h200_ho_sync_gpubound; do
+for s in $PROGS; do
   IFS=: read -r scen name <<<"$s"
   timeout 150 $N profile -t cuda,nvtx,osrt -s none --cpuctxsw=none --capture-range=cudaProfilerApi \
     --capture-range-end=stop --force-overwrite true -o $W/$scen python3 heldout7.py $W $scen 2>&1 | tail -3
