@@ -5,6 +5,9 @@ record_function ranges, only CUDA API calls, OS runtime calls and the program's 
 * ``effnet_loader_nsys``: heldout.py's EfficientNet-B0 with ``DataLoader(num_workers=0)`` and CPU augmentation
   (the batch is prepared on the training thread, the GPU waits); ``effnet_time`` times it against 8 workers
   without any profiler in the same process, base and fixed interleaved.
+* ``effnet_workers_nsys``: the same EfficientNet with one DataLoader worker, too few to keep up: the training
+  thread waits for the worker's batches (in the queue's get) instead of preparing them; ``effnet_workers_time``
+  times 1 against 8 workers, one loader after the other (no persistent workers of the other alive beside it).
 * ``sync_gpubound_nsys``: heldout.py's GPU-bound ResNet-50 with ``torch.cuda.synchronize()`` after every step:
   a host waiting on a busy GPU, which must not be reported as a bottleneck.
 * ``hostbound_nsys``: heldout.py's host-bound MLP with per-parameter Adam and a synchronize after every step: the
@@ -65,6 +68,37 @@ def effnet_loader_nsys(out: Path) -> None:
     _nsys_window(base, warm=4, steps=6)
 
 
+def _block_stats(step) -> dict:
+    t = timed_pair(step, None, n=10, rounds=3, warm=4)
+    return {"ms": t["base_ms"], "rounds_ms": t["base_rounds_ms"]}
+
+
+def effnet_workers_time(out: Path) -> None:
+    """1 against 8 DataLoader workers, each loader timed on its own (3 blocks of 10 steps; the first loader's
+    workers are shut down before the second starts)."""
+    import gc
+
+    (base,) = effnet_loader_steps((1,))
+    b = _block_stats(base)
+    del base
+    gc.collect()
+    (fixed,) = effnet_loader_steps((8,))
+    f = _block_stats(fixed)
+    m = {
+        "base_ms": b["ms"],
+        "base_rounds_ms": b["rounds_ms"],
+        "fixed_ms": f["ms"],
+        "fixed_rounds_ms": f["rounds_ms"],
+    }
+    m["saving_pct"] = 100.0 * (m["base_ms"] - m["fixed_ms"]) / m["base_ms"]
+    record(out, "effnet_workers_time", {"measured": m})
+
+
+def effnet_workers_nsys(out: Path) -> None:
+    (base,) = effnet_loader_steps((1,))
+    _nsys_window(base, warm=4, steps=6)
+
+
 def _resnet50_sync_step():
     import torchvision
 
@@ -105,8 +139,8 @@ def hostbound_time(out: Path) -> None:
     record(out, "hostbound_time", {"measured": timed_pair(_synced(step), step)})
 
 
-ALL = [effnet_time, sync_time, hostbound_time]
-NSYS = [effnet_loader_nsys, sync_gpubound_nsys, hostbound_nsys]
+ALL = [effnet_time, effnet_workers_time, sync_time, hostbound_time]
+NSYS = [effnet_loader_nsys, effnet_workers_nsys, sync_gpubound_nsys, hostbound_nsys]
 
 if __name__ == "__main__":
     run_all(ALL + NSYS, sys.argv)

@@ -210,6 +210,7 @@ class Replayer:
         cut = self._cut_intervals(fix)
         if len(cut[0]):
             self._apply_cuts(w, cut)
+            self._unwake(fix, active)
         if len(fix.delay_eid):  # added host work: the chain edge into each call's start point grows
             j = node(fix.delay_eid)
             ok = j >= 0
@@ -218,6 +219,24 @@ class Replayer:
             ch = self._chain[0]
             w[ch] += add[g.dst[ch]]
         return g.release, w, active
+
+    def _unwake(self, fix: Fix, active: np.ndarray) -> None:
+        """The wake edges into points inside ``fix``'s ``unwake`` cut intervals (on their threads) made inactive,
+        in place: the thread resumes after its own, shortened chain instead of after another thread."""
+        c = fix.cuts.filter(pl.col("unwake").fill_null(False) & (pl.col("end_ns") > pl.col("start_ns")))
+        if not c.height:
+            return
+        g = self.g
+        e = np.nonzero(g.etype == G.E_WAKE)[0]
+        if not len(e):
+            return
+        cols = [c[k].fill_null(-1).cast(pl.Int64).to_numpy() for k in ("rank", "pid", "tid")]
+        tc, s, end = G.thread_codes(g, cols), c["start_ns"].to_numpy(), c["end_ns"].to_numpy()
+        keep = tc >= 0
+        d = g.dst[e]
+        t = g.recorded_points()[d]
+        inside = covered(tc[keep], s[keep], end[keep], g.thread[d // 2], t - 1, t) > 0
+        active[e[inside]] = False
 
     def _gpu_own_edges(self, fix: Fix) -> tuple[np.ndarray, np.ndarray]:
         """The own-duration edges of the GPU activities whose durations ``fix`` sets, and which of ``fix.gpu_eid``

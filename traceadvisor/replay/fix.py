@@ -75,6 +75,7 @@ class Fix:
                 "tid": pl.Int64,
                 "start_ns": pl.Int64,
                 "end_ns": pl.Int64,
+                "unwake": pl.Boolean,
             }
         )
     )
@@ -112,7 +113,10 @@ class Fix:
         self.delay_ns = np.concatenate([self.delay_ns, np.maximum(_bc(extra_ns, len(e)), 0)])
         return self
 
-    def cut_host(self, rank, pid, tid, start_ns, end_ns) -> Fix:
+    def cut_host(self, rank, pid, tid, start_ns, end_ns, unwake: bool = False) -> Fix:
+        """Host time removed from these threads' intervals. ``unwake``: the thread no longer waits for another
+        thread inside them either (the graph's wake edges into its points there are dropped: with DataLoader
+        workers a batch is ready when the training thread asks, so it does not wait for the pin-memory thread)."""
         s = _arr(start_ns)
         n = len(s)
         df = pl.DataFrame(
@@ -122,7 +126,9 @@ class Fix:
                 "tid": _bc(tid, n),
                 "start_ns": s,
                 "end_ns": _bc(end_ns, n),
-            }
+                "unwake": np.full(n, unwake),
+            },
+            schema=self.cuts.schema,
         )
         self.cuts = pl.concat([self.cuts, df.filter(pl.col("end_ns") > pl.col("start_ns"))])
         return self
