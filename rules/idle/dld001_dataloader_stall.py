@@ -7,8 +7,10 @@ data loading, decoding and augmentation sit on the critical path of the step. An
 DataLoader: a GPU idle stretch with an empty launch queue (``rulekit.host_bound_gaps``, IDL001's measure) during
 which the thread that makes the next launch ran no recorded framework op, runtime call or range for most of the
 time (numpy or PIL augmentation, tokenization, Python preprocessing, logging in the loop), each stretch a large
-share of the step. This second measure needs step markers (batch preparation is per step; without them a long
-stretch is a phase outside the loop: start-up, compilation, set-up). A torch.profiler trace records the framework
+share of the step. Batch preparation is per step: without step markers a stretch counts only where such stretches
+recur (at least ``MIN_RECURRING`` of ``MIN_STRETCH_NS`` or more, their starts evenly spaced: the median absolute
+deviation of the spacing at most ``RECURRING_MAD`` of its median, which then stands for the step), since a lone
+long stretch is a phase outside the loop (start-up, compilation, set-up). A torch.profiler trace records the framework
 ops, so untracked time is Python, numpy or I/O; an nsys or rocprof capture records only runtime calls, so there
 it is time without any runtime call, framework ops that launch nothing (CPU tensor augmentation) included, which
 the stretch's size still tells apart from the framework's launching: the framework launches every few
@@ -41,7 +43,8 @@ between them. Such a stretch is GPU idle as a whole (``idle_ns`` = its span). Un
 (``h200_ho_effnet_loader0.nsys``: heldout.py's EfficientNet-B0 with ``num_workers=0`` and torchvision's
 RandomResizedCrop, flip and normalize on the training thread, NVTX steps) the six stretches are 86-133 ms of
 176 ms steps with no CUDA call in them; over every other nsys, rocprof and rpd input of the corpus and the
-fixtures no stretch is reported.
+fixtures no stretch is reported, with or without step markers. Its copy without the NVTX ranges (a plain
+``nsys profile`` of a script that marks no steps) has five of them recur every ~176 ms: reported the same way.
 
 Thresholds, from the real traces: ``kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list`` (the TensorBoard
 plugin's ResNet-50 sample, single-process DataLoader) spends 313 ms in six
@@ -88,6 +91,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceadvisor import query, rulekit, summary
@@ -146,6 +150,12 @@ BATCH_FETCH = (
     r"|^\[_TrainingEpochLoop\]\.train_dataloader_next$|^\[_EvaluationLoop\]\.\w+_dataloader_next$"  # Lightning
 )
 HOST_KINDS = ("cpu_op", "annotation", "python")
+# Without step markers, stretches count when they recur: at least this many, each at least MIN_STRETCH_NS, their
+# starts spaced evenly (the median absolute deviation of the spacing at most RECURRING_MAD of its median), the
+# spacing standing for the step (see the module docstring)
+MIN_RECURRING = 3
+MIN_STRETCH_NS = 1_000_000
+RECURRING_MAD = 0.25
 
 
 def fetch_spans(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -219,7 +229,9 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     gaps = rulekit.host_bound_gaps(trace, True, leading=True)
     none = pl.LazyFrame(schema=_empty_schema(trace, gaps, step, pct))
     if not _has_steps(trace):
-        return none
+        step = _recurring_step(trace, gaps, step)
+        if step is None:
+            return none
     # a stretch's untracked time is at most its span (its start to the next launch's call): the gaps too
     # short to count are left out before their host side is measured (the benchmark: 24 k gaps, none long)
     span = pl.min_horizontal("end_ns", "api_start_ns") - pl.col("start_ns")
@@ -234,6 +246,29 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     if not long.height:
         return none
     return _prep_rows(trace, long.lazy(), step, pct)
+
+
+def _recurring_step(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame) -> pl.LazyFrame | None:
+    """Without step markers: per (rank key, device), the spacing of the long stretches mostly outside any
+    recorded host event where they recur evenly (``MIN_RECURRING``, ``RECURRING_MAD``): the loop's period, which
+    a start-up or compilation phase does not have; None where none recur (``step``'s schema)."""
+    span = pl.min_horizontal("end_ns", "api_start_ns") - pl.col("start_ns")
+    cand = gaps.filter(pl.col("api_tid").is_not_null() & (span >= MIN_STRETCH_NS)).collect(
+        engine=query.engine()
+    )
+    if cand.height < MIN_RECURRING:
+        return None
+    iv = rulekit.outside_ops(trace, cand.lazy()).filter(2 * pl.col("untracked_ns") >= pl.col("span_ns"))
+    rows = []
+    for (rank, device), g in iv.collect(engine=query.engine()).group_by(["rank", "device"]):
+        starts = np.sort(g["start_ns"].to_numpy())
+        if len(starts) < MIN_RECURRING:
+            continue
+        d = np.diff(starts)
+        period = float(np.median(d))
+        if period > 0 and float(np.median(np.abs(d - period))) <= RECURRING_MAD * period:
+            rows.append({"_rk": 0 if rank is None else int(rank), "device": device, "step_ns": int(period)})
+    return pl.LazyFrame(rows, schema=step.collect_schema()) if rows else None
 
 
 _EMPTY: dict[tuple, pl.Schema] = {}
