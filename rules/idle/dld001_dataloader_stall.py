@@ -44,7 +44,7 @@ between them. Such a stretch is GPU idle as a whole (``idle_ns`` = its span). Un
 RandomResizedCrop, flip and normalize on the training thread, NVTX steps) the six stretches are 86-133 ms of
 176 ms steps with no CUDA call in them; over every other nsys, rocprof and rpd input of the corpus and the
 fixtures no stretch is reported, with or without step markers. Its copy without the NVTX ranges (a plain
-``nsys profile`` of a script that marks no steps) has five of them recur every ~176 ms: reported the same way.
+``nsys profile`` of a script that marks no steps) has five of them recur every ~173 ms: reported the same way.
 
 Thresholds, from the real traces: ``kineto_tbplugin_v100_resnet50_train_legacy_toplevel_list`` (the TensorBoard
 plugin's ResNet-50 sample, single-process DataLoader) spends 313 ms in six
@@ -229,9 +229,11 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     gaps = rulekit.host_bound_gaps(trace, True, leading=True)
     none = pl.LazyFrame(schema=_empty_schema(trace, gaps, step, pct))
     if not _has_steps(trace):
-        step = _recurring_step(trace, gaps, step)
-        if step is None:
+        recurring = _recurring_step(trace, gaps, step)
+        if recurring is None:
             return none
+        step, iv = recurring  # the stretches' host sides are measured already
+        return _prep_rows(trace, None, step, pct, iv)
     # a stretch's untracked time is at most its span (its start to the next launch's call): the gaps too
     # short to count are left out before their host side is measured (the benchmark: 24 k gaps, none long)
     span = pl.min_horizontal("end_ns", "api_start_ns") - pl.col("start_ns")
@@ -248,19 +250,26 @@ def host_prep_rows(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     return _prep_rows(trace, long.lazy(), step, pct)
 
 
-def _recurring_step(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame) -> pl.LazyFrame | None:
+def _recurring_step(
+    trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame
+) -> tuple[pl.LazyFrame, pl.LazyFrame] | None:
     """Without step markers: per (rank key, device), the spacing of the long stretches mostly outside any
     recorded host event where they recur evenly (``MIN_RECURRING``, ``RECURRING_MAD``): the loop's period, which
-    a start-up or compilation phase does not have; None where none recur (``step``'s schema)."""
+    a start-up or compilation phase does not have (``step``'s schema), and those stretches' host sides
+    (``rulekit.outside_ops``); None where none recur."""
     span = pl.min_horizontal("end_ns", "api_start_ns") - pl.col("start_ns")
     cand = gaps.filter(pl.col("api_tid").is_not_null() & (span >= MIN_STRETCH_NS)).collect(
         engine=query.engine()
     )
     if cand.height < MIN_RECURRING:
         return None
-    iv = rulekit.outside_ops(trace, cand.lazy()).filter(2 * pl.col("untracked_ns") >= pl.col("span_ns"))
+    iv = (
+        rulekit.outside_ops(trace, cand.lazy())
+        .filter(2 * pl.col("untracked_ns") >= pl.col("span_ns"))
+        .collect(engine=query.engine())
+    )
     rows = []
-    for (rank, device), g in iv.collect(engine=query.engine()).group_by(["rank", "device"]):
+    for (rank, device), g in iv.group_by(["rank", "device"]):
         starts = np.sort(g["start_ns"].to_numpy())
         if len(starts) < MIN_RECURRING:
             continue
@@ -268,7 +277,7 @@ def _recurring_step(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame) -> pl.
         period = float(np.median(d))
         if period > 0 and float(np.median(np.abs(d - period))) <= RECURRING_MAD * period:
             rows.append({"_rk": 0 if rank is None else int(rank), "device": device, "step_ns": int(period)})
-    return pl.LazyFrame(rows, schema=step.collect_schema()) if rows else None
+    return (pl.LazyFrame(rows, schema=step.collect_schema()), iv.lazy()) if rows else None
 
 
 _EMPTY: dict[tuple, pl.Schema] = {}
@@ -283,8 +292,13 @@ def _empty_schema(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame, pct: flo
     return _EMPTY[key]
 
 
-def _prep_rows(trace: Trace, gaps: pl.LazyFrame, step: pl.LazyFrame, pct: float) -> pl.LazyFrame:
-    iv = rulekit.outside_ops(trace, gaps.filter(pl.col("api_tid").is_not_null()))
+def _prep_rows(
+    trace: Trace, gaps: pl.LazyFrame | None, step: pl.LazyFrame, pct: float, iv: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
+    """The stretches of ``gaps`` (or their host sides ``iv``, ``rulekit.outside_ops``' rows) that count."""
+    if iv is None:
+        assert gaps is not None
+        iv = rulekit.outside_ops(trace, gaps.filter(pl.col("api_tid").is_not_null()))
     return (
         iv.with_columns(_rk=pl.col("rank").cast(pl.Int32).fill_null(0))
         .join(step, on=["_rk", "device"], how="inner", nulls_equal=True)

@@ -48,13 +48,13 @@ program is GPU-bound and the finding is minor: the graph would save only the gap
 (``h200_ho_resnet50_infer_pinned``: 3.1 % predicted, 3.4 % measured), which a graph's own costs can cancel.
 
 ## Known false positives
-A host thread that deliberately waits (a barrier, a blocking synchronize to measure time, waiting for a
-request in a server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Host-bound idle
-during which the launching thread runs no recorded op or runtime call is host work outside the framework, which
-no graph removes: the evidence's ``idle_outside_ops_pct`` says how much of the idle it is (``rulekit.outside_ops``;
-in an nsys or rocprof capture, the idle without any runtime call), and when a stretch of it is a large share of the step DLD001 reports it as batch
-preparation in the loop with its own fix (DataLoader workers; ``h200_ho_resnet18_cpu_aug``: DLD001 52.5 % vs
-62.9 % measured, the graph launch here 35.7 %). Without step markers the window is the whole capture, so set-up
+A host thread that deliberately waits (a barrier, a blocking synchronize to measure time, waiting for a request in a
+server) produces host-bound gaps too: SYN001 reports blocking syncs on their own. Host-bound idle during which the
+launching thread runs no recorded op or runtime call is host work outside the framework, which no graph removes: the
+evidence's ``idle_outside_ops_pct`` says how much of the idle it is (``rulekit.outside_ops``; in an nsys or rocprof
+capture, the idle without any runtime call), and when a stretch of it is a large share of the step DLD001 reports it
+as batch preparation in the loop with its own fix (DataLoader workers; ``h200_ho_resnet18_cpu_aug``: DLD001 52.5 %
+vs 62.9 % measured, the graph launch here 35.7 %). Without step markers the window is the whole capture, so set-up
 phases shorter than ``max_gap_ms`` count.
 
 ## References

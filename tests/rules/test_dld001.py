@@ -104,7 +104,7 @@ def _without_nvtx(tmp_path):
 
 
 def test_recurring_batch_preparation_without_step_markers(tmp_path):
-    """Without steps, the six evenly spaced stretches (86-133 ms every ~176 ms, no CUDA call in them) are the
+    """Without steps, the evenly spaced stretches (86-133 ms, every ~173 ms, no CUDA call in them) are the
     loop's batch preparation: reported with most of the GPU idle as its saving (the measured fix: 63.3 %)."""
     from traceadvisor.api import load
 

@@ -3,8 +3,9 @@ without a schedule) and one nsys export, on models no rule was developed on (BER
 EfficientNet, ResNet-18, a plain MLP; batch 3: unfused vs fused optimizers on ResNet-50, ViT-B, BERT and
 GPT-2; batches 4-5: foreach AdamW on BERT batch 64 and ViT-S, FP32 ViT-S, a pin_memory=False DataLoader, an MLP
 with an odd hidden size, a per-step loss.item() on a GPU-bound ViT-S, a decode loop reading a flag per token, a
-torch.compile'd MLP compiled inside the window; batch 7: three earlier programs under Nsight Systems, the
-loader-bound EfficientNet, the GPU-bound and the host-bound synchronize). Each checks the findings a correct analysis must report and
+torch.compile'd MLP compiled inside the window; batch 7: four earlier programs under Nsight Systems, the
+EfficientNet with no or one DataLoader worker, the GPU-bound and the host-bound synchronize). Each checks the
+findings a correct analysis must report and
 must not, and for the single-fix pairs the predicted share against the saving measured without the profiler."""
 
 from __future__ import annotations

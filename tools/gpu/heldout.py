@@ -530,11 +530,18 @@ def compile_warm(out: Path) -> None:
     )
 
 
-def sync_pair(out: Path, key: str, what: str, step) -> None:
+def synced(step):
+    """``step`` followed by ``torch.cuda.synchronize()``."""
+
     def base(i: int) -> None:
         step(i)
         torch.cuda.synchronize()
 
+    return base
+
+
+def sync_pair(out: Path, key: str, what: str, step) -> None:
+    base = synced(step)
     t = timed_pair(base, step)
     p = prof_sched(base, out, f"h200_ho_{key}", active=4)
     record(
@@ -542,7 +549,9 @@ def sync_pair(out: Path, key: str, what: str, step) -> None:
     )
 
 
-def sync_gpubound(out: Path) -> None:
+def gpubound_resnet50_step():
+    """A GPU-bound training step: ResNet-50 bf16 channels_last batch 256, data on the GPU, SGD with momentum; also
+    heldout7.py's nsys program."""
     import torchvision
 
     torch.manual_seed(0)
@@ -550,8 +559,11 @@ def sync_gpubound(out: Path) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(256, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (256,), device=DEV)
+    return trainer(opt, lambda i: F.cross_entropy(model(x), y))
 
-    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
+
+def sync_gpubound(out: Path) -> None:
+    step = gpubound_resnet50_step()
 
     sync_pair(
         out,

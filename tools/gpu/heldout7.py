@@ -29,16 +29,15 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from heldout import (  # noqa: E402
-    DEV,
     effnet_loader_steps,
+    gpubound_resnet50_step,
     hostbound_mlp_step,
     record,
     run_all,
     sync,
+    synced,
     timed_pair,
-    trainer,
 )
 
 
@@ -99,44 +98,23 @@ def effnet_workers_nsys(out: Path) -> None:
     _nsys_window(base, warm=4, steps=6)
 
 
-def _resnet50_sync_step():
-    import torchvision
-
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50(weights=None).to(DEV).to(memory_format=torch.channels_last).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(256, 3, 224, 224, device=DEV).contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (256,), device=DEV)
-    step = trainer(opt, lambda i: F.cross_entropy(model(x), y))
-    return _synced(step), step
-
-
 def sync_gpubound_nsys(out: Path) -> None:
-    base, _ = _resnet50_sync_step()
-    _nsys_window(base, warm=6, steps=6)
+    _nsys_window(synced(gpubound_resnet50_step()), warm=6, steps=6)
 
 
 def sync_time(out: Path) -> None:
     """The GPU-bound ResNet-50 with and without its per-step synchronize, no profiler."""
-    base, fixed = _resnet50_sync_step()
-    record(out, "sync_time", {"measured": timed_pair(base, fixed)})
-
-
-def _synced(step):
-    def base(i: int) -> None:
-        step(i)
-        torch.cuda.synchronize()
-
-    return base
+    step = gpubound_resnet50_step()
+    record(out, "sync_time", {"measured": timed_pair(synced(step), step)})
 
 
 def hostbound_nsys(out: Path) -> None:
-    _nsys_window(_synced(hostbound_mlp_step()), warm=6, steps=6)
+    _nsys_window(synced(hostbound_mlp_step()), warm=6, steps=6)
 
 
 def hostbound_time(out: Path) -> None:
     step = hostbound_mlp_step()
-    record(out, "hostbound_time", {"measured": timed_pair(_synced(step), step)})
+    record(out, "hostbound_time", {"measured": timed_pair(synced(step), step)})
 
 
 ALL = [effnet_time, effnet_workers_time, sync_time, hostbound_time]

@@ -224,19 +224,25 @@ class Replayer:
         """The wake edges into points inside ``fix``'s ``unwake`` cut intervals (on their threads) made inactive,
         in place: the thread resumes after its own, shortened chain instead of after another thread."""
         c = fix.cuts.filter(pl.col("unwake").fill_null(False) & (pl.col("end_ns") > pl.col("start_ns")))
-        if not c.height:
+        e, th, t = self._wake_in
+        if not c.height or not len(e):
             return
+        tc, s, end = self._cut_threads(c)
+        keep = tc >= 0
+        active[e[covered(tc[keep], s[keep], end[keep], th, t - 1, t) > 0]] = False
+
+    def _cut_threads(self, cuts: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(graph thread code, start, end) of each row of a fix's cut intervals (-1: a thread not in the graph)."""
+        cols = [cuts[k].fill_null(-1).cast(pl.Int64).to_numpy() for k in ("rank", "pid", "tid")]
+        return G.thread_codes(self.g, cols), cuts["start_ns"].to_numpy(), cuts["end_ns"].to_numpy()
+
+    @cached_property
+    def _wake_in(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The wake edges, the thread of the point each wakes and that point's recorded time (computed once)."""
         g = self.g
         e = np.nonzero(g.etype == G.E_WAKE)[0]
-        if not len(e):
-            return
-        cols = [c[k].fill_null(-1).cast(pl.Int64).to_numpy() for k in ("rank", "pid", "tid")]
-        tc, s, end = G.thread_codes(g, cols), c["start_ns"].to_numpy(), c["end_ns"].to_numpy()
-        keep = tc >= 0
         d = g.dst[e]
-        t = g.recorded_points()[d]
-        inside = covered(tc[keep], s[keep], end[keep], g.thread[d // 2], t - 1, t) > 0
-        active[e[inside]] = False
+        return e, g.thread[d // 2], g.recorded_points()[d]
 
     def _gpu_own_edges(self, fix: Fix) -> tuple[np.ndarray, np.ndarray]:
         """The own-duration edges of the GPU activities whose durations ``fix`` sets, and which of ``fix.gpu_eid``
@@ -258,9 +264,7 @@ class Replayer:
         g = self.g
         parts = []
         if fix.cuts.height:
-            c = fix.cuts.filter(pl.col("end_ns") > pl.col("start_ns"))
-            cols = [c[k].fill_null(-1).cast(pl.Int64).to_numpy() for k in ("rank", "pid", "tid")]
-            parts.append((G.thread_codes(g, cols), c["start_ns"].to_numpy(), c["end_ns"].to_numpy()))
+            parts.append(self._cut_threads(fix.cuts.filter(pl.col("end_ns") > pl.col("start_ns"))))
         if len(fix.host_eid):
             j = g.node_of_eid(fix.host_eid)
             ok = j >= 0
