@@ -1,0 +1,345 @@
+"""Chains of separate elementwise, normalization and cast kernels where one fused kernel would do
+
+## What it detects
+Runs of consecutive memory-bound kernels on one GPU stream (``knowledge.fusion.FUSABLE``: elementwise,
+reduction, normalization and cast / layout-copy kernels), at least ``min_kernels`` long, between the GEMMs,
+convolutions and attention kernels of an eager program: a hand-written RMSNorm (``pow``, ``mean``, ``add``,
+``rsqrt``, ``mul``, ``mul``), a SiLU gate (``silu``, ``mul``), a tanh GELU, rotary embeddings, residual adds,
+autocast's casts and a batch norm's ReLU. Each chain is one offending item; kernels that already ran fused or
+generated (Inductor's Triton kernels, nvFuser, vendor ``fused`` kernels), optimizer kernels (OPT001), embedding and
+index lookups, softmax and loss kernels are not links (``knowledge.fusion.NOT_A_LINK``), and a stream gap over
+``CHAIN_BREAK_GAP_NS`` ends a chain.
+
+## Why it matters
+Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm over a
+16 x 1024 x 1024 activation moves the tensor about 12 times where one fused kernel moves it twice. The chain's
+kernels are memory-bound, so the time goes with the bytes, and on an H100 / H200 / MI300X the tensor cores finish
+the GEMMs between such chains faster than the chains themselves: in ``h200_ho_norm_mlp_eager`` (six RMSNorm +
+SwiGLU blocks, bf16 training) the chains take 55 % of the GPU time, and ``torch.compile`` saved 37.7 % of the
+step. A compiler also launches one kernel per chain, which saves host time on a host-bound step.
+
+## How it is measured
+From the kernels alone (every format, both vendors): consecutive fusable kernels per stream form a chain; the
+fused chain takes ``max(longest kernel, fused_share x chain time, launch floor)``: the fused kernel still reads
+the chain's inputs and writes its outputs once (at least the traffic of the chain's biggest kernel) and, on long
+chains, about ``fused_share`` of the chain's time. ``fused_share = 0.32`` (``knowledge.fusion.FUSED_SHARE``) is
+Inductor's default mode on ``h200_ho_norm_mlp_eager`` (the eager and the compiled program timed without the
+profiler: the chains' 55 % of the GPU time ran in 0.32 of it); ``tools/gpu/heldout8.py`` times more programs
+(Llama, GPT-2, ConvNeXt-T and ResNet-50 training, Llama prefill, BERT inference and training) against it. The fix replayed (docs/impact.md) gives each chain's first kernel the fused time and
+the others none, and removes the host time between the chain's first and last launch on the launching thread
+(one launch instead of one per op, the ops' dispatch gone): on a GPU-bound step the GPU part is the saving, on a
+host-bound one the host part. The evidence names the framework ops behind the costliest chains (from the launch
+calls' external ids, Kineto traces).
+
+## Known false positives
+A compiler does not fuse across everything a chain may hold: data-dependent shapes, custom CUDA / HIP extension
+kernels with elementwise-sounding names, and graph breaks (Python side effects, unsupported ops) split a chain, so
+the saving is an upper bound there. Chains in code that ``torch.compile`` cannot trace (a data-dependent loop) need
+a hand-fused kernel instead (a Triton kernel, a fused library op). A chain's first compile costs seconds to
+minutes (WRM001 reports a compile inside the window).
+
+## References
+- PyTorch ``torch.compile`` and TorchInductor: https://docs.pytorch.org/docs/stable/torch.compiler.html
+- Ansel et al., "PyTorch 2: Faster Machine Learning Through Dynamic Python Bytecode Transformation and Graph
+  Compilation" (ASPLOS 2024): Inductor's pointwise / reduction fusion.
+- NVIDIA Apex / Transformer Engine fused normalization and activation kernels; AMD ROCm: torch.compile with Triton
+  on ROCm, aiter fused kernels: https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/optimizing-triton-kernel.html
+- ``traceadvisor.knowledge.fusion`` (which kernels are links, the fused cost)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceadvisor import query
+from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge import fusion, optimizers
+from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
+from traceadvisor.replay.fix import Fix, gpu_rows_with
+from traceadvisor.rulekit import has_any, launch_calls, without_queue_backpressure
+from traceadvisor.schema import views
+from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
+
+RULE = Rule(
+    code="FUS001",
+    name="unfused-elementwise",
+    title="Chains of separate elementwise, normalization and cast kernels where one fused kernel would do",
+    summary="{count} chains of memory-bound kernels ({kernels} kernels, {chain_ms:.1f} ms on the GPU; costliest: "
+    "{top_chain}) would take about {fused_ms:.1f} ms fused, saving {saving_ms:.1f} ms ({saving_pct:.1f}% of the "
+    "window)",
+    advice={
+        "common": "Fuse the chains of elementwise, normalization and cast kernels between the matrix "
+        "multiplications into one kernel each, so every intermediate tensor stays on chip instead of "
+        "a round trip through HBM per operation: a fusing compiler, or fused library ops.",
+        "torch": "torch.compile(model) (default mode) generates one Triton kernel per chain and leaves the GEMMs "
+        "to cuBLAS / hipBLASLt; compile before the measured window and check for graph breaks "
+        "(TORCH_LOGS=graph_breaks). Without a compiler: fused ops (torch.nn.functional.rms_norm / "
+        "nn.RMSNorm and nn.LayerNorm instead of hand-written norms, F.silu / F.gelu(approximate='tanh') "
+        "instead of their formulas, bias and residual folded into addmm / baddbmm), or a hand-written Triton "
+        "kernel for a custom chain.",
+        "nvidia": "Inductor's Triton kernels run on sm80+; NVIDIA Apex (FusedRMSNorm, FusedLayerNorm) and "
+        "Transformer Engine (fused LayerNorm / RMSNorm + GEMM, bias-GELU) are fused library alternatives.",
+        "amd": "torch.compile generates Triton kernels on ROCm too (MI200 / MI300); aiter and the ROCm Apex fork "
+        "ship fused RMSNorm / LayerNorm, and Transformer Engine for ROCm fused norm and activation kernels.",
+    },
+    needs=("kernels",),
+    options={
+        "min_kernels": Option(2, "kernels", "shortest chain of consecutive fusable kernels counted"),
+        "fused_share": Option(
+            fusion.FUSED_SHARE, "fraction", "time of the fused kernel against the chain's time (long chains)"
+        ),
+        "min_impact_us": Option(50.0, "us", "drop findings whose summed saving is below this"),
+    },
+    confidence="medium",
+)
+
+BY = ["rank", "device", "stream"]
+
+
+def applies(trace: Trace) -> bool:
+    return any(has_any(trace, "category", c) for c in fusion.FUSABLE)
+
+
+def _links(trace: Trace) -> pl.LazyFrame:
+    """Every kernel in stream order with ``link`` (a fusable kernel) and ``chain``: a number per stream that is the
+    same for consecutive links and changes at every other kernel and at a long gap."""
+    k = (
+        views.kernels(trace.lazy())
+        .select(*BY, "start_ns", "dur_ns", "name", "category", "correlation_id")
+        .sort(*BY, "start_ns")
+    )
+    lf = trace.lazy()
+    named = views.name_matches(lf, pl.col("name").str.contains(fusion.NOT_A_LINK)) & ~views.name_matches(
+        lf, pl.col("name").str.contains(fusion.LINK_ANYWAY)
+    )
+    link = pl.col("category").is_in(fusion.FUSABLE) & ~named
+    prev_end = (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).shift(1).over(BY)
+    gap = (pl.col("start_ns") - prev_end).fill_null(0)
+    k = k.with_columns(link=link.fill_null(False) & ~_in_optimizer_step(trace, k))
+    new = (pl.col("link") != pl.col("link").shift(1).over(BY)).fill_null(True) | (
+        gap > fusion.CHAIN_BREAK_GAP_NS
+    )
+    # a per-parameter optimizer loop without an Optimizer.step range (nsys, rocprof): the kernels between two
+    # parameters' update kernels are that update's, not a chain
+    update = views.name_matches(lf, pl.col("name").str.contains(optimizers.LOOP_UPDATE_KERNEL))
+    k = k.with_columns(chain=new.cast(pl.Int64).cum_sum().over(BY), _update_next=update.shift(-1).over(BY))
+    ends_in_update = pl.col("_update_next").last().over(*BY, "chain").fill_null(False)
+    return k.filter(pl.col("link") & ~ends_in_update).drop("_update_next")
+
+
+def _in_optimizer_step(trace: Trace, k: pl.LazyFrame) -> pl.Expr:
+    """True for kernels launched inside a host ``Optimizer.step#`` range (OPT001's subject: a per-parameter loop's
+    elementwise kernels are an optimizer step to fuse with ``fused=True``, not a chain for a compiler)."""
+    lf = trace.lazy()
+    names = views.distinct_values(lf, "name")
+    if names is None or not names.str.contains(optimizers.STEP_RANGE).any():
+        return pl.lit(False)
+    ranges = (
+        lf.filter((pl.col("kind") == "annotation") & pl.col("name").str.contains(optimizers.STEP_RANGE))
+        .select(
+            pl.col("rank").alias("r_rank"),
+            "tid",
+            pl.col("start_ns").alias("r_start"),
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("r_end"),
+        )
+        .sort("r_start")
+        .collect(engine=query.engine())
+    )
+    calls = launch_calls(lf, "tid", api_ns="start_ns").collect(engine=query.engine()).sort("api_ns")
+    hit = calls.join_asof(
+        ranges, left_on="api_ns", right_on="r_start", by="tid", check_sortedness=False
+    ).filter((pl.col("api_ns") <= pl.col("r_end")) & pl.col("rank").eq_missing(pl.col("r_rank")))
+    inside = hit.select("rank", "correlation_id")
+    return pl.struct("rank", "correlation_id").is_in(inside.to_struct().implode())
+
+
+def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
+    floor = LAUNCH_FLOOR_NS.get(trace.meta.vendor, 1_000.0)
+    share = float(options["fused_share"])
+    rows = (
+        _links(trace)
+        .group_by(*BY, "chain")
+        .agg(
+            pl.len().alias("kernels"),
+            pl.col("start_ns").min(),
+            (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max().alias("end_ns"),
+            pl.col("dur_ns").fill_null(0).sum().alias("chain_gpu_ns"),
+            pl.col("dur_ns").fill_null(0).max().alias("longest_ns"),
+            pl.col("name").sort_by("dur_ns", descending=True).first().alias("top_kernel"),
+        )
+        .filter(pl.col("kernels") >= int(options["min_kernels"]))
+        .with_columns(
+            fused_ns=pl.max_horizontal(
+                pl.col("longest_ns"), share * pl.col("chain_gpu_ns"), pl.lit(floor)
+            ).clip(upper_bound=pl.col("chain_gpu_ns"))
+        )
+        .with_columns(impact_ns=(pl.col("chain_gpu_ns") - pl.col("fused_ns")).round(0).cast(pl.Int64))
+    )
+    total = pl.col("impact_ns").sum().over("rank", "device")
+    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
+        "rank",
+        pl.col("device").cast(pl.Int32),
+        "stream",
+        "start_ns",
+        "end_ns",
+        "impact_ns",
+        "kernels",
+        "top_kernel",
+        (pl.col("chain_gpu_ns") / 1e3).alias("chain_gpu_us"),
+        (pl.col("fused_ns") / 1e3).alias("fused_us"),
+        pl.col("chain").alias("_chain"),
+    )
+
+
+def _chain_kernels(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
+    """The kernels of the offending chains with their launch calls (``api_start``, ``api_end``, ``pid``, ``tid``,
+    ``external_id``) and the chain's fused time."""
+    keys = rows.select(*BY, pl.col("_chain").alias("chain"), "fused_us")
+    k = _links(trace).join(keys.lazy(), on=[*BY, "chain"], how="inner", nulls_equal=True)
+    rt = launch_calls(
+        trace.lazy(),
+        "pid",
+        "tid",
+        "external_id",
+        api_start="start_ns",
+        api_end=pl.col("start_ns") + pl.col("dur_ns"),
+    )
+    return k.join(rt, on=["rank", "correlation_id"], how="left", nulls_equal=True).collect(
+        engine=query.engine()
+    )
+
+
+def _patterns(trace: Trace, k: pl.DataFrame) -> pl.DataFrame:
+    """Per chain, the framework ops that launched its kernels (``a -> b -> c``; kernel names where no op is
+    linked: nsys, rocprof)."""
+    ops = views.lookup(
+        k.lazy().select("rank", "external_id"), views.op_names(trace.lazy()), ["rank", "external_id"], True
+    )
+    ops = ops.unique().collect(engine=query.engine())
+    k = k.join(ops, on=["rank", "external_id"], how="left", nulls_equal=True, suffix="_op")
+    short = (
+        pl.col("name")
+        .str.extract_all(r"[A-Za-z_]\w*(?:Functor|Ops|_kernel_cuda|_kernel)\b")
+        .list.last()
+        .fill_null(pl.col("name").str.slice(0, 40))
+    )
+    label = pl.coalesce(pl.col("name_op"), short) if "name_op" in k.columns else short
+    return (
+        k.sort("start_ns")
+        .group_by(*BY, "chain")
+        .agg(label.alias("ops"), pl.col("dur_ns").sum().alias("chain_ns"))
+        .with_columns(
+            pattern=pl.col("ops").list.eval(
+                pl.element().filter(pl.element().ne_missing(pl.element().shift(1)))
+            )
+        )
+        .with_columns(pattern=pl.col("pattern").list.join(" -> "))
+    )
+
+
+def _shortened(pattern: str, most: int = 6) -> str:
+    """A chain's op pattern cut to its first ``most`` ops for the one-line summary (the evidence keeps it whole)."""
+    ops = pattern.split(" -> ")
+    return pattern if len(ops) <= most else " -> ".join(ops[:most]) + f" -> ... ({len(ops)} ops)"
+
+
+def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
+    k = _chain_kernels(trace, rows)
+    pat = (
+        _patterns(trace, k) if k.height else pl.DataFrame(schema={"pattern": pl.String, "chain_ns": pl.Int64})
+    )
+    top = (
+        pat.group_by("pattern")
+        .agg(pl.len().alias("chains"), pl.col("chain_ns").sum().alias("ns"))
+        .sort("ns", "pattern", descending=[True, False])
+        .head(5)
+    )
+    patterns = [
+        {"ops": p, "chains": int(n), "gpu_ms": round(float(ns) / 1e6, 3)} for p, n, ns in top.iter_rows()
+    ]
+    return {
+        "kernels": int(rows["kernels"].sum()),
+        "chain_ms": float(rows["chain_gpu_us"].sum()) / 1e3,
+        "fused_ms": float(rows["fused_us"].sum()) / 1e3,
+        "fused_share": float(options["fused_share"]),
+        "top_chain": (f"{_shortened(patterns[0]['ops'])}, {patterns[0]['chains']}x" if patterns else "n/a"),
+        "top_chains": patterns,
+    }
+
+
+def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
+    """One fused kernel per chain: its first kernel takes the fused time, the others none, and the host time
+    between the chain's first and last launch on the launching thread is gone (one launch per chain)."""
+    k = _chain_kernels(trace, rows)
+    if not k.height:
+        return None
+    first = pl.col("start_ns") == pl.col("start_ns").min().over(*BY, "chain")
+    k = k.with_columns(
+        new_ns=pl.when(first).then((pl.col("fused_us") * 1e3).round(0)).otherwise(0.0).cast(pl.Int64)
+    )
+    g = gpu_rows_with(trace, k, "new_ns")
+    if not g.height:
+        return None
+    fx = Fix(f"one fused kernel per chain at {float(options['fused_share']):.0%} of the chain's time")
+    fx = fx.gpu_duration(g["eid"], g["new_ns"].to_numpy())
+    cut = (
+        k.filter(pl.col("tid").is_not_null())
+        .group_by(*BY, "chain")
+        .agg(
+            pl.col("pid").first(),
+            pl.col("tid").first(),
+            pl.col("tid").n_unique().alias("threads"),
+            pl.col("api_end").min().alias("cut_start"),
+            pl.col("api_end").max().alias("cut_end"),
+        )
+        .filter((pl.col("threads") == 1) & (pl.col("cut_end") > pl.col("cut_start")))
+    )
+    if cut.height:
+        fx = fx.cut_host(cut["rank"].fill_null(-1), cut["pid"], cut["tid"], cut["cut_start"], cut["cut_end"])
+    return without_queue_backpressure(trace, fx)
+
+
+# --- examples ---------------------------------------------------------------------------------------------
+RMSNORM = (  # a hand-written RMSNorm's ops and kernels on a 16 x 1024 x 1024 bf16 activation (H200, us)
+    (
+        "aten::pow",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::pow_tensor_scalar_kernel>",
+        48,
+    ),
+    ("aten::mean", "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>", 25),
+    ("aten::add", "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", 2),
+    ("aten::rsqrt", "void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda>", 2),
+    ("aten::mul", "void at::native::elementwise_kernel<128, 2, at::native::BinaryFunctor<MulFunctor>>", 53),
+    ("aten::mul", "void at::native::elementwise_kernel<128, 2, at::native::BinaryFunctor<MulFunctor>>", 52),
+)
+GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+FUSED = "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0"
+
+
+def _example(fused: bool) -> Trace:
+    """Three steps of GEMM -> RMSNorm on an H200, the host far ahead (GPU-bound)."""
+    b = TraceBuilder(name="fus001_good" if fused else "fus001_bad")
+    host = gpu = 0.0
+    ext = 0
+    for _ in range(3):
+        chain = [("triton_fused_rms_norm", FUSED, 60)] if fused else RMSNORM
+        for op, kernel, us in [("aten::mm", GEMM, 240), *chain]:
+            ext += 1
+            b.cpu_op(op, host, 12, ext=ext)
+            b.launch(kernel, host + 4, max(gpu, host + 10), us, ext=ext)
+            host, gpu = host + 14, max(gpu, host + 10) + us + 1.5
+    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
+    return b.build()
+
+
+def example_bad() -> Trace:
+    """A hand-written RMSNorm after each GEMM: six kernels (182 us) where one fused kernel takes ~60 us."""
+    return _example(False)
+
+
+def example_good() -> Trace:
+    """The same steps compiled: one Triton kernel per norm, nothing to fuse."""
+    return _example(True)
