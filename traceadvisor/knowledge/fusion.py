@@ -20,11 +20,13 @@ FUSABLE = ("elementwise", "reduction", "norm", "copy")
 # ``triton_per_``, nvFuser, Apex / Transformer Engine / vendor ``fused`` kernels), an optimizer's kernels (OPT001's
 # subject: foreach, fused and per-parameter update kernels), lookups a compiler leaves as they are (embedding,
 # index, gather, scatter), the softmax and loss kernels (ATT001's attention chains; cross-entropy and NLL run
-# their own reductions), random-number generation and sorting
+# their own reductions), random-number generation and sorting, and the layout conversions a convolution library
+# runs around its kernels (cuDNN's ``engines_precompiled`` / ``nchwToNhwc``: a compiled program runs them too,
+# h200_ho_vit_b_compiled_infer)
 NOT_A_LINK = (
     r"^triton_|(?i:fused|nvfuser|apex|transformer_engine|softmax|cross_entropy|nll_loss"
     r"|NLLCriterion|logsumexp|embedding|index|gather|scatter|sort|topk|philox|curand|randperm|bernoulli"
-    r"|uniform|normal_kernel)"
+    r"|uniform|normal_kernel|engines_precompiled|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw)"
     rf"|{optimizers.FOREACH_KERNEL}|{optimizers.FUSED_KERNEL}|{optimizers.LOOP_UPDATE_KERNEL}"
 )
 
