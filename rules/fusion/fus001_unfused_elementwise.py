@@ -107,8 +107,13 @@ def applies(trace: Trace) -> bool:
 
 
 def _links(trace: Trace) -> pl.LazyFrame:
-    """Every kernel in stream order with ``link`` (a fusable kernel) and ``chain``: a number per stream that is the
-    same for consecutive links and changes at every other kernel and at a long gap."""
+    """The fusable kernels in stream order with ``chain``: a number per stream that is the same for consecutive
+    links and changes at every other kernel and at a long gap (collected once per trace: ``detect``, ``evidence``
+    and ``fix`` read it)."""
+    return views.shared(trace, "fus001.links", lambda _lf: _links_plan(trace))
+
+
+def _links_plan(trace: Trace) -> pl.LazyFrame:
     k = (
         views.kernels(trace.lazy())
         .select(*BY, "start_ns", "dur_ns", "name", "category", "correlation_id")
@@ -198,7 +203,13 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
 
 def _chain_kernels(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     """The kernels of the offending chains with their launch calls (``api_start``, ``api_end``, ``pid``, ``tid``,
-    ``external_id``) and the chain's fused time."""
+    ``external_id``) and the chain's fused time (once per set of chains: ``evidence`` and ``fix`` read them)."""
+    digest = rows.select(*BY, "_chain", "fused_us").hash_rows(seed=0).sum()
+    key = f"fus001.chain_kernels.{rows.height}.{digest}"
+    return views.per_trace(trace, key, lambda: _chain_kernels_of(trace, rows))  # type: ignore[return-value]
+
+
+def _chain_kernels_of(trace: Trace, rows: pl.DataFrame) -> pl.DataFrame:
     keys = rows.select(*BY, pl.col("_chain").alias("chain"), "fused_us")
     k = _links(trace).join(keys.lazy(), on=[*BY, "chain"], how="inner", nulls_equal=True)
     rt = launch_calls(
@@ -222,11 +233,12 @@ def _patterns(trace: Trace, k: pl.DataFrame) -> pl.DataFrame:
     )
     ops = ops.unique().collect(engine=query.engine())
     k = k.join(ops, on=["rank", "external_id"], how="left", nulls_equal=True, suffix="_op")
-    short = (
+    short = views.per_name(  # once per distinct kernel name
+        trace.lazy(),
         pl.col("name")
         .str.extract_all(r"[A-Za-z_]\w*(?:Functor|Ops|_kernel_cuda|_kernel)\b")
         .list.last()
-        .fill_null(pl.col("name").str.slice(0, 40))
+        .fill_null(pl.col("name").str.slice(0, 40)),
     )
     label = pl.coalesce(pl.col("name_op"), short) if "name_op" in k.columns else short
     return (
