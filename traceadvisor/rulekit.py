@@ -126,6 +126,13 @@ def api(lf: pl.LazyFrame, *classes: str) -> pl.LazyFrame:
     )
 
 
+def worth_reporting(min_impact_ns: float, positive: bool = True) -> pl.Expr:
+    """The filter of a rule's offending rows: the summed impact of their finding's group (rank, device) reaches
+    ``min_impact_ns`` (the rule's ``min_impact_us`` option in ns) and, with ``positive``, the row saves something."""
+    keep = pl.col("impact_ns").sum().over("rank", "device") >= float(min_impact_ns)
+    return keep & (pl.col("impact_ns") > 0) if positive else keep
+
+
 def first_input_numel() -> pl.Expr:
     """Elements of an op's first recorded input (``input_dims`` a plain shape list; tensor lists are recorded as
     ``[]``: null)."""

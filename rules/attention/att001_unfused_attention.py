@@ -73,7 +73,12 @@ from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_eids, gpu_rows_with
-from traceadvisor.rulekit import host_time_without_small_ops, launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import (
+    host_time_without_small_ops,
+    launch_calls,
+    without_queue_backpressure,
+    worth_reporting,
+)
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -336,8 +341,7 @@ def _detect_kernels(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         shape=pl.lit("shape not recorded"),
         dtype=pl.lit(None, dtype=pl.String),
     )
-    total = pl.col("impact_ns").sum().over("rank", "device")
-    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
+    return rows.filter(worth_reporting(options["min_impact_ns"])).select(
         "rank",
         pl.col("device").cast(pl.Int32),
         "stream",
@@ -410,8 +414,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             shape=pl.format("{}x{}x{}x{}", "batch", "l", "s", "d"),
         )
     )
-    total = pl.col("impact_ns").sum().over("rank", "device")
-    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
+    return rows.filter(worth_reporting(options["min_impact_ns"])).select(
         "rank",
         pl.col("device").cast(pl.Int32),
         "start_ns",

@@ -74,7 +74,7 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import fusion, optimizers
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_rows_with
-from traceadvisor.rulekit import has_any, launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import has_any, launch_calls, without_queue_backpressure, worth_reporting
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -198,8 +198,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         )
         .with_columns(impact_ns=(pl.col("chain_gpu_ns") - pl.col("fused_ns")).round(0).cast(pl.Int64))
     )
-    total = pl.col("impact_ns").sum().over("rank", "device")
-    return rows.filter((total >= options["min_impact_ns"]) & (pl.col("impact_ns") > 0)).select(
+    return rows.filter(worth_reporting(options["min_impact_ns"])).select(
         "rank",
         pl.col("device").cast(pl.Int32),
         "stream",

@@ -201,8 +201,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64),
         matrix_cores_at_fp32_rate=pl.col("name").str.contains(r"_MI\d+x\d+"),
     )
-    total = pl.col("impact_ns").sum().over("rank", "device")
-    return k.filter(total >= options["min_impact_ns"]).select(
+    return k.filter(rulekit.worth_reporting(options["min_impact_ns"], positive=False)).select(
         "rank",
         "device",
         "start_ns",

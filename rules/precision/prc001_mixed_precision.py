@@ -82,7 +82,7 @@ from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import autocast
 from traceadvisor.replay.fix import Fix, gpu_rows_with, indexed
-from traceadvisor.rulekit import without_queue_backpressure
+from traceadvisor.rulekit import without_queue_backpressure, worth_reporting
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import precision_expr
 from traceadvisor.testing import TraceBuilder
@@ -183,8 +183,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     ).filter(full & (pl.col("fp32_share") >= float(options.get("min_share", 0.5))))
     k = _unaligned_gain_nothing(trace, k)
     k = k.with_columns(impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64))
-    total = pl.col("impact_ns").sum().over("rank", "device")
-    return k.filter(total >= float(options["min_impact_ns"])).select(
+    return k.filter(worth_reporting(options["min_impact_ns"], positive=False)).select(
         "rank",
         "device",
         "start_ns",
