@@ -26,7 +26,9 @@ keeps about ``fused_share`` of its time (reductions it cannot merge, outputs the
 replayed (docs/impact.md) gives each chain's first kernel the fused time and the others none, and removes the host
 time of the framework ops that launched the others (the launch calls themselves without recorded ops): the
 compiled program launches one kernel per chain. On a GPU-bound step the GPU part is the saving, on a host-bound one
-the host part. The evidence names the framework ops behind the costliest chains (Kineto traces).
+the host part. The evidence names the framework ops behind the costliest chains (Kineto traces), and the chains a user can
+replace by name (``knowledge.fusion.KNOWN_CHAINS``: a hand-written RMSNorm, a written-out tanh GELU, a rotary
+embedding, a cross-entropy, a SiLU gate, batch norm + ReLU, residual add + LayerNorm) with the fused op for each.
 
 ``fused_share = 0.25`` (``knowledge.fusion.FUSED_SHARE``) is Inductor's default mode against these programs, each
 eager and ``torch.compile``d, timed without the profiler (``fixtures/h200_heldout``, ``tools/gpu/heldout5.py`` and
@@ -84,7 +86,7 @@ RULE = Rule(
     name="unfused-elementwise",
     title="Chains of separate elementwise, normalization and cast kernels where one fused kernel would do",
     summary="{count} chains of memory-bound kernels ({kernels} kernels, {chain_ms:.1f} ms on the GPU; costliest: "
-    "{top_chain}) would take about {fused_ms:.1f} ms fused, saving {saving_ms:.1f} ms ({saving_pct:.1f}% of the "
+    "{top_chain}{recognized_as}) would take about {fused_ms:.1f} ms fused, saving {saving_ms:.1f} ms ({saving_pct:.1f}% of the "
     "window)",
     advice={
         "common": "Fuse the chains of elementwise, normalization and cast kernels between the matrix "
@@ -272,6 +274,30 @@ def _shortened(pattern: str, most: int = 6) -> str:
     return pattern if len(ops) <= most else " -> ".join(ops[:most]) + f" -> ... ({len(ops)} ops)"
 
 
+RECOGNIZED_MIN_SHARE = (
+    0.02  # a recognised chain is named when it holds at least this share of the chains' time
+)
+
+
+def _known(pat: pl.DataFrame) -> list[dict[str, Any]]:
+    """The chains a user can name (``knowledge.fusion.KNOWN_CHAINS``, the first that matches a chain's op
+    pattern), their GPU time and the fused op that replaces them, costliest first."""
+    if not pat.height:
+        return []
+    which = pl.lit(None, dtype=pl.String)
+    for name, pattern, _ in reversed(fusion.KNOWN_CHAINS):
+        which = pl.when(pl.col("pattern").str.contains(pattern)).then(pl.lit(name)).otherwise(which)
+    got = (
+        pat.with_columns(what=which)
+        .drop_nulls("what")
+        .group_by("what")
+        .agg(pl.len().alias("chains"), (pl.col("chain_ns").sum() / 1e6).round(3).alias("gpu_ms"))
+        .sort("gpu_ms", "what", descending=[True, False])
+    )
+    advice = {name: how for name, _, how in fusion.KNOWN_CHAINS}
+    return [{**r, "instead": advice[r["what"]]} for r in got.to_dicts()]
+
+
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
     k = _chain_kernels(trace, rows)
     pat = (
@@ -286,9 +312,13 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     patterns = [
         {"ops": p, "chains": int(n), "gpu_ms": round(float(ns) / 1e6, 3)} for p, n, ns in top.iter_rows()
     ]
+    chain_ms = float(rows["chain_gpu_us"].sum()) / 1e3
+    known = [c for c in _known(pat) if c["gpu_ms"] >= RECOGNIZED_MIN_SHARE * chain_ms]
     return {
+        "recognized": known,
+        "recognized_as": "; recognized: " + ", ".join(k["what"] for k in known[:3]) if known else "",
         "kernels": int(rows["kernels"].sum()),
-        "chain_ms": float(rows["chain_gpu_us"].sum()) / 1e3,
+        "chain_ms": chain_ms,
         "fused_ms": float(rows["fused_us"].sum()) / 1e3,
         "fused_share": float(options["fused_share"]),
         "top_chain": (f"{_shortened(patterns[0]['ops'])}, {patterns[0]['chains']}x" if patterns else "n/a"),

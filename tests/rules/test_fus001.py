@@ -104,3 +104,27 @@ def test_the_fused_cost_against_a_compiled_program():
     measured = fused["dur_ns"].mean() / 1e3 * 64 / 128 / ln["chain_gpu_us"].mean()
     assert ln.height >= 24 and 0.45 <= measured <= 0.55, (ln.height, measured)
     assert abs(predicted - measured) <= 0.15 * measured, (predicted, measured)
+
+
+@pytest.mark.parametrize(
+    "name,chains",
+    [
+        ("h100_ho_gpt2_train_eager", {"written-out tanh GELU", "cross-entropy (log-softmax + NLL)"}),
+        ("h100_ho_llama_train_eager", {"hand-written RMSNorm", "rotary position embedding"}),
+        ("h100_ho_resnet50_train_eager", {"batch norm + ReLU"}),
+        ("h200_ho_norm_mlp_eager", {"hand-written RMSNorm", "SiLU gate (SwiGLU)"}),
+    ],
+)
+def test_known_chains_are_named_with_their_fused_op(name, chains):
+    """The chains a user can replace by name (knowledge.fusion.KNOWN_CHAINS) are named in the summary and the
+    evidence, each with the fused op to use; a classifier's small cross-entropy (BERT) is not named."""
+    res = analysed(HELD / f"{name}.pt.trace.json.gz")
+    (f,) = [f for f in res.findings if f.rule == "FUS001"]
+    got = {c["what"]: c for c in f.evidence["recognized"]}
+    assert chains <= set(got), sorted(got)
+    assert all(c["instead"] for c in got.values()) and "recognized: " in f.summary
+    if name == "h100_ho_gpt2_train_eager":
+        assert "approximate='tanh'" in got["written-out tanh GELU"]["instead"]
+    bert = analysed(HELD / "h100_ho_bert_train_eager.pt.trace.json.gz")
+    (b,) = [f for f in bert.findings if f.rule == "FUS001"]
+    assert [c["what"] for c in b.evidence["recognized"]] == ["residual add + LayerNorm"]

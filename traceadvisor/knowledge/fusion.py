@@ -45,3 +45,39 @@ CHAIN_BREAK_GAP_NS = 500_000
 # keeps about ``FUSED_SHARE`` of its time (fitted on five eager / compiled training programs on the H200 and H100:
 # an RMSNorm + SwiGLU stack, Llama, BERT, GPT-2, ResNet-50).
 FUSED_SHARE = 0.25
+
+# Chains a user can recognise and replace by name (the framework ops of a chain joined with " -> ", as FUS001's
+# evidence gives them; regular expression, first match per chain): what the chain is and the fused op that replaces
+# it besides torch.compile. Seen in the held-out traces: GPT-2's written-out tanh GELU and cross-entropy, Llama's
+# RMSNorm, rotary embedding and cross-entropy, ResNet-50's batch norm + ReLU, BERT's residual add + LayerNorm.
+KNOWN_CHAINS: tuple[tuple[str, str, str], ...] = (
+    (
+        "hand-written RMSNorm",
+        r"aten::pow\b.*aten::mean\b.*aten::rsqrt\b",
+        "torch.nn.RMSNorm / F.rms_norm, or a fused RMSNorm kernel (Apex FusedRMSNorm, Transformer Engine, Liger)",
+    ),
+    ("written-out tanh GELU", r"aten::pow\b.*aten::tanh\b", "F.gelu(x, approximate='tanh'): one kernel"),
+    (
+        "rotary position embedding",
+        r"aten::neg\b.*aten::cat\b.*aten::mul\b",
+        "a fused rotary kernel (flash-attn's apply_rotary_emb, Transformer Engine, Liger)",
+    ),
+    (
+        "cross-entropy (log-softmax + NLL)",
+        r"_log_softmax|nll_loss",
+        "a fused or chunked cross-entropy (Liger's fused linear cross-entropy) for a large vocabulary",
+    ),
+    ("SiLU gate (SwiGLU)", r"aten::silu\b.*aten::mul\b", "a fused SwiGLU kernel (Liger, Transformer Engine)"),
+    (
+        "batch norm + ReLU",
+        r"batch_norm\w*( -> \S+)* -> aten::(?:clamp_min_?|relu_?|threshold_backward)\b"
+        r"|threshold_backward( -> \S+)* -> aten::native_batch_norm_backward",
+        "for inference, fold the batch norm into the convolution",
+    ),
+    (
+        "residual add + LayerNorm",
+        r"aten::add_?\b( -> \S+)* -> aten::native_layer_norm\b|native_layer_norm_backward( -> \S+)* -> aten::add_?\b"
+        r"|aten::add_?\b( -> \S+)* -> aten::native_layer_norm_backward",
+        "a fused add + LayerNorm (Apex, Transformer Engine)",
+    ),
+)
