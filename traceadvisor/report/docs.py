@@ -1,6 +1,6 @@
 """Rule docs and advice (Markdown written by rule authors) as HTML for the report, rendered once per text.
 
-CommonMark by markdown-it-py with raw HTML off, so every ``<`` of the input is text: a trace string that ends up
+CommonMark (plus GitHub-style tables) by markdown-it-py with raw HTML off, so every ``<`` of the input is text: a trace string that ends up
 in a doc can never become markup; links open in a new tab without referrer. The HTML of each text is kept in a
 small JSON file beside the compiled templates (``<cache dir>/templates``), keyed by the text's hash and tied to
 the installed markdown-it and this renderer, so a report of the same rules renders without importing
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-RENDERER = 1  # bump when the rendering below changes: older cached HTML is then not read
+RENDERER = 2  # bump when the rendering below changes: older cached HTML is then not read
 MAX_ENTRIES = 4000  # texts kept (rule docs and advice); a fuller file starts again
 # a bare URL in a rule doc becomes a CommonMark autolink before rendering
 _BARE_URL = re.compile(r"(?<![<(\[])(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])")
@@ -31,7 +31,7 @@ _BARE_URL = re.compile(r"(?<![<(\[])(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])")
 def _markdown():
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": False})
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # a rule's table of measured pairs (FUS001)
 
     def link_open(self, tokens, idx, options, env):
         tokens[idx].attrSet("rel", "noopener noreferrer")
