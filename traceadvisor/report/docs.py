@@ -31,9 +31,8 @@ _BARE_URL = re.compile(r"(?<![<(\[])(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])")
 def _markdown():
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": False}).enable(
-        "table"
-    )  # a rule's table of measured pairs (FUS001)
+    # tables: a rule's table of measured pairs (FUS001)
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
 
     def link_open(self, tokens, idx, options, env):
         tokens[idx].attrSet("rel", "noopener noreferrer")
