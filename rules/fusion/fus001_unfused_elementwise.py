@@ -7,8 +7,8 @@ convolutions and attention kernels of an eager program: a hand-written RMSNorm (
 ``rsqrt``, ``mul``, ``mul``), a SiLU gate (``silu``, ``mul``), a tanh GELU, rotary embeddings, residual adds,
 autocast's casts and a batch norm's ReLU. Each chain is one offending item; kernels that already ran fused or
 generated (Inductor's Triton kernels, nvFuser, vendor ``fused`` kernels), optimizer kernels (OPT001), embedding and
-index lookups, softmax and loss kernels are not links (``knowledge.fusion.NOT_A_LINK``), and a stream gap over
-``CHAIN_BREAK_GAP_NS`` ends a chain.
+index lookups are not links (``knowledge.fusion.NOT_A_LINK``), a stream gap over ``CHAIN_BREAK_GAP_NS`` ends a
+chain, and a chain with a softmax between two GEMM kernels is an attention's score-matrix work, left to ATT001.
 
 ## Why it matters
 Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm over a
@@ -148,9 +148,29 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
     # a per-parameter optimizer loop without an Optimizer.step range (nsys, rocprof): the kernels between two
     # parameters' update kernels are that update's, not a chain
     update = views.name_matches(lf, pl.col("name").str.contains(optimizers.LOOP_UPDATE_KERNEL))
-    k = k.with_columns(chain=new.cast(pl.Int64).cum_sum().over(BY), _update_next=update.shift(-1).over(BY))
-    ends_in_update = pl.col("_update_next").last().over(*BY, "chain").fill_null(False)
-    return k.filter(pl.col("link") & ~ends_in_update).drop("_update_next")
+    softmax = views.name_matches(
+        lf,
+        pl.col("name").str.contains(fusion.ATTENTION_SOFTMAX)
+        & ~pl.col("name").str.contains(fusion.LOG_SOFTMAX),
+    )
+    k = k.with_columns(
+        chain=new.cast(pl.Int64).cum_sum().over(BY),
+        _update_next=update.shift(-1).over(BY),
+        _gemm_before=(pl.col("category").shift(1).over(BY) == "gemm"),
+        _gemm_after=(pl.col("category").shift(-1).over(BY) == "gemm"),
+        _softmax=softmax.fill_null(False),
+    )
+    per_chain = [*BY, "chain"]
+    ends_in_update = pl.col("_update_next").last().over(per_chain).fill_null(False)
+    # GEMM -> scale / mask / softmax / dropout -> GEMM: an attention's score-matrix work, ATT001's (its fused
+    # kernel removes it whole)
+    attention = (
+        pl.col("_gemm_before").first().over(per_chain).fill_null(False)
+        & pl.col("_gemm_after").last().over(per_chain).fill_null(False)
+        & pl.col("_softmax").any().over(per_chain)
+    )
+    drop = ["_update_next", "_gemm_before", "_gemm_after", "_softmax"]
+    return k.filter(pl.col("link") & ~ends_in_update & ~attention).drop(drop)
 
 
 def _in_optimizer_step(trace: Trace, k: pl.LazyFrame) -> pl.Expr:

@@ -128,3 +128,22 @@ def test_known_chains_are_named_with_their_fused_op(name, chains):
     bert = analysed(HELD / "h100_ho_bert_train_eager.pt.trace.json.gz")
     (b,) = [f for f in bert.findings if f.rule == "FUS001"]
     assert [c["what"] for c in b.evidence["recognized"]] == ["residual add + LayerNorm"]
+
+
+def test_attention_chains_are_left_to_att001():
+    """TimeSformer's unfused attention (GEMM -> scale -> softmax -> GEMM, 96 x 3137 x 3137): the score-matrix kernels
+    between the two GEMMs are ATT001's, whose fused kernel removes them whole; FUS001 keeps the rest (2.5 %, was
+    21.9 % when the attention chains counted too)."""
+    from conftest import TRACES
+    from corpus_check import trace
+
+    from traceadvisor.engine.loader import load_rules
+    from traceadvisor.engine.runner import analyze
+
+    assert (TRACES / "torch/tracelens_h100_timesformer_k400_inference.json.gz").exists()
+    rules = [r for r in load_rules() if r.code in ("FUS001", "ATT001")]
+    res = analyze([trace("torch/tracelens_h100_timesformer_k400_inference.json.gz")], rules)
+    share = {f.rule: f.share for f in res.findings}
+    assert share["ATT001"] > 0.3 and share.get("FUS001", 0.0) < 0.05, share
+    (f,) = [f for f in res.findings if f.rule == "FUS001"]
+    assert not any("softmax" in c["ops"] for c in f.evidence["top_chains"])
