@@ -126,9 +126,25 @@ def api(lf: pl.LazyFrame, *classes: str) -> pl.LazyFrame:
     )
 
 
+def in_host_ranges(rows: pl.LazyFrame, ranges: pl.DataFrame, at: str) -> pl.LazyFrame:
+    """``rows`` (``rank``, ``pid``, ``tid``, time column ``at``) inside a range of their thread (``ranges``: ``r_rank``,
+    ``r_pid``, ``tid``, ``r_start``, ``r_end``), with the range's columns."""
+    return (
+        rows.sort(at)
+        .join_asof(
+            ranges.lazy().sort("r_start"), left_on=at, right_on="r_start", by="tid", check_sortedness=False
+        )
+        .filter(
+            (pl.col(at) < pl.col("r_end"))
+            & pl.col("rank").eq_missing(pl.col("r_rank"))
+            & pl.col("pid").eq_missing(pl.col("r_pid"))
+        )
+    )
+
+
 def worth_reporting(min_impact_ns: float, positive: bool = True) -> pl.Expr:
-    """The filter of a rule's offending rows: the summed impact of their finding's group (rank, device) reaches
-    ``min_impact_ns`` (the rule's ``min_impact_us`` option in ns) and, with ``positive``, the row saves something."""
+    """A rule's offending rows worth a finding: their group's (rank, device) summed impact reaches ``min_impact_ns``
+    and, with ``positive``, the row saves something."""
     keep = pl.col("impact_ns").sum().over("rank", "device") >= float(min_impact_ns)
     return keep & (pl.col("impact_ns") > 0) if positive else keep
 

@@ -11,8 +11,9 @@ index lookups are not links (``knowledge.fusion.NOT_A_LINK``), a stream gap over
 chain, and a chain with a softmax between two GEMM kernels is an attention's score-matrix work, left to ATT001.
 
 ## Why it matters
-Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm over a
-16 x 1024 x 1024 activation moves the tensor about 12 times where one fused kernel moves it twice. The chain's
+Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm runs six kernels
+(``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``), four of them over the whole activation, where one fused
+kernel reads it once and writes the normalized output once. The chain's
 kernels are memory-bound, so the time goes with the bytes, and on an H100 / H200 / MI300X the tensor cores finish
 the GEMMs between such chains faster than the chains themselves: in ``h200_ho_norm_mlp_eager`` (six RMSNorm +
 SwiGLU blocks, bf16 training) the chains take 55 % of the GPU time, and ``torch.compile`` saved 37.7 % of the
@@ -76,7 +77,13 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import fusion, optimizers
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_rows_with
-from traceadvisor.rulekit import has_any, launch_calls, without_queue_backpressure, worth_reporting
+from traceadvisor.rulekit import (
+    has_any,
+    in_host_ranges,
+    launch_calls,
+    without_queue_backpressure,
+    worth_reporting,
+)
 from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
@@ -141,7 +148,7 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
     link = pl.col("category").is_in(fusion.FUSABLE) & ~named
     prev_end = (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).shift(1).over(BY)
     gap = (pl.col("start_ns") - prev_end).fill_null(0)
-    k = k.with_columns(link=link.fill_null(False) & ~_in_optimizer_step(trace, k))
+    k = k.with_columns(link=link.fill_null(False) & ~_in_optimizer_step(trace))
     new = (pl.col("link") != pl.col("link").shift(1).over(BY)).fill_null(True) | (
         gap > fusion.CHAIN_BREAK_GAP_NS
     )
@@ -173,29 +180,16 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
     return k.filter(pl.col("link") & ~ends_in_update & ~attention).drop(drop)
 
 
-def _in_optimizer_step(trace: Trace, k: pl.LazyFrame) -> pl.Expr:
+def _in_optimizer_step(trace: Trace) -> pl.Expr:
     """True for kernels launched inside a host ``Optimizer.step#`` range (OPT001's subject: a per-parameter loop's
     elementwise kernels are an optimizer step to fuse with ``fused=True``, not a chain for a compiler)."""
-    lf = trace.lazy()
-    names = views.distinct_values(lf, "name")
-    if names is None or not names.str.contains(optimizers.STEP_RANGE).any():
+    steps = views.optimizer_steps(trace)
+    if not steps.height:
         return pl.lit(False)
-    ranges = (
-        lf.filter((pl.col("kind") == "annotation") & pl.col("name").str.contains(optimizers.STEP_RANGE))
-        .select(
-            pl.col("rank").alias("r_rank"),
-            "tid",
-            pl.col("start_ns").alias("r_start"),
-            (pl.col("start_ns") + pl.col("dur_ns")).alias("r_end"),
-        )
-        .sort("r_start")
-        .collect(engine=query.engine())
+    calls = launch_calls(trace.lazy(), "pid", "tid", api_ns="start_ns")
+    inside = (
+        in_host_ranges(calls, steps, "api_ns").select("rank", "correlation_id").collect(engine=query.engine())
     )
-    calls = launch_calls(lf, "tid", api_ns="start_ns").collect(engine=query.engine()).sort("api_ns")
-    hit = calls.join_asof(
-        ranges, left_on="api_ns", right_on="r_start", by="tid", check_sortedness=False
-    ).filter((pl.col("api_ns") <= pl.col("r_end")) & pl.col("rank").eq_missing(pl.col("r_rank")))
-    inside = hit.select("rank", "correlation_id")
     return pl.struct("rank", "correlation_id").is_in(inside.to_struct().implode())
 
 
@@ -368,18 +362,22 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     return without_queue_backpressure(trace, fx)
 
 
+def _op_spans(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The host span of the framework op of each external id (the first ``cpu_op`` with it, as ``views.op_names``)."""
+    return (
+        lf.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select("rank", "external_id", pl.col("start_ns").alias("op_start"), pl.col("dur_ns").alias("op_dur"))
+        .unique(subset=["rank", "external_id"], keep="first")
+    )
+
+
 def _host_cuts(trace: Trace, k: pl.DataFrame) -> pl.DataFrame:
     """The host time of the ops that launched a chain's kernels after its first (``rank``, ``pid``, ``tid``,
     ``start_ns``, ``end_ns``): the framework op each launch call belongs to (its external id), else the launch call
     itself (nsys, rocprof). The time between them stays: the Python and autograd work around the ops is not the
     chain's (a host-bound BERT training step: cutting the whole span from the chain's first to its last launch
     predicted 41.5 % where torch.compile saved 21.9 %)."""
-    ops = (
-        trace.lazy()
-        .filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select("rank", "external_id", pl.col("start_ns").alias("op_start"), pl.col("dur_ns").alias("op_dur"))
-        .unique(subset=["rank", "external_id"], keep="first")
-    )
+    ops = views.shared(trace, "fus001.op_spans", _op_spans)
     k = views.lookup(k.lazy(), ops, ["rank", "external_id"], True)
     return (
         k.select(

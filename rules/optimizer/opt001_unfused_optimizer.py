@@ -82,7 +82,14 @@ from traceadvisor.knowledge import optimizers as K
 from traceadvisor.knowledge.dtypes import element_bytes
 from traceadvisor.knowledge.gpus import LAUNCH_FLOOR_NS
 from traceadvisor.replay.fix import Fix, gpu_rows_with
-from traceadvisor.rulekit import device_model, first_input_numel, launch_calls, without_queue_backpressure
+from traceadvisor.rulekit import (
+    device_model,
+    first_input_numel,
+    in_host_ranges,
+    launch_calls,
+    without_queue_backpressure,
+)
+from traceadvisor.schema import views
 from traceadvisor.testing import TraceBuilder
 from traceadvisor.trace import Trace
 
@@ -122,24 +129,10 @@ RANGE_COLS = ("r_rank", "r_pid", "tid", "range", "r_start", "r_end")
 
 
 def _ranges(trace: Trace) -> pl.DataFrame:
-    """The host ``Optimizer.step#<Class>.step`` ranges of fused-capable optimizers (few rows: one per step)."""
-    name = pl.col("name").str.extract(K.STEP_RANGE, 1)
+    """The host ``Optimizer.step#<Class>.step`` ranges (``rulekit.optimizer_steps``; few rows: one per step),
+    numbered."""
     return (
-        trace.lazy()
-        .filter((pl.col("kind") == "annotation") & pl.col("device").is_null())
-        .filter(pl.col("name").str.starts_with("Optimizer.step#"))
-        .with_columns(optimizer=name)
-        .filter(pl.col("dur_ns") > 0)
-        .select(
-            pl.col("rank").alias("r_rank"),
-            pl.col("pid").alias("r_pid"),
-            "tid",
-            pl.col("start_ns").alias("r_start"),
-            (pl.col("start_ns") + pl.col("dur_ns")).alias("r_end"),
-            "optimizer",
-        )
-        .sort("r_start")
-        .collect(engine=query.engine())
+        views.optimizer_steps(trace)
         .with_row_index("range")
         .with_columns(pl.col("range").cast(pl.Int64), launch_gap_ns=pl.lit(None, dtype=pl.Float64))
     )
@@ -210,18 +203,8 @@ def _loop_clusters(trace: Trace) -> pl.DataFrame:
 
 
 def _in_ranges(rows: pl.LazyFrame, rg: pl.DataFrame, at: str) -> pl.LazyFrame:
-    """``rows`` (host rows with ``rank``, ``pid``, ``tid`` and the time column ``at``) inside a range of their
-    thread, with the range's columns."""
-    spans = rg.lazy().select(*RANGE_COLS).sort("r_start")
-    return (
-        rows.sort(at)
-        .join_asof(spans, left_on=at, right_on="r_start", by="tid", check_sortedness=False)
-        .filter(
-            (pl.col(at) < pl.col("r_end"))
-            & pl.col("rank").eq_missing(pl.col("r_rank"))
-            & pl.col("pid").eq_missing(pl.col("r_pid"))
-        )
-    )
+    """``rows`` inside a range of their thread, with the range's columns (``rulekit.in_host_ranges``)."""
+    return in_host_ranges(rows, rg.select(*RANGE_COLS), at)
 
 
 def _ops(trace: Trace, rg: pl.DataFrame) -> pl.LazyFrame:

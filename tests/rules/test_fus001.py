@@ -3,11 +3,15 @@ held-out RMSNorm + SwiGLU stack (its torch.compile saving is checked with the ot
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from analysed import analysed
-from conftest import ROOT
-from corpus_check import rule, runner
+from conftest import ROOT, TRACES
+from corpus_check import rule, runner, trace
 
+from traceadvisor import load
+from traceadvisor.engine.loader import load_rules
+from traceadvisor.engine.runner import analyze
 from traceadvisor.knowledge import fusion
 from traceadvisor.testing import TraceBuilder
 
@@ -87,10 +91,6 @@ def test_the_fused_cost_against_a_compiled_program():
     by Inductor (batch 128, a separate run). Each eager residual add + LayerNorm chain (two kernels, ~42 us) became
     one Triton kernel that took 0.50 of the chain's time per sample; the model's fused time (the chain's longest
     kernel) is within 15 % of it."""
-    import polars as pl
-
-    from traceadvisor import load
-
     eager = load(HELD / "h200_ho_vit_b_infer_eager_attn.pt.trace.json.gz")
     opts = {"min_kernels": 2, "fused_share": fusion.FUSED_SHARE, "min_impact_ns": 0}
     rows = RM.module.detect(eager, opts).collect()
@@ -134,12 +134,6 @@ def test_attention_chains_are_left_to_att001():
     """TimeSformer's unfused attention (GEMM -> scale -> softmax -> GEMM, 96 x 3137 x 3137): the score-matrix kernels
     between the two GEMMs are ATT001's, whose fused kernel removes them whole; FUS001 keeps the rest (2.5 %, was
     21.9 % when the attention chains counted too)."""
-    from conftest import TRACES
-    from corpus_check import trace
-
-    from traceadvisor.engine.loader import load_rules
-    from traceadvisor.engine.runner import analyze
-
     assert (TRACES / "torch/tracelens_h100_timesformer_k400_inference.json.gz").exists()
     rules = [r for r in load_rules() if r.code in ("FUS001", "ATT001")]
     res = analyze([trace("torch/tracelens_h100_timesformer_k400_inference.json.gz")], rules)

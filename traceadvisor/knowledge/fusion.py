@@ -28,17 +28,17 @@ NOT_A_LINK = (
     rf"|{optimizers.FOREACH_KERNEL}|{optimizers.FUSED_KERNEL}|{optimizers.LOOP_UPDATE_KERNEL}"
 )
 
+# ... except these: eager dropout's one kernel (``fused_dropout_kernel_vec``) is a link a compiler fuses with its
+# neighbours
+LINK_ANYWAY = r"(?i)fused_dropout"
+
 # Softmax, log-softmax and the loss kernels are links: Inductor fuses a cross-entropy's log_softmax, NLL and their
 # backward into two reductions (GPT-2 training, vocabulary 50257: 10.9 ms of eager softmax kernels per step, 4.5 ms
-# compiled; h100_ho_gpt2_train); an attention's softmax is also ATT001's, whose fused kernel saves more.
-# A chain that holds a softmax (not a log-softmax) between two GEMM kernels is an attention's (ATT001's): these names
+# compiled; h100_ho_gpt2_train). A chain that holds a softmax (not a log-softmax) between two GEMM kernels is an attention's (ATT001's): these names
 # (PyTorch's ``cunn_SoftMaxForward<..., SoftMaxForwardEpilogue>`` and backward, ``softmax_warp_*``, MIOpen / CK
 # softmax), not ``LOG_SOFTMAX`` (a cross-entropy's ``LogSoftMaxForwardEpilogue``).
 ATTENTION_SOFTMAX = r"(?i)soft_?max"
 LOG_SOFTMAX = r"(?i)log_?soft_?max"
-# ... except these: eager dropout's one kernel (``fused_dropout_kernel_vec``) is a link a compiler fuses with its
-# neighbours
-LINK_ANYWAY = r"(?i)fused_dropout"
 
 # A gap on the stream longer than this ends a chain: the host waited for something there (a synchronize, a
 # data-dependent read), which a compiled graph has to wait for too.

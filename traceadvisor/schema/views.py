@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceadvisor import query
-from traceadvisor.knowledge import apis
+from traceadvisor.knowledge import apis, optimizers
 
 if TYPE_CHECKING:
     from traceadvisor.trace import Trace
@@ -205,6 +205,30 @@ def steps(lf: pl.LazyFrame) -> pl.LazyFrame:
         .sort("start_ns")
         .with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"), step=pl.int_range(pl.len()).over("rank"))
     )
+
+
+def optimizer_steps(trace: Trace) -> pl.DataFrame:
+    """torch.optim's host ``Optimizer.step#<Class>.step`` ranges in time order: ``r_rank``, ``r_pid``, ``tid``,
+    ``r_start``, ``r_end``, ``optimizer`` (once per trace; OPT001 costs them, FUS001 leaves their kernels out)."""
+
+    def build() -> pl.DataFrame:
+        return (
+            trace.lazy()
+            .filter((pl.col("kind") == "annotation") & pl.col("device").is_null() & (pl.col("dur_ns") > 0))
+            .filter(pl.col("name").str.starts_with("Optimizer.step#"))
+            .select(
+                pl.col("rank").alias("r_rank"),
+                pl.col("pid").alias("r_pid"),
+                "tid",
+                pl.col("start_ns").alias("r_start"),
+                (pl.col("start_ns") + pl.col("dur_ns")).alias("r_end"),
+                pl.col("name").str.extract(optimizers.STEP_RANGE, 1).alias("optimizer"),
+            )
+            .sort("r_start")
+            .collect(engine=query.engine())
+        )
+
+    return per_trace(trace, "views.optimizer_steps", build)  # type: ignore[return-value]
 
 
 def latest_end_before(by: list[str]) -> pl.Expr:
