@@ -272,12 +272,45 @@ def with_peaks(shapes: pl.LazyFrame, peaks: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
+def memory_ns(nbytes: pl.Expr, hbm_tbs: pl.Expr) -> pl.Expr:
+    """Per call: the time a memory-bound GEMM takes to move ``nbytes`` at ``HBM_EFFICIENCY`` of the bandwidth."""
+    return nbytes / (HBM_EFFICIENCY * hbm_tbs * 1e3)
+
+
 def achievable_ns(flops: pl.Expr, nbytes: pl.Expr, peak_tflops: pl.Expr, hbm_tbs: pl.Expr, floor_ns: float):
     """Per call: the time a well-chosen kernel takes at this shape (module docstring)."""
     return pl.max_horizontal(
-        flops / (GEMM_EFFICIENCY * peak_tflops * 1e3),
-        nbytes / (HBM_EFFICIENCY * hbm_tbs * 1e3),
-        pl.lit(floor_ns),
+        flops / (GEMM_EFFICIENCY * peak_tflops * 1e3), memory_ns(nbytes, hbm_tbs), pl.lit(floor_ns)
+    )
+
+
+def kernel_memory_ns(trace: Trace, kernels: pl.DataFrame, element_bytes: float) -> pl.Series:
+    """Per row of ``kernels`` (``rank``, ``device``, ``start_ns`` of GEMM kernels): the least time the GEMM of its
+    launching op takes in another precision, moving the minimum bytes of A, B and C at ``element_bytes`` per element
+    (``memory_ns``); 0 where the op's shape was not recorded or the device's bandwidth is unknown. A precision
+    change speeds up the math, never the bytes: a batched attention-score GEMM with K = 64 is memory-bound."""
+    peaks = device_peaks(trace).select("device", "hbm_tbs")
+    if not kernels.height or not peaks.height:
+        return pl.Series("memory_ns", [0.0] * kernels.height, dtype=pl.Float64)
+    elems = (
+        op_kernels(trace)
+        .select("rank", "device", pl.col("kernel_start_ns").alias("start_ns"), "min_elems")
+        .unique(["rank", "device", "start_ns"], keep="first")
+    )
+    return (
+        kernels.lazy()
+        .select("rank", "device", "start_ns")
+        .with_row_index("_i")
+        .join(elems, on=["rank", "device", "start_ns"], how="left", nulls_equal=True)
+        .join(peaks.lazy(), on="device", how="left")
+        .sort("_i")
+        .select(
+            memory_ns(pl.col("min_elems") * element_bytes, pl.col("hbm_tbs"))
+            .fill_null(0.0)
+            .alias("memory_ns")
+        )
+        .collect(engine=query.engine())
+        .to_series()
     )
 
 

@@ -24,11 +24,12 @@ bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary
 117-130 TFLOP/s in TF32 and 94-146 in bf16 on the H200, while its aligned GEMMs ran 1.9-3.6x faster, so the peak
 ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``.
 
-The fix replayed (docs/impact.md) gives each kernel ``dur / speedup`` and adds what autocast itself costs, from
-the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``: before each forward matrix op a
-cast kernel per FP32 parameter operand (weights, biases: cast at every use) and per FP32 activation operand (one
-whose last dtype-setting producer is an FP32-list op such as LayerNorm or the step's input, not a matrix op, whose
-output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's ``pow``, the loss's
+The fix replayed (docs/impact.md) gives each kernel ``dur / speedup``, never less than the time its GEMM's bf16
+operands take to move where the shape was recorded (``gemm_shapes.kernel_memory_ns``, as in GEM002), and adds
+what autocast itself costs, from the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``:
+before each forward matrix op a cast kernel per FP32 parameter operand (weights, biases: cast at every use) and
+per FP32 activation operand (one whose last dtype-setting producer is an FP32-list op such as LayerNorm or the
+step's input, not a matrix op, whose output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's ``pow``, the loss's
 ``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other way, spread over the
 backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth (FP32 -> bf16 at
 0.8 of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream just before its
@@ -77,7 +78,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceadvisor import query, rulekit
+from traceadvisor import gemm_shapes, query, rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import autocast
@@ -252,8 +253,9 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     g = gpu_rows_with(trace, rows, "speedup")
     if not g.height:
         return None
+    memory = gemm_shapes.kernel_memory_ns(trace, g, 2.0)  # a GEMM's bf16 operands still have to be moved
     g = g.with_columns(
-        new_ns=(pl.col("dur_ns") / pl.col("speedup")).round()
+        new_ns=pl.max_horizontal(pl.col("dur_ns") / pl.col("speedup"), pl.lit(memory)).round()
     )  # unknown duration: 0 in the replay
     c = autocast_costs(trace, g)
     fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels, with its casts")

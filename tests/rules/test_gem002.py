@@ -121,3 +121,47 @@ def test_v100_trace_targets_fp16_tensor_cores():
     gemm = [k for k in sgemm if "convolution" not in launching_op(k)]
     assert 0 < len(gemm) < len(sgemm) and f.count == len(gemm)
     assert f.confidence == "high" and f.evidence["speedup_assumed"] == pytest.approx(125 / 15.7, rel=1e-2)
+
+
+def _attention_bmms(n: int) -> TraceBuilder:
+    """``n`` batched attention-score GEMMs (768 x 256 x 256 x 64, FP32, 302 MB of operands) on an ffma kernel,
+    launched well ahead of a GPU that runs them back to back: what Inductor's FP32 math attention ran in
+    h100_ho_bert_infer_compiled_fp32."""
+    b = TraceBuilder(name="gem002_attention_bmm")
+    for i in range(n):
+        b.cpu_op(
+            "aten::bmm",
+            i * 10,
+            8,
+            ext=100 + i,
+            dims=[[768, 256, 64], [768, 64, 256]],
+            types=["float", "float"],
+        )
+        b.launch(
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4"
+            "_execute_kernel__5x_cublas",
+            i * 10 + 1,
+            1000 + i * 229,
+            229,
+            ext=100 + i,
+        )
+    return b
+
+
+def test_a_memory_bound_gemm_saves_only_down_to_the_time_its_bytes_take():
+    """TF32 speeds up the math, not the bytes: each 229 us GEMM would take 229 / 7.4 * 1.2 = 37 us at the peak
+    ratio, but moving its 302 MB at 0.8 of the H200's 4.8 TB/s takes 78.6 us, so it saves 150 us, not 192."""
+    from traceadvisor import gemm_shapes
+
+    t = _attention_bmms(10).build()
+    keys = t.lazy().filter(pl.col("kind") == "kernel").select("rank", "device", "start_ns").collect()
+    mem = gemm_shapes.kernel_memory_ns(t, keys, 4.0)
+    elems = 768 * (256 * 64 + 64 * 256 + 256 * 256)
+    assert mem.to_list() == pytest.approx([elems * 4 / (0.8 * 4.8e3)] * 10, rel=1e-6)
+    (f,) = run(t).findings
+    assert f.impact_ns == pytest.approx(10 * (229e3 - elems * 4 / (0.8 * 4.8e3)), rel=0.01)
+    assert f.bound_ns > f.impact_ns  # the detection's bound is the peak ratio alone
+    unrecorded = _attention_bmms(10)  # without shapes (nsys, rocprof) the peak ratio alone
+    unrecorded.rows = [{**r, "input_dims": None} for r in unrecorded.rows]
+    (g,) = run(unrecorded.build()).findings
+    assert g.impact_ns == pytest.approx(10 * 229e3 * (1 - 1.2 * 67 / 494.5), rel=0.01)

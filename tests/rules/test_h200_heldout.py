@@ -4,9 +4,11 @@ EfficientNet, ResNet-18, a plain MLP; batch 3: unfused vs fused optimizers on Re
 GPT-2; batches 4-5: foreach AdamW on BERT batch 64 and ViT-S, FP32 ViT-S, a pin_memory=False DataLoader, an MLP
 with an odd hidden size, a per-step loss.item() on a GPU-bound ViT-S, a decode loop reading a flag per token, a
 torch.compile'd MLP compiled inside the window; batch 7: four earlier programs under Nsight Systems, the
-EfficientNet with no or one DataLoader worker, the GPU-bound and the host-bound synchronize; batch 8, on an H100: Llama, BERT, GPT-2 and ResNet-50 training eager against torch.compile, FUS001). Each checks the
-findings a correct analysis must report and
-must not, and for the single-fix pairs the predicted share against the saving measured without the profiler."""
+EfficientNet with no or one DataLoader worker, the GPU-bound and the host-bound synchronize; batch 8, on an H100:
+Llama, BERT, GPT-2, ResNet-50 and ConvNeXt-T training and Llama prefill eager against torch.compile, FUS001; batch 9:
+a compiled BERT whose attention ran as memory-bound FP32 GEMMs, TF32 on, GEM002). Each checks the findings a correct
+analysis must report and must not, and for the single-fix pairs the predicted share against the saving measured
+without the profiler."""
 
 from __future__ import annotations
 

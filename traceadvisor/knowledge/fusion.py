@@ -20,11 +20,12 @@ FUSABLE = ("elementwise", "reduction", "norm", "copy")
 # ``triton_per_``, nvFuser, Apex / Transformer Engine / vendor ``fused`` kernels), an optimizer's kernels (OPT001's
 # subject: foreach, fused and per-parameter update kernels), lookups a compiler leaves as they are (embedding,
 # index, gather, scatter), random-number generation and sorting, and the layout conversions a convolution library
-# runs around its kernels (cuDNN's ``engines_precompiled`` / ``nchwToNhwc``: a compiled program runs them too,
-# h200_ho_vit_b_compiled_infer)
+# runs around its kernels (cuDNN's ``engines_precompiled`` / ``nchwToNhwc``, and ``nhwcAddPaddingKernel``, which
+# pads a 3-channel input for the first convolution: a compiled program runs them too, h200_ho_vit_b_compiled_infer,
+# h100_ho_convnext_train_compiled)
 NOT_A_LINK = (
     r"^triton_|(?i:fused|nvfuser|apex|transformer_engine|embedding|index|gather|scatter|sort|topk|philox|curand|randperm|bernoulli"
-    r"|uniform|normal_kernel|engines_precompiled|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw)"
+    r"|uniform|normal_kernel|engines_precompiled|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|AddPaddingKernel)"
     rf"|{optimizers.FOREACH_KERNEL}|{optimizers.FUSED_KERNEL}|{optimizers.LOOP_UPDATE_KERNEL}"
 )
 
