@@ -476,26 +476,28 @@ def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction, gpu_work_shar
     it saves at the high cost is GPU time, which the profiler's cost per event cannot explain. A graph fix is
     judged by its host part (the fix without its ``queue_gap``): a GPU-bound program whose only saving is the
     graph's closer kernels has no host bottleneck, and that saving is what the fix's own costs can eat
-    (``mode="reduce-overhead"``'s static-buffer copies: 0.55 ms per step on GPT-NeoX, the whole 3 % saved)."""
+    (``mode="reduce-overhead"``'s static-buffer copies: 0.55 ms per step on GPT-NeoX, the whole 3 % saved).
+    Such a fix gets ``{"uncertain": False}`` alone, without the replays of its host part and at the high cost."""
     if pred.scope != "window" or not (fix.cuts.height or len(fix.host_eid)):
         return None
+    if rp.overhead_ns > 0 and rp.gpu_time_removed_ns(fix) >= gpu_work_share * pred.before_ns:
+        return {"uncertain": False}  # GPU time removed: no further replay (the runner reads nothing else)
     host = fix.without_queue_gaps()
     lo_share = (rp.predict(host).impact_ns if host is not fix else pred.impact_ns) / max(pred.before_ns, 1)
     if rp.overhead_ns <= 0:  # no profiler cost modelled (nsys, rocprof): only the dispatch-gap check
         if host is fix or lo_share >= gpu_work_share:
             return None
         return {"saving_pct": [round(100 * lo_share, 1)], "uncertain": True, "note": GAPS_ONLY}
+    gaps_only = host is not fix and lo_share < gpu_work_share
     if rp._high is None:
         rp._high = rp.at_overhead(high_overhead_ns(rp.trace))
     hi = rp._high.predict(host)
     hi_share = hi.impact_ns / max(hi.before_ns, 1)
-    gpu_removed = rp.gpu_time_removed_ns(fix) >= gpu_work_share * pred.before_ns
-    gaps_only = host is not fix and lo_share < gpu_work_share
     overhead = hi_share < UNCERTAIN_SHARE and hi_share < 0.5 * lo_share
     out = {
         "per_event_us": [round(rp.overhead_ns / 1e3, 2), round(rp._high.overhead_ns / 1e3, 2)],
         "saving_pct": [round(100 * lo_share, 1), round(100 * hi_share, 1)],
-        "uncertain": bool(not gpu_removed and (overhead or gaps_only)),
+        "uncertain": bool(overhead or gaps_only),
     }
     if out["uncertain"]:
         out["note"] = GAPS_ONLY if gaps_only else "the host time this fix removes may be profiler overhead"
