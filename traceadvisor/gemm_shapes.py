@@ -284,34 +284,33 @@ def achievable_ns(flops: pl.Expr, nbytes: pl.Expr, peak_tflops: pl.Expr, hbm_tbs
     )
 
 
-def kernel_memory_ns(trace: Trace, kernels: pl.DataFrame, element_bytes: float) -> pl.Series:
-    """Per row of ``kernels`` (``rank``, ``device``, ``start_ns`` of GEMM kernels): the least time the GEMM of its
-    launching op takes in another precision, moving the minimum bytes of A, B and C at ``element_bytes`` per element
-    (``memory_ns``); 0 where the op's shape was not recorded or the device's bandwidth is unknown. A precision
-    change speeds up the math, never the bytes: a batched attention-score GEMM with K = 64 is memory-bound."""
+def with_memory_ns(trace: Trace, kernels: pl.LazyFrame, element_bytes: pl.Expr | float) -> pl.LazyFrame:
+    """``kernels`` (GEMM kernels with ``rank``, ``device``, ``start_ns``) with ``memory_ns``: the least time the GEMM
+    of the op that launched each takes in another precision, moving the minimum bytes of A, B and C at
+    ``element_bytes`` per element (``memory_ns``); 0 where the op's shape was not recorded or the device's bandwidth
+    is unknown. A precision change speeds up the math, never the bytes: a batched attention-score GEMM with K = 64
+    is memory-bound."""
     peaks = device_peaks(trace).select("device", "hbm_tbs")
-    if not kernels.height or not peaks.height:
-        return pl.Series("memory_ns", [0.0] * kernels.height, dtype=pl.Float64)
     elems = (
         op_kernels(trace)
         .select("rank", "device", pl.col("kernel_start_ns").alias("start_ns"), "min_elems")
         .unique(["rank", "device", "start_ns"], keep="first")
     )
+    eb = element_bytes if isinstance(element_bytes, pl.Expr) else pl.lit(float(element_bytes))
     return (
-        kernels.lazy()
-        .select("rank", "device", "start_ns")
-        .with_row_index("_i")
-        .join(elems, on=["rank", "device", "start_ns"], how="left", nulls_equal=True)
+        kernels.join(elems, on=["rank", "device", "start_ns"], how="left", nulls_equal=True)
         .join(peaks.lazy(), on="device", how="left")
-        .sort("_i")
-        .select(
-            memory_ns(pl.col("min_elems") * element_bytes, pl.col("hbm_tbs"))
-            .fill_null(0.0)
-            .alias("memory_ns")
-        )
-        .collect(engine=query.engine())
-        .to_series()
+        .with_columns(memory_ns=memory_ns(pl.col("min_elems") * eb, pl.col("hbm_tbs")).fill_null(0.0))
+        .drop("min_elems", "hbm_tbs")
     )
+
+
+def kernel_memory_ns(trace: Trace, kernels: pl.DataFrame, element_bytes: float) -> pl.Series:
+    """``with_memory_ns``' ``memory_ns`` per row of ``kernels``, in their order."""
+    if not kernels.height:
+        return pl.Series("memory_ns", [], dtype=pl.Float64)
+    keys = kernels.lazy().select("rank", "device", "start_ns").with_row_index("_i")
+    return with_memory_ns(trace, keys, element_bytes).sort("_i").collect(engine=query.engine())["memory_ns"]
 
 
 def op_kernels(trace: Trace) -> pl.LazyFrame:

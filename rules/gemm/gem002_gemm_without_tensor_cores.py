@@ -17,9 +17,10 @@ unless told otherwise: ``h200_gemm_mix`` measures 4096^3 FP32 at 51 TFLOP/s on a
 ## How it is measured
 Kernels of category ``gemm`` are matched against the name table at the top of this file (FP32 SIMT patterns
 minus TF32 / tensor-op / xf32 tokens; GEMV and convolution kernels are excluded). ``impact_ns`` per kernel is
-``duration * (1 - fp32_peak / tc_peak)`` where ``tc_peak`` is the device's TF32 peak, or its BF16 peak when it has no
-TF32 (MI200, V100-class FP16 tensor cores): the time the same GEMM would save at the tensor-core rate, an upper
-bound because real TF32 kernels reach less than their peak. A trace that records no GPU model is given the
+``duration - max(duration * fp32_peak / tc_peak, memory_ns)`` where ``tc_peak`` is the device's TF32 peak, or its BF16
+peak when it has no TF32 (MI200, V100-class FP16 tensor cores), and ``memory_ns`` the time its operands take to move
+(below): the time the same GEMM would save at the tensor-core rate, an upper bound because real TF32 kernels reach
+less than their peak. A trace that records no GPU model is given the
 architecture its library kernels are named after (``volta_*`` -> Volta, whose tensor cores run FP16 only, so the
 target is FP16 autocast, never TF32/BF16; ``ampere_*``/``sm80_*`` -> Ampere; ``nvjet_*``/``sm90_*`` -> Hopper), with
 medium confidence; devices known neither way use ``unknown_speedup`` (8x, the A100 TF32/FP32 ratio) with low
@@ -170,14 +171,16 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     k = gpu_eids(trace, rows.select("rank", "device", "start_ns")).filter(pl.col("kind") == "kernel")
     if not k.height:
         return None
-    k = k.join(rows.select("rank", "device", "start_ns", "speedup", "target"), on=["rank", "device", "start_ns"],
-               nulls_equal=True)  # fmt: skip
+    k = k.join(rows.select("rank", "device", "start_ns", "speedup", "target", "memory_ns"),
+               on=["rank", "device", "start_ns"], nulls_equal=True)  # fmt: skip
     ratio = float(options.get("tc_efficiency_ratio", 1.2))
     floor = float(options["launch_floor_ns"])
-    # TF32 keeps FP32 storage (4 bytes an element); BF16/FP16 autocast moves 2
-    memory = gemm_shapes.kernel_memory_ns(trace, k, 4.0 if k["target"][0] == "TF32" else 2.0).to_numpy()
     new = np.maximum.reduce(
-        [k["dur_ns"].to_numpy() / k["speedup"].to_numpy() * ratio, memory, np.full(k.height, floor)]
+        [
+            k["dur_ns"].to_numpy() / k["speedup"].to_numpy() * ratio,
+            k["memory_ns"].to_numpy(),
+            np.full(k.height, floor),
+        ]
     )
     new = np.minimum(new, k["dur_ns"].to_numpy()).round()
     return Fix(f"{k.height} FP32 GEMM kernels on {k['target'][0]} tensor cores").gpu_duration(k["eid"], new)
@@ -207,8 +210,14 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         .when(known)
         .then(pl.lit("medium"))
         .otherwise(pl.lit("low")),
-    ).with_columns(
-        impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64),
+    )
+    # TF32 keeps FP32 storage (4 bytes an element); BF16/FP16 autocast moves 2
+    k = gemm_shapes.with_memory_ns(trace, k, pl.when(pl.col("target") == "TF32").then(4.0).otherwise(2.0))
+    k = k.with_columns(
+        impact_ns=(pl.col("dur_ns") - pl.max_horizontal(pl.col("dur_ns") / pl.col("speedup"), "memory_ns"))
+        .clip(lower_bound=0)
+        .round(0)
+        .cast(pl.Int64),
         matrix_cores_at_fp32_rate=pl.col("name").str.contains(r"_MI\d+x\d+"),
     )
     return k.filter(rulekit.worth_reporting(options["min_impact_ns"], positive=False)).select(
@@ -224,6 +233,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "external_id",
         "target",
         "speedup",
+        "memory_ns",
         "model",
         "matrix_cores_at_fp32_rate",
         "confidence",
