@@ -49,6 +49,22 @@ def prof_stack(step, out: Path, name: str) -> dict:
     return {"trace": gz(path).name}
 
 
+def _adamw(model, lr: float) -> dict[bool, torch.optim.Optimizer]:
+    """AdamW over ``model``'s parameters: {False: foreach (PyTorch's default on CUDA), True: fused}."""
+    return {
+        fused: torch.optim.AdamW(model.parameters(), lr=lr, fused=fused or None) for fused in (False, True)
+    }
+
+
+def _update(opt, loss, read: bool, log: list[float]) -> None:
+    """The optimizer step after ``loss``; with ``read``, the per-step ``loss.item()`` a logging loop does."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    if read:
+        log.append(loss.item())
+
+
 FIXES = {"pinned": "MEM001", "no_item": "MEM002|SYN001", "tf32": "GEM002", "fused": "OPT001"}
 
 
@@ -61,10 +77,7 @@ def vit_multi(out: Path) -> None:
     xs = [torch.randn(batch, 3, 224, 224) for _ in range(nb)]
     ys = [torch.randint(0, 1000, (batch,)) for _ in range(nb)]
     xp, yp = [x.pin_memory() for x in xs], [y.pin_memory() for y in ys]
-    opts = {
-        False: torch.optim.AdamW(model.parameters(), lr=1e-4),  # foreach, PyTorch's default on CUDA
-        True: torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True),
-    }
+    opts = _adamw(model, 1e-4)
     log: list[float] = []
 
     def make(pinned=False, no_item=False, tf32=False, fused=False):
@@ -77,12 +90,7 @@ def vit_multi(out: Path) -> None:
                 x, y = xp[j].to(DEV, non_blocking=True), yp[j].to(DEV, non_blocking=True)
             else:
                 x, y = xs[j].to(DEV), ys[j].to(DEV)
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if not no_item:
-                log.append(loss.item())
+            _update(opt, F.cross_entropy(model(x), y), not no_item, log)
 
         return step
 
@@ -147,10 +155,7 @@ def bert_multi(out: Path) -> None:
                      attn_implementation="sdpa")  # fmt: skip
     model = BertForSequenceClassification(cfg).to(DEV).train()
     data = _Texts(100_000, 128, cfg.vocab_size)
-    opts = {
-        False: torch.optim.AdamW(model.parameters(), lr=1e-5),
-        True: torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True),
-    }
+    opts = _adamw(model, 1e-5)
     log: list[float] = []
 
     def make(workers=False, no_item=False, fused=False):
@@ -166,11 +171,7 @@ def bert_multi(out: Path) -> None:
             ids, lab = ids.to(DEV, non_blocking=workers), lab.to(DEV, non_blocking=workers)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = model(input_ids=ids, labels=lab).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if not no_item:
-                log.append(loss.item())
+            _update(opt, loss, not no_item, log)
 
         return step
 

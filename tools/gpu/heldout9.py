@@ -20,8 +20,9 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
 
 import torch  # noqa: E402
-from heldout import DEV, record, run_all, timed_pair  # noqa: E402
+from heldout import record, run_all, timed_pair  # noqa: E402
 from heldout2 import prof  # noqa: E402
+from heldout8 import bert_base_infer  # noqa: E402
 
 HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
 
@@ -37,19 +38,8 @@ def _tf32(on: bool, fn):
 
 
 def bert_infer_tf32(out: Path) -> None:
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    cfg = BertConfig(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                     attn_implementation="sdpa")  # fmt: skip
-    m = BertModel(cfg).to(DEV, dtype=torch.bfloat16).eval()
-    cm = torch.compile(m)
-    ids = torch.randint(0, cfg.vocab_size, (64, 256), device=DEV)
-
-    def run(i: int) -> None:
-        with torch.no_grad():
-            cm(input_ids=ids)
-
+    m, run_of = bert_base_infer()
+    run = run_of(torch.compile(m))
     base, fixed = _tf32(False, run), _tf32(True, run)
     t0 = time.perf_counter()
     for i in range(3):
