@@ -42,7 +42,7 @@ kernel reaching ``1 / tc_efficiency_ratio`` of the fraction of its peak the FP32
 (1.2: the FP32 4096^3 GEMM of ``h200_gemm_mix`` reaches 77 % of the FP32 peak, the healthy bf16 ones 65-81 %
 of theirs), never less than the time to move its operands (where the launching op's shape was recorded: the
 minimum bytes of A, B and C, 4 bytes an element under TF32 and 2 under BF16/FP16, at 0.8 of the HBM bandwidth,
-``gemm_shapes.kernel_memory_ns``) and never less than ``launch_floor_us``; the replay says how much of that GPU
+``gemm_shapes.with_memory_ns``) and never less than ``launch_floor_us``; the replay says how much of that GPU
 time the step was waiting for. The memory bound matters for batched attention GEMMs: in a compiled bf16 BERT whose
 attention Inductor ran on the FP32 math path (``h100_ho_bert_infer_compiled_fp32``), the score and value
 GEMMs (768 x 256 x 256 x 64, 302 MB each) took 229 and 175 us on ``ffma`` kernels and 118 and 115 us with TF32,

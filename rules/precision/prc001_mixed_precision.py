@@ -25,27 +25,27 @@ bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary
 ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``.
 
 The fix replayed (docs/impact.md) gives each kernel ``dur / speedup``, never less than the time its GEMM's bf16
-operands take to move where the shape was recorded (``gemm_shapes.kernel_memory_ns``, as in GEM002), and adds
-what autocast itself costs, from the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``:
-before each forward matrix op a cast kernel per FP32 parameter operand (weights, biases: cast at every use) and
-per FP32 activation operand (one whose last dtype-setting producer is an FP32-list op such as LayerNorm or the
-step's input, not a matrix op, whose output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's ``pow``, the loss's
-``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other way, spread over the
-backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth (FP32 -> bf16 at
-0.8 of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream just before its
-kernel; each cast also costs the host one small op (``Fix.host_delay`` on the thread, before the launch): the
-median of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...) less the
-profiler's per-event cost of the events inside them. A host-bound step can therefore get slower: the replayed
-window with the fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the finding is
-``minor``: autocast is then not the advice. Not modelled: elementwise, norm and reduction kernels that get faster
-on bf16 data (measured -12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the
+operands take to move where the shape was recorded (``gemm_shapes.kernel_memory_ns``, as in GEM002), and adds what
+autocast itself costs, from the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``: before
+each forward matrix op a cast kernel per FP32 parameter operand (weights, biases: cast at every use) and per FP32
+activation operand (one whose last dtype-setting producer is an FP32-list op such as LayerNorm or the step's input,
+not a matrix op, whose output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's
+``pow``, the loss's ``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other
+way, spread over the backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth
+(FP32 -> bf16 at 0.8 of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream
+just before its kernel; each cast also costs the host one small op (``Fix.host_delay`` on the thread, before the
+launch): the median of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...)
+less the profiler's per-event cost of the events inside them. A host-bound step can therefore get slower: the
+replayed window with the fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the
+finding is ``minor``: autocast is then not the advice. Not modelled: elementwise, norm and reduction kernels that
+get faster on bf16 data (measured -12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the
 bytes, and the casts of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's
 gradient: 48 of 195 backward casts per GPT-2 step).
 
-Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.8 %
+Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.2 %
 vs 14.6 % measured (30.3 % before the casts and the unaligned GEMMs were modelled); ViT-S at batch 256 (GPU-bound)
-36.8 % vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32
-ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.3 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast
+36.5 % vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32
+ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.2 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast
 measured 18.5 % slower) a loss of 6.3 % (replayed window 142.2 -> 151.1 ms over 4 steps), so no saving. The attention kernels of
 PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32
 matrix kernels.
