@@ -22,7 +22,10 @@ device's dense peak ratio ``peak(bf16, else fp16) / peak(tf32 or fp32)``, capped
 not reach the full ratio), and 1 for a GEMM whose recorded M, N or K is not a multiple of 8 elements (16 bytes of
 bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary GEMMs, N = 50257, ran at
 117-130 TFLOP/s in TF32 and 94-146 in bf16 on the H200, while its aligned GEMMs ran 1.9-3.6x faster, so the peak
-ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``.
+ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``. Where the device already
+runs ``ALREADY_LOW`` (30 %) of its matrix time in bf16/fp16, the program uses mixed precision and the summary says
+that a part of it keeps the rest in FP32 (a compiled bf16 BERT whose attention ran on SDPA's math path, which
+upcasts to FP32: 54 % FP32, ``h100_ho_bert_infer_compiled_fp32``).
 
 The fix replayed (docs/impact.md) gives each kernel ``dur / speedup``, never less than the time its GEMM's bf16
 operands take to move where the shape was recorded (``gemm_shapes.kernel_memory_ns``, as in GEM002), and adds what
@@ -95,7 +98,7 @@ RULE = Rule(
     title="FP32 / TF32 matrix math where bf16 / fp16 mixed precision applies",
     summary="{fp32_share_pct:.0f}% of matrix-kernel time ({matrix_ms:.1f} ms) runs in {precisions}; {target} "
     "autocast (up to {speedup_max:.1f}x on this GPU's matrix units) would save {saving_ms:.1f} ms "
-    "({saving_pct:.1f}% of the window)",
+    "({saving_pct:.1f}% of the window){already_low}",
     advice={
         "common": "Run the model in mixed precision: bf16 (or fp16 with loss scaling) for GEMMs, convolutions and "
         "attention, FP32 master weights, reductions and the optimizer state; keep FP32 only where accuracy "
@@ -122,6 +125,10 @@ RULE = Rule(
 )
 
 MATRIX = ("gemm", "conv", "attention")
+# A device whose matrix kernels already run this share of their time in bf16/fp16 uses mixed precision: what keeps
+# the rest in FP32 is a part of the program (an FP32 submodule, a ``.float()``, attention on SDPA's math path, which
+# upcasts bf16: ``h100_ho_bert_infer_compiled_fp32``, 46 % bf16), which the summary says
+ALREADY_LOW = 0.3
 
 
 def targets(trace: Trace) -> pl.DataFrame:
@@ -244,7 +251,18 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "speedup_max": float(rows["speedup"].max()),
         "device_model": str(rows["model"][0]),
         "kernels": kernels.to_dicts(),
+        "already_low": _already_low(1.0 - float(rows["fp32_share"][0])),
     }
+
+
+def _already_low(low_share: float) -> str:
+    """The summary's note when the device already runs ``ALREADY_LOW`` of its matrix time in bf16/fp16."""
+    if low_share < ALREADY_LOW:
+        return ""
+    return (
+        f"; the other {100 * low_share:.0f}% already runs in bf16/fp16, so a part of the program keeps these in "
+        "FP32 (an FP32 submodule, a .float(), attention on SDPA's math path): its kernels are in the evidence"
+    )
 
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:

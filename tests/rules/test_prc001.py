@@ -63,3 +63,14 @@ def test_a_few_fp32_gemms_in_a_bf16_run_are_not_flagged():
         b.launch("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", i * 1000.0, i * 1000.0 + 10, 800)
     b.launch("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_ffma", 30_000.0, 30_010.0, 900)
     assert run(b.build()).findings == []
+
+
+def test_a_mixed_precision_program_with_an_fp32_part_is_told_so():
+    """A compiled bf16 BERT whose attention Inductor ran on SDPA's math path (FP32): 54 % of its matrix time is
+    FP32, the rest bf16 already, so the summary says a part of the program keeps those kernels in FP32; a program
+    in FP32 throughout gets no such note."""
+    held = ROOT / "fixtures" / "h200_heldout"
+    (f,) = run(load_trace(held / "h100_ho_bert_infer_compiled_fp32.pt.trace.json.gz")).findings
+    assert "the other 46% already runs in bf16/fp16" in f.summary
+    (g,) = run(load_trace(held / "h200_ho_vit_s_fp32.pt.trace.json.gz")).findings
+    assert "already runs" not in g.summary and g.evidence["already_low"] == ""
