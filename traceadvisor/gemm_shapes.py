@@ -237,12 +237,7 @@ def link_failure(trace: Trace) -> str | None:
     )
     if not n_kernels:
         return None
-    linked = gemm_kernels(lf).join(
-        ops.select("rank", "external_id"),
-        left_on=["rank", "ext"],
-        right_on=["rank", "external_id"],
-        nulls_equal=True,
-    )
+    linked = op_kernels(trace)  # the shared view GEM001's shape table and GEM002's memory floor read too
     if linked.select(pl.len()).collect(engine=query.engine()).item():
         return None
     return (
