@@ -300,14 +300,6 @@ def with_memory_ns(trace: Trace, kernels: pl.LazyFrame, element_bytes: pl.Expr |
     )
 
 
-def kernel_memory_ns(trace: Trace, kernels: pl.DataFrame, element_bytes: float) -> pl.Series:
-    """``with_memory_ns``' ``memory_ns`` per row of ``kernels``, in their order."""
-    if not kernels.height:
-        return pl.Series("memory_ns", [], dtype=pl.Float64)
-    keys = kernels.lazy().select("rank", "device", "start_ns").with_row_index("_i")
-    return with_memory_ns(trace, keys, element_bytes).sort("_i").collect(engine=query.engine())["memory_ns"]
-
-
 def op_kernels(trace: Trace) -> pl.LazyFrame:
     """GEMM ops joined to the kernels each launched: one row per kernel, with the op's shape and dtype
     (collected once per trace)."""

@@ -184,6 +184,13 @@ class TraceBuilder:
         self.runtime(api, cpu_us, api_dur_us, corr=c, ext=ext)
         return self.kernel(kernel, gpu_us, dur_us, corr=c, ext=ext, **kw)
 
+    def drained(self, host_us: float, gpu_us: float) -> Trace:
+        """The trace, closed by a ``cudaDeviceSynchronize`` (``hipDeviceSynchronize`` on AMD) called at ``host_us``
+        that returns once the GPU's last work, ending at ``gpu_us``, is done (5 us after it)."""
+        api = "hipDeviceSynchronize" if self.vendor == "amd" else "cudaDeviceSynchronize"
+        self.runtime(api, host_us, gpu_us - host_us + 5)
+        return self.build()
+
     def build(self) -> Trace:
         df = pl.DataFrame(self.rows, infer_schema_length=None) if self.rows else pl.DataFrame()
         df = conform(df)

@@ -421,8 +421,7 @@ def _example(fused: bool) -> Trace:
             b.cpu_op(op, host, 12, ext=ext)
             b.launch(kernel, host + 4, max(gpu, host + 10), us, ext=ext)
             host, gpu = host + 14, max(gpu, host + 10) + us + 1.5
-    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
-    return b.build()
+    return b.drained(host, gpu)
 
 
 def example_bad() -> Trace:

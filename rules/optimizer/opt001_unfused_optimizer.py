@@ -129,7 +129,7 @@ RANGE_COLS = ("r_rank", "r_pid", "tid", "range", "r_start", "r_end")
 
 
 def _ranges(trace: Trace) -> pl.DataFrame:
-    """The host ``Optimizer.step#<Class>.step`` ranges (``rulekit.optimizer_steps``; few rows: one per step),
+    """The host ``Optimizer.step#<Class>.step`` ranges (``views.optimizer_steps``; few rows: one per step),
     numbered."""
     return (
         views.optimizer_steps(trace)

@@ -20,38 +20,39 @@ are at least ``min_share`` of its labelled matrix-kernel time (a mixed-precision
 purpose: loss, norms, optimizer), and its low-precision peak is faster. Per kernel the predicted speed-up is the
 device's dense peak ratio ``peak(bf16, else fp16) / peak(tf32 or fp32)``, capped at ``max_speedup`` (small GEMMs do
 not reach the full ratio), and 1 for a GEMM whose recorded M, N or K is not a multiple of 8 elements (16 bytes of
-bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary GEMMs, N = 50257, ran at
-117-130 TFLOP/s in TF32 and 94-146 in bf16 on the H200, while its aligned GEMMs ran 1.9-3.6x faster, so the peak
-ratio is kept for those); ``impact_ns`` (the rule's bound) is ``dur * (1 - 1/speedup)``. Where the device already
-runs ``ALREADY_LOW`` (30 %) of its matrix time in bf16/fp16, the program uses mixed precision and the summary says
-that a part of it keeps the rest in FP32 (a compiled bf16 BERT whose attention ran on SDPA's math path, which
-upcasts to FP32: 54 % FP32, ``h100_ho_bert_infer_compiled_fp32``).
+bf16: such GEMMs run narrow-load kernels in either precision; GPT-2's vocabulary GEMMs, N = 50257, ran at 117-130
+TFLOP/s in TF32 and 94-146 in bf16 on the H200, while its aligned GEMMs ran 1.9-3.6x faster, so the peak ratio is
+kept for those); ``impact_ns`` (the rule's bound) is ``dur - new_ns``, ``new_ns`` the kernel's time at the target
+precision: ``dur / speedup``, never less than the time its GEMM's bf16 operands take to move where the shape was
+recorded (``gemm_shapes.with_memory_ns``, as in GEM002). Where the device already runs ``ALREADY_LOW`` (30 %) of its
+matrix time in bf16/fp16, the program uses mixed precision and the summary says that a part of it keeps the rest in
+FP32 (a compiled bf16 BERT whose attention ran on SDPA's math path, which upcasts to FP32: 54 % FP32,
+``h100_ho_bert_infer_compiled_fp32``).
 
-The fix replayed (docs/impact.md) gives each kernel ``dur / speedup``, never less than the time its GEMM's bf16
-operands take to move where the shape was recorded (``gemm_shapes.kernel_memory_ns``, as in GEM002), and adds what
-autocast itself costs, from the recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``: before
-each forward matrix op a cast kernel per FP32 parameter operand (weights, biases: cast at every use) and per FP32
-activation operand (one whose last dtype-setting producer is an FP32-list op such as LayerNorm or the step's input,
-not a matrix op, whose output is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's
-``pow``, the loss's ``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other
-way, spread over the backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth
-(FP32 -> bf16 at 0.8 of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream
-just before its kernel; each cast also costs the host one small op (``Fix.host_delay`` on the thread, before the
-launch): the median of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...)
-less the profiler's per-event cost of the events inside them. A host-bound step can therefore get slower: the
-replayed window with the fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the
-finding is ``minor``: autocast is then not the advice. Not modelled: elementwise, norm and reduction kernels that
-get faster on bf16 data (measured -12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the
-bytes, and the casts of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's
-gradient: 48 of 195 backward casts per GPT-2 step).
+The fix replayed (docs/impact.md) gives each kernel ``new_ns`` and adds what autocast itself costs, from the
+recorded shapes (``record_shapes``) and ``traceadvisor.knowledge.autocast``: before each forward matrix op a cast
+kernel per FP32 parameter operand (weights, biases: cast at every use) and per FP32 activation operand (one whose
+last dtype-setting producer is an FP32-list op such as LayerNorm or the step's input, not a matrix op, whose output
+is already bf16), plus a cast up before an FP32-list op fed by a matrix op (GELU's ``pow``, the loss's
+``log_softmax``); in backward each forward cast is mirrored by its gradient's cast the other way, spread over the
+backward matrix ops. A cast moves 6 bytes per element at the cast kernels' achievable bandwidth (FP32 -> bf16 at 0.8
+of HBM, bf16 -> FP32 at 0.4: measured on the H200), at least 1.2 us, on the matrix op's stream just before its
+kernel; each cast also costs the host one small op (``Fix.host_delay`` on the thread, before the launch): the median
+of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...) less the profiler's
+per-event cost of the events inside them. A host-bound step can therefore get slower: the replayed window with the
+fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the finding is ``minor``: autocast
+is then not the advice. Not modelled: elementwise, norm and reduction kernels that get faster on bf16 data (measured
+-12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the bytes, and the casts of
+mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48 of 195
+backward casts per GPT-2 step).
 
-Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.2 %
-vs 14.6 % measured (30.3 % before the casts and the unaligned GEMMs were modelled); ViT-S at batch 256 (GPU-bound)
-36.5 % vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32
-ResNet-50 (TF32 off, ``h200_resnet50_fp32_notf32``) 62.2 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast
-measured 18.5 % slower) a loss of 6.3 % (replayed window 142.2 -> 151.1 ms over 4 steps), so no saving. The attention kernels of
-PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32
-matrix kernels.
+Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.2 % vs
+14.6 % measured (30.3 % before the casts and the unaligned GEMMs were modelled); ViT-S at batch 256 (GPU-bound) 36.5
+% vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32 ResNet-50
+(TF32 off, ``h200_resnet50_fp32_notf32``) 62.2 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast measured 18.5 %
+slower) a loss of 6.3 % (replayed window 142.2 -> 151.1 ms over 4 steps), so no saving. The attention kernels of
+PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix
+kernels.
 
 Thresholds: ``h200_train_planted`` (FP32 GEMMs, TF32 off) runs 100 % of its matrix time on ``sm80_xmma_..._ffma``
 and ``cutlass_80_simt_sgemm`` kernels; ``h200_train_fixed`` (bf16 autocast) and the TraceLens bf16 inference traces
@@ -190,7 +191,14 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         speedup=pl.min_horizontal(pl.col("low") / now, pl.lit(float(options.get("max_speedup", 8.0)))),
     ).filter(full & (pl.col("fp32_share") >= float(options.get("min_share", 0.5))))
     k = _unaligned_gain_nothing(trace, k)
-    k = k.with_columns(impact_ns=(pl.col("dur_ns") * (1.0 - 1.0 / pl.col("speedup"))).round(0).cast(pl.Int64))
+    k = gemm_shapes.with_memory_ns(
+        trace, k, 2.0
+    ).with_columns(  # a GEMM's bf16 operands still have to be moved
+        new_ns=pl.max_horizontal(pl.col("dur_ns") / pl.col("speedup"), "memory_ns")
+    )
+    k = k.with_columns(
+        impact_ns=(pl.col("dur_ns") - pl.col("new_ns")).clip(lower_bound=0).round(0).cast(pl.Int64)
+    )
     return k.filter(worth_reporting(options["min_impact_ns"], positive=False)).select(
         "rank",
         "device",
@@ -204,6 +212,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         "stream",
         "correlation_id",
         "speedup",
+        "new_ns",
         "target",
         "fp32_share",
         "matrix_ns",
@@ -268,13 +277,10 @@ def _already_low(low_share: float) -> str:
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster, after the casts autocast
     puts before it (their kernels on its stream, their host ops on its thread)."""
-    g = gpu_rows_with(trace, rows, "speedup")
+    g = gpu_rows_with(trace, rows, "new_ns")  # the detection's time at the target precision
     if not g.height:
         return None
-    memory = gemm_shapes.kernel_memory_ns(trace, g, 2.0)  # a GEMM's bf16 operands still have to be moved
-    g = g.with_columns(
-        new_ns=pl.max_horizontal(pl.col("dur_ns") / pl.col("speedup"), pl.lit(memory)).round()
-    )  # unknown duration: 0 in the replay
+    g = g.with_columns(pl.col("new_ns").round())
     c = autocast_costs(trace, g)
     fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels, with its casts")
     if c.height:  # the cast kernels run just before the kernel they precede, on its stream
@@ -512,8 +518,7 @@ def example_bad() -> Trace:
     host = gpu = 0.0
     for _ in range(10):
         host, gpu = _step(b, host, gpu, FP32)
-    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
-    return b.build()
+    return b.drained(host, gpu)
 
 
 def example_good() -> Trace:
@@ -522,5 +527,4 @@ def example_good() -> Trace:
     host = gpu = 0.0
     for _ in range(10):
         host, gpu = _step(b, host, gpu, BF16)
-    b.runtime("cudaDeviceSynchronize", host, gpu - host + 5)
-    return b.build()
+    return b.drained(host, gpu)

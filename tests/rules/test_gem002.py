@@ -154,8 +154,8 @@ def test_a_memory_bound_gemm_saves_only_down_to_the_time_its_bytes_take():
     from traceadvisor import gemm_shapes
 
     t = _attention_bmms(10).build()
-    keys = t.lazy().filter(pl.col("kind") == "kernel").select("rank", "device", "start_ns").collect()
-    mem = gemm_shapes.kernel_memory_ns(t, keys, 4.0)
+    keys = t.lazy().filter(pl.col("kind") == "kernel").select("rank", "device", "start_ns")
+    mem = gemm_shapes.with_memory_ns(t, keys, 4.0).collect()["memory_ns"]
     elems = 768 * (256 * 64 + 64 * 256 + 256 * 256)
     assert mem.to_list() == pytest.approx([elems * 4 / (0.8 * 4.8e3)] * 10, rel=1e-6)
     (f,) = run(t).findings

@@ -1,10 +1,10 @@
 """Rule docs and advice (Markdown written by rule authors) as HTML for the report, rendered once per text.
 
-CommonMark (plus GitHub-style tables) by markdown-it-py with raw HTML off, so every ``<`` of the input is text: a trace string that ends up
-in a doc can never become markup; links open in a new tab without referrer. The HTML of each text is kept in a
-small JSON file beside the compiled templates (``<cache dir>/templates``), keyed by the text's hash and tied to
-the installed markdown-it and this renderer, so a report of the same rules renders without importing
-markdown-it (a tenth of a small ``analyze --html``). Any problem with that file renders afresh.
+CommonMark (plus GitHub-style tables) by markdown-it-py with raw HTML off, so every ``<`` of the input is text: a
+trace string that ends up in a doc can never become markup; links open in a new tab without referrer. The HTML of
+each text is kept in a small JSON file beside the compiled templates (``<cache dir>/templates``), keyed by the
+text's hash and tied to the installed markdown-it and this renderer, so a report of the same rules renders without
+importing markdown-it (a tenth of a small ``analyze --html``). Any problem with that file renders afresh.
 """
 
 from __future__ import annotations
