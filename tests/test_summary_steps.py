@@ -58,6 +58,37 @@ def test_warm_up_and_partial_are_both_left_out():
     assert s.totals["analysed_steps"] == 4 and s.totals["warmup_excluded"]
 
 
+def _ahead_by_one_step(steps: int, backlog: bool):
+    """A GPU-bound loop whose host runs a step ahead: each step's host range (20 ms) launches 10 kernels of 5 ms,
+    and its work runs after the previous step's. ``backlog``: profiling began with the previous (unprofiled)
+    step's 50 ms of work still queued, as Kineto's schedule leaves it (kernels whose launch is not in the trace)."""
+    b = TraceBuilder()
+    gpu = 0.0
+    if backlog:
+        for k in range(10):
+            b.kernel("void gemm_kernel", 5000.0 * k, 5000.0, corr=10_000 + k)
+        gpu = 50_000.0
+    for i in range(steps):
+        t = 20_000.0 * i
+        b.step(i, t, 20_000.0)
+        for k in range(10):
+            gpu = max(gpu, t + 100.0 + 1000.0 * k + 10.0)
+            b.launch("void gemm_kernel", t + 100.0 + 1000.0 * k, gpu, 5000.0)
+            gpu += 5000.0
+    return b.drained(20_000.0 * steps, gpu)
+
+
+@pytest.mark.parametrize("backlog", [False, True])
+def test_a_first_step_queued_behind_earlier_gpu_work_is_not_warm_up(backlog):
+    s = summarize(_ahead_by_one_step(3, backlog))
+    assert s.steps["left_out"].to_list() == [None, None, None]
+    assert s.steps["time_ns"].to_list() == pytest.approx([50_000_000] * 3, rel=0.01)
+    # the window starts when the first step's own work could start: the GPU is busy all of it
+    assert s.totals["window_ns"] == pytest.approx(150_000_000, rel=0.01)
+    assert s.totals["idle_share"] < 0.01
+    assert s.outside_ns == (50_000_000 if backlog else 0)
+
+
 def test_replay_and_compare_follow_the_summarys_steps():
     from traceadvisor.compare import compare
     from traceadvisor.replay import replayer

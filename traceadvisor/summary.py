@@ -20,9 +20,10 @@ Definitions (int64 ns; issue 12 item 5):
   start decides, up to the next step's start). Without steps, all GPU work. Either way GPU work whose launch is
   missing from a trace that records launches (queued before profiling began) is outside, counted in
   ``outside_ns``. Profiler events (``kind = "overhead"``) are host events and never enter the window.
-* **Window** per (rank, device): with steps, from the first analysed step's start (or the first in-window GPU
-  start, if earlier) to the last analysed step's end (or the last in-window GPU end, if later); without steps,
-  first to last in-window GPU activity of the device.
+* **Window** per (rank, device): with steps, from the first analysed step's start (the first step's
+  ``began_ns``: after the GPU backlog queued before it, if any; or the first in-window GPU start, if earlier) to
+  the last analysed step's end (or the last in-window GPU end, if later); without steps, first to last in-window
+  GPU activity of the device.
 * **busy_ns**: union of in-window GPU intervals of the device; **idle_ns** = window - busy. Per category,
   ``busy_ns`` is exclusive (an interval overlapped by earlier-started work counts once, for the earlier one), so
   the categories' ``busy_ns`` add up to the busy time; ``time_ns`` sums durations ("GPU time").
@@ -77,7 +78,9 @@ def step_frame(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
     """``steps`` plus ``done_ns`` (the step completes when its host range and the GPU work launched in it have
-    ended), ``time_ns`` (completion to completion; the first step from its start), ``warmup``, ``partial``,
+    ended), ``began_ns`` (its start; for the first step, the end of the GPU backlog it waited behind, if later:
+    work launched before it that ran after it began, as when profiling starts on a host that runs a step ahead),
+    ``time_ns`` (completion to completion; the first step from ``began_ns``), ``warmup``, ``partial``,
     ``analysed`` and ``left_out`` (why a step is not analysed: ``"warm-up"``, ``"partial"``, else null).
 
     The first step of a rank is warm-up when its ``time_ns`` exceeds ``WARMUP_FACTOR`` times the median of the
@@ -90,13 +93,19 @@ def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
     )
     st = (
         steps.join(per_step, on=["rank", "step"], how="left")
+        .join(_backlog_end(steps, gpu), on="rank", how="left")
         .with_columns(done_ns=pl.max_horizontal("end_ns", "gpu_end"), _gpu=pl.col("_gpu").fill_null(0))
         .sort(["rank", "step"])
         .with_columns(done_ns=pl.col("done_ns").cum_max().over("rank"))
         .with_columns(
-            time_ns=pl.col("done_ns") - pl.col("done_ns").shift(1).over("rank").fill_null(pl.col("start_ns"))
+            began_ns=pl.when((pl.col("step") == 0) & (pl.col("_backlog") < pl.col("done_ns")))
+            .then(pl.max_horizontal("start_ns", "_backlog"))
+            .otherwise(pl.col("start_ns"))
         )
-        .drop("gpu_end")
+        .with_columns(
+            time_ns=pl.col("done_ns") - pl.col("done_ns").shift(1).over("rank").fill_null(pl.col("began_ns"))
+        )
+        .drop("gpu_end", "_backlog")
     )
     n = pl.len().over("rank")
     others = pl.col("step") < pl.col("step").max().over("rank")
@@ -127,6 +136,19 @@ def with_warmup(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
             .otherwise(pl.lit(None, dtype=pl.String))
         )
         .drop("_gpu")
+    )
+
+
+def _backlog_end(steps: pl.LazyFrame, gpu: pl.LazyFrame) -> pl.LazyFrame:
+    """``rank, _backlog``: when the GPU work launched before a rank's first step (or with its launch unrecorded)
+    ended: the queue the first step's own work waited behind."""
+    first = steps.group_by("rank").agg(_first=pl.col("start_ns").min())
+    return (
+        gpu.filter(pl.col("step").is_null())
+        .join(first, on="rank")
+        .filter(pl.col("key_ns").is_null() | (pl.col("key_ns") < pl.col("_first")))
+        .group_by("rank")
+        .agg(_backlog=pl.col("end_ns").max())
     )
 
 
@@ -285,6 +307,19 @@ def plan(trace: Trace, roofline: bool = False) -> SummaryPlan:
     return SummaryPlan(trace, has_steps, dict(frames))
 
 
+def windows(gw: pl.LazyFrame, steps: pl.LazyFrame | None) -> pl.LazyFrame:
+    """``gw`` (per rank and device: ``g0``, ``g1``, its in-window GPU work's first start and last end) with the
+    window's ``start_ns`` and ``end_ns`` (the module docstring's **Window**): from the first of ``steps`` (the
+    analysed ones, with ``began_ns``) to the last one's end, widened to the GPU work; ``steps`` None: the GPU work's
+    span."""
+    if steps is None:
+        return gw.with_columns(start_ns="g0", end_ns="g1")
+    sw = steps.group_by("rank").agg(s0=pl.col("began_ns").sort_by("step").first(), s1=pl.col("end_ns").max())
+    return gw.join(sw, on="rank", how="left").with_columns(
+        start_ns=pl.min_horizontal("g0", "s0"), end_ns=pl.max_horizontal("g1", "s1")
+    )
+
+
 def _plan(trace: Trace) -> tuple[bool, dict[str, pl.LazyFrame]]:
     lf = trace.lazy()
     has_steps = trace_has_steps(trace)
@@ -296,19 +331,9 @@ def _plan(trace: Trace) -> tuple[bool, dict[str, pl.LazyFrame]]:
         gpu_time_ns=pl.col("dur_ns").sum(),
         count=pl.len(),
     )
-    if has_steps:
-        sw = (
-            st.filter(pl.col("analysed"))
-            .group_by("rank")
-            .agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
-        )
-        win = gw.join(sw, on="rank", how="left").with_columns(
-            start_ns=pl.min_horizontal("g0", "s0"), end_ns=pl.max_horizontal("g1", "s1")
-        )
-    else:
-        win = gw.with_columns(start_ns="g0", end_ns="g1")
     win = (
-        win.with_columns(window_ns=pl.col("end_ns") - pl.col("start_ns"))
+        windows(gw, st.filter(pl.col("analysed")) if has_steps else None)
+        .with_columns(window_ns=pl.col("end_ns") - pl.col("start_ns"))
         .with_columns(idle_ns=pl.col("window_ns") - pl.col("busy_ns"))
         .select(*DEVICE_KEY, "start_ns", "end_ns", "window_ns", "busy_ns", "idle_ns", "gpu_time_ns", "count")
         .sort(DEVICE_KEY)

@@ -16,10 +16,11 @@ One-time costs that a steady-state measurement should not contain:
   (cuBLAS/hipBLASLt handle and workspace creation, lazy kernel loading, caching-allocator growth). Ops are
   compared only with later calls of the same name, input shapes and dtypes (ops without recorded shapes are
   never compared); ops that contain a copy or a blocking sync are left out: their first call may just be
-  waiting for the GPU or for a pageable copy; the profiler's own overhead records inside the call (Kineto's
-  `Activity Buffer Request`) are taken out of its time. In a trace with 3 or more iterations first calls count
-  only inside a first iteration that is itself slow: a run warmed up before the window has steady steps, and
-  a slow call there is queueing, not warm-up;
+  waiting for the GPU or for a pageable copy; copies and memsets are compared with those of their size (a 77 MB
+  input copy is not a slow first launch of the label copies after it: `h100_ho_vit_multi`); the profiler's own
+  overhead records inside the call (Kineto's `Activity Buffer Request`) are taken out of its time. In a trace
+  with 3 or more iterations first calls count only inside a first iteration that is itself slow: a run warmed
+  up before the window has steady steps, and a slow call there is queueing, not warm-up;
 - **compile stretches without compile spans** (Nsight Systems without NVTX): GPU-idle stretches (and the
   stretch from the first CUDA/HIP call to the first GPU work) of at least `compile_gap_min_ms` and
   `compile_gap_factor` times the median gap that hold compile evidence: module loads / NVRTC filling
@@ -70,10 +71,10 @@ before and after.
 
 ## Known false positives
 A GPU-idle stretch of a data loader starting its worker processes (or reading many small files) carries the
-same OS-runtime evidence as a compile and is counted as start-up warm-up. A first step that is slow for a data-dependent reason (a longer first batch, a checkpoint load) is counted
-as warm-up. Programs that profile exactly one iteration of a workload that compiles every time (dynamic
-shapes without `dynamic=True`) show recompilation here; the `Torch-Compiled Region: N/M` ids in the trace
-tell recompiles (M > 0) apart.
+same OS-runtime evidence as a compile and is counted as start-up warm-up. A first step that is slow for a
+data-dependent reason (a longer first batch, a checkpoint load) is counted as warm-up. Programs that profile
+exactly one iteration of a workload that compiles every time (dynamic shapes without `dynamic=True`) show
+recompilation here; the `Torch-Compiled Region: N/M` ids in the trace tell recompiles (M > 0) apart.
 
 ## References
 - PyTorch docs, "torch.compile: compile time and caching" (`TORCHINDUCTOR_CACHE_DIR`, FX graph and
@@ -301,9 +302,9 @@ def _first_calls(trace: Trace, options: dict) -> list[pl.LazyFrame]:
     launches = views.launches(lf).filter(
         pl.col("api_start_ns").is_not_null() & pl.col("api_dur_ns").is_not_null()
     )
-    launches = _first(
-        launches.with_columns(_rk()), ["_rk", "name"], "api_dur_ns", "api_start_ns", factor, min_ns
-    )
+    # a copy or memset is compared with those of its size only: its call time is its transfer
+    launches = launches.with_columns(_rk(), _bytes=pl.col("bytes").fill_null(-1))
+    launches = _first(launches, ["_rk", "name", "_bytes"], "api_dur_ns", "api_start_ns", factor, min_ns)
     ops = _steady_window_gate(lf, ops, options)
     launches = _steady_window_gate(lf, launches.with_columns(start_ns=pl.col("api_start_ns")), options)
     return [

@@ -103,6 +103,22 @@ def test_warmed_up_run_has_no_first_calls():
     assert _run(_steady_loop(2.3)).findings == []
 
 
+def test_a_large_input_copy_is_not_a_slow_first_launch_of_the_label_copies():
+    """Two steps, each copying a 77 MB pageable batch (10 ms) and its labels (5 us) with cudaMemcpyAsync: the
+    copies share a name, and the first (the batch's) is not a first-launch warm-up (h100_ho_vit_multi)."""
+    b = TraceBuilder()
+    for i in range(2):
+        t = i * 50_000.0
+        b.step(i, t, 50_000.0)
+        for j, (dur, size) in enumerate([(10_000.0, 77_070_336), (5.0, 1024)]):
+            c = b.next_corr()
+            at = t + 10.0 + 11_000.0 * j
+            b.runtime("cudaMemcpyAsync", at, dur + 10.0, corr=c)
+            b.copy(at + 5.0, dur, bytes=size, corr=c)
+        b.launch("void gemm_kernel", t + 12_000.0, t + 12_010.0, 30_000.0)
+    assert _run(b.drained(100_000.0, 100_000.0)).findings == []
+
+
 def test_first_call_excludes_profiler_overhead():
     b = TraceBuilder(name="few_steps")
     for i in range(4):  # no step markers: first calls are judged on their own

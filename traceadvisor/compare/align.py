@@ -19,7 +19,7 @@ from traceadvisor.trace import Trace
 @dataclass
 class _Side:
     trace: Trace
-    steps: pl.DataFrame  # rank, step, name, start_ns, end_ns, next_ns (all steps found)
+    steps: pl.DataFrame  # rank, step, name, start_ns, end_ns, next_ns, began_ns (all steps found)
     source: str
     gpu: pl.DataFrame = field(default_factory=pl.DataFrame)  # in-scope GPU work, enriched
     windows: pl.DataFrame = field(default_factory=pl.DataFrame)  # rank, device, w0, w1
@@ -34,12 +34,13 @@ STEP_SCHEMA = {
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "next_ns": pl.Int64,
+    "began_ns": pl.Int64,
 }
 
 
 def find_steps(trace: Trace) -> tuple[pl.DataFrame, str]:
     """The summary's analysed steps (steady state: a warm-up first step is left out), renumbered from 0:
-    ``rank, step, name, start_ns, end_ns, next_ns``, and where they came from."""
+    ``rank, step, name, start_ns, end_ns, next_ns, began_ns``, and where they came from."""
     st = summary.plan(trace).frames["steps"].filter(pl.col("analysed")).collect(engine=query.engine())
     if st.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA), "whole trace"
@@ -72,15 +73,16 @@ def _whole_trace_steps(trace: Trace) -> pl.DataFrame:
     r = src.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
     a, b = (r[0] or 0), (r[1] or 0)
     return pl.DataFrame(
-        {"rank": [0], "step": [0], "name": ["whole trace"], "start_ns": [a], "end_ns": [b], "next_ns": [b]},
-        schema={
-            "rank": pl.Int32,
-            "step": pl.Int64,
-            "name": pl.String,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "next_ns": pl.Int64,
+        {
+            "rank": [0],
+            "step": [0],
+            "name": ["whole trace"],
+            "start_ns": [a],
+            "end_ns": [b],
+            "next_ns": [b],
+            "began_ns": [a],
         },
+        schema=STEP_SCHEMA,
     )
 
 
@@ -126,12 +128,11 @@ def _with_ops(g: pl.DataFrame, tr: Trace) -> pl.DataFrame:
 
 def _windows(g: pl.DataFrame, steps: pl.DataFrame, whole: bool) -> pl.DataFrame:
     """Window per (rank, device): the compared steps' host range widened to their GPU work."""
-    gw = g.group_by(["rank", "device"]).agg(g0=pl.col("start_ns").min(), g1=pl.col("end_ns").max())
-    if whole:
-        return gw.select("rank", "device", w0="g0", w1="g1")
-    sw = steps.group_by("rank").agg(s0=pl.col("start_ns").min(), s1=pl.col("end_ns").max())
-    return gw.join(sw, on="rank", how="left").select(
-        "rank", "device", w0=pl.min_horizontal("g0", "s0"), w1=pl.max_horizontal("g1", "s1")
+    gw = g.lazy().group_by(["rank", "device"]).agg(g0=pl.col("start_ns").min(), g1=pl.col("end_ns").max())
+    return (
+        summary.windows(gw, None if whole else steps.lazy())
+        .select("rank", "device", w0="start_ns", w1="end_ns")
+        .collect(engine=query.engine())
     )
 
 
