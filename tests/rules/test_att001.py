@@ -121,3 +121,39 @@ def test_the_ops_that_build_the_mask_keep_their_host_time():
     cut = RM.module._host_cuts(t, rows)
     spans = [(s // 1000, e // 1000) for s, e in zip(cut["start_ns"], cut["end_ns"], strict=True)]
     assert spans == [(40, 50), (90, 240)]  # the bias gather at 50-90 us stays
+
+
+def _compiled_attention(softmax_op: str, pv_dims: list[list[int]]):
+    """ViT-B under torch.compile with hand-written attention, one layer: Inductor's score GEMM writes padded
+    [768, 200, 200] scores, its fused softmax kernel is recorded as a host op named after the kernel, and the value
+    GEMM reads the unpadded [768, 197, 197] probabilities (h100_ho_vit_b_compiled_attn)."""
+    from traceadvisor.testing import TraceBuilder
+
+    b = TraceBuilder(name="att001_compiled")
+    bf = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
+    host = gpu = 0.0
+    for name, dims, kernel, us in (
+        (
+            "aten::bmm",
+            [[768, 200, 64], [768, 64, 200], [768, 200, 200]],
+            "nvjet_sm90_tst_128x200_64x5_2x1_v_bz_TNT",
+            48,
+        ),
+        (softmax_op, [[768, 200, 200], [64, 12, 197, 197], [], []], softmax_op, 127),
+        ("aten::bmm", pv_dims, "cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nn_align1", 90),
+    ):
+        b.cpu_op(name, host, 30, dims=dims, types=bf)
+        gpu = max(gpu, host + 20)
+        b.launch(kernel, host + 5, gpu, us)
+        host, gpu = host + 40, gpu + us + 2
+    return b.drained(host, gpu)
+
+
+def test_compiled_attention_is_found_through_inductors_softmax_kernel_and_padding():
+    softmax = "triton_red_fused__softmax__to_copy_bmm_exp_prepare_softmax_online_sub_view_8"
+    (f,) = run(_compiled_attention(softmax, [[768, 197, 197], [768, 197, 64], [768, 197, 64]])).findings
+    assert f.count == 1 and "768x197x197x64" in f.summary and f.share > 0.5
+    # not a softmax kernel (a LayerNorm), or a second GEMM that does not read the scores: no chain
+    other = "triton_per_fused__to_copy_add_native_layer_norm_view_18"
+    assert run(_compiled_attention(other, [[768, 197, 197], [768, 197, 64], [768, 197, 64]])).findings == []
+    assert run(_compiled_attention(softmax, [[768, 197, 64], [768, 64, 64], [768, 197, 64]])).findings == []
