@@ -98,7 +98,10 @@ RULE = Rule(
         "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., "
         "is_causal=...) (nn.MultiheadAttention and Hugging Face models: attn_implementation='sdpa' or "
         "'flash_attention_2'); check the backend with torch.nn.attention.sdpa_kernel; for custom score "
-        "functions use torch.nn.attention.flex_attention under torch.compile.",
+        "functions use torch.nn.attention.flex_attention under torch.compile. A compiled model that already "
+        "calls SDPA shows these chains (aten::bmm around a triton_*softmax* kernel) when Inductor lowered it to "
+        "the math path: pass the mask as is_causal or a bool attn_mask the fused kernels take, keep q/k/v in "
+        "bf16/fp16, and compare the compiled attention kernels with eager's.",
         "nvidia": "SDPA dispatches to FlashAttention-2, memory-efficient attention or cuDNN attention on "
         "sm80+ (bf16/fp16); the flash-attn package (FlashAttention-3 on Hopper) or Transformer Engine's "
         "DotProductAttention are alternatives. Head dims that are multiples of 8 keep the fused path.",
