@@ -18,33 +18,21 @@ process, median of 5 rounds; both compiled programs warmed before any timing.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from heldout import DEV, record, run_all, timed_pair  # noqa: E402
-from heldout2 import prof  # noqa: E402
-
-HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
+from heldout import DEV, run_all  # noqa: E402
+from heldout8 import measured_pair  # noqa: E402
 
 
 def _pair(out: Path, key: str, what: str, base, fixed, n: int) -> None:
-    """Warm both compiled programs, time them, profile both, record the pair (fix rule ATT001)."""
-    t0 = time.perf_counter()
-    for i in range(3):
-        base(i)
-        fixed(i)
-    torch.cuda.synchronize()
-    compile_s = time.perf_counter() - t0
-    t = timed_pair(base, fixed, n=n, rounds=5)
-    p = prof(base, out, f"h200_ho_{key}", active=2)
-    pf = prof(fixed, out, f"h200_ho_{key}_sdpa", active=2)
-    record(out, key, {
-        "what": what, **p, "fixed_trace": pf["trace"], "compile_s": compile_s, "measured": t,
-        "expect": ["ATT001"], "absent": HEALTHY, "fix_rule": "ATT001"})  # fmt: skip
+    """Time both compiled programs and profile both (ATT001's pair)."""
+    measured_pair(
+        out, key, what, base, fixed, names=("", "_sdpa"), fixed_key="fixed_trace", fix_rule="ATT001", n=n
+    )
 
 
 def vit_b_compiled_attn(out: Path) -> None:

@@ -27,19 +27,30 @@ from heldout2 import prof  # noqa: E402
 HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
 
 
-def _pair(out: Path, key: str, what: str, eager, compiled, n: int = 10) -> None:
-    """Warm the compiled step (its compile is not timed), time eager vs compiled, profile both."""
+def measured_pair(
+    out: Path, key: str, what: str, base, fixed, *, names: tuple[str, str], fixed_key: str, fix_rule: str, n: int,
+    absent: list[str] = HEALTHY,
+) -> None:  # fmt: skip
+    """Warm both steps (a compile is not timed; ``compile_s`` is the warm-up's time), time base vs fixed, profile
+    both (``h200_ho_{key}{names[i]}``), record the pair with ``fix_rule`` (also heldout11, heldout12)."""
     t0 = time.perf_counter()
     for i in range(3):
-        compiled(i)
+        fixed(i)
+        base(i)
     torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
-    t = timed_pair(eager, compiled, n=n, rounds=5)
-    p = prof(eager, out, f"h200_ho_{key}_eager", active=2)
-    pc = prof(compiled, out, f"h200_ho_{key}_compiled", active=2)
+    t = timed_pair(base, fixed, n=n, rounds=5)
+    p = prof(base, out, f"h200_ho_{key}{names[0]}", active=2)
+    pf = prof(fixed, out, f"h200_ho_{key}{names[1]}", active=2)
     record(out, key, {
-        "what": what, **p, "compiled_trace": pc["trace"], "compile_s": compile_s, "measured": t,
-        "expect": ["FUS001"], "absent": HEALTHY, "fix_rule": "FUS001"})  # fmt: skip
+        "what": what, **p, fixed_key: pf["trace"], "compile_s": compile_s, "measured": t,
+        "expect": [fix_rule], "absent": absent, "fix_rule": fix_rule})  # fmt: skip
+
+
+def _pair(out: Path, key: str, what: str, eager, compiled, n: int = 10) -> None:
+    """Time eager vs compiled and profile both (FUS001's pair)."""
+    measured_pair(out, key, what, eager, compiled, names=("_eager", "_compiled"), fixed_key="compiled_trace",
+                  fix_rule="FUS001", n=n)  # fmt: skip
 
 
 def _train_pair(out: Path, key: str, what: str, model, loss_of, n: int = 10) -> None:

@@ -1,0 +1,60 @@
+"""Held-out-style traces, batch 12 (fixtures/h200_heldout, facts.json): object detection, a model family no rule was
+developed on. torchvision's Faster R-CNN (ResNet-50 FPN) trains with data-dependent shapes (proposals, sampled
+boxes), CPU-side target handling and the host reads torchvision's ops make (``nonzero``, ``where`` on masks), in
+FP32 as its reference scripts run it without ``--amp``. The fix timed against it is mixed precision
+(``torch.autocast("cuda", dtype=torch.bfloat16)``), the reference scripts' ``--amp``: PRC001 predicts the saving.
+
+Same conventions as heldout.py-heldout11.py: random init, the fix timed WITHOUT the profiler (blocks of steps, one
+synchronize per block, mean per step), base and fixed interleaved in one process, median of 5 rounds.
+
+    python3 heldout12.py OUTDIR [scenario ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
+
+import torch  # noqa: E402
+from heldout import DEV, run_all  # noqa: E402
+from heldout8 import measured_pair  # noqa: E402
+
+
+def frcnn_train(out: Path) -> None:
+    from torchvision.models.detection import fasterrcnn_resnet50_fpn
+
+    torch.manual_seed(0)
+    model = fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91).to(DEV).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    g = torch.Generator().manual_seed(1)
+    images = [torch.rand(3, 640, 640, generator=g).to(DEV) for _ in range(4)]
+    targets = []
+    for _ in range(4):
+        xy = torch.rand(5, 2, generator=g) * 500
+        wh = torch.rand(5, 2, generator=g) * 120 + 20
+        boxes = torch.cat([xy, xy + wh], 1)
+        targets.append({"boxes": boxes.to(DEV), "labels": torch.randint(1, 91, (5,), generator=g).to(DEV)})
+
+    def make(amp: bool):
+        def step(i: int) -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                losses = model(images, targets)
+            loss = sum(losses.values())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    measured_pair(out, "frcnn_train", "torchvision fasterrcnn_resnet50_fpn training, batch 4 x 3 x 640 x 640, 5 "
+                  "boxes per image, SGD momentum, FP32 (TF32 off for matmuls, cuDNN's default TF32 convolutions); "
+                  "fix: bf16 autocast", make(False), make(True), names=("_fp32", "_bf16"), fixed_key="fixed_trace",
+                  fix_rule="PRC001", n=10, absent=["WRM001", "MEM001", "DLD001"])  # fmt: skip
+
+
+ALL = [frcnn_train]
+
+if __name__ == "__main__":
+    run_all(ALL, sys.argv)
