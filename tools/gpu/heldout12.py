@@ -3,6 +3,7 @@ developed on. torchvision's Faster R-CNN (ResNet-50 FPN) trains with data-depend
 boxes), CPU-side target handling and the host reads torchvision's ops make (``nonzero``, ``where`` on masks), in
 FP32 as its reference scripts run it without ``--amp``. The fix timed against it is mixed precision
 (``torch.autocast("cuda", dtype=torch.bfloat16)``), the reference scripts' ``--amp``: PRC001 predicts the saving.
+``resnet50_train_amp``: the same fix on a plain ResNet-50 training loop with PyTorch's default precision settings.
 
 Same conventions as heldout.py-heldout11.py: random init, the fix timed WITHOUT the profiler (blocks of steps, one
 synchronize per block, mean per step), base and fixed interleaved in one process, median of 5 rounds.
@@ -54,7 +55,35 @@ def frcnn_train(out: Path) -> None:
                   fix_rule="PRC001", n=10, absent=["WRM001", "MEM001", "DLD001"])  # fmt: skip
 
 
-ALL = [frcnn_train]
+def resnet50_train_amp(out: Path) -> None:
+    """torchvision ResNet-50 training as written without AMP: FP32 with PyTorch's defaults (cuDNN convolutions in
+    TF32, matmuls in FP32), batch 128 on the GPU, SGD momentum; fix: bf16 autocast."""
+    import torch.nn.functional as F
+    from torchvision.models import resnet50
+
+    torch.manual_seed(0)
+    model = resnet50(weights=None).to(DEV).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(128, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (128,), device=DEV)
+
+    def make(amp: bool):
+        def step(i: int) -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    measured_pair(out, "resnet50_train_amp", "torchvision resnet50 training, batch 128 x 3 x 224 x 224, SGD momentum, "
+                  "FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 autocast",
+                  make(False), make(True), names=("_fp32", "_bf16"), fixed_key="fixed_trace", fix_rule="PRC001",
+                  n=10)  # fmt: skip
+
+
+ALL = [frcnn_train, resnet50_train_amp]
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)
