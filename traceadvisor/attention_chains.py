@@ -178,12 +178,13 @@ def _chain(
         ),
         None,
     )
-    if first is None or second is None:
+    fa, sa = (_gemm(first), _gemm(second)) if first is not None and second is not None else (None, None)
+    if fa is None or sa is None:
         return None
     end = second["start_ns"] + second["dur_ns"]
     if end - first["start_ns"] > max_ns:
         return None
-    q, (a2, v) = _gemm(first)[0], _gemm(second)  # type: ignore[index,misc]
+    q, (a2, v) = fa[0], sa
     dt = dtype_of(_first_type(second["input_types"] if compiled else r["input_types"])) or ("bf16", 2)
     return {
         "rank": r["rank"],
