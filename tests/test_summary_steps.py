@@ -80,13 +80,19 @@ def _ahead_by_one_step(steps: int, backlog: bool):
 
 @pytest.mark.parametrize("backlog", [False, True])
 def test_a_first_step_queued_behind_earlier_gpu_work_is_not_warm_up(backlog):
-    s = summarize(_ahead_by_one_step(3, backlog))
+    t = _ahead_by_one_step(3, backlog)
+    s = summarize(t)
     assert s.steps["left_out"].to_list() == [None, None, None]
     assert s.steps["time_ns"].to_list() == pytest.approx([50_000_000] * 3, rel=0.01)
     # the window starts when the first step's own work could start: the GPU is busy all of it
     assert s.totals["window_ns"] == pytest.approx(150_000_000, rel=0.01)
     assert s.totals["idle_share"] < 0.01
     assert s.outside_ns == (50_000_000 if backlog else 0)
+    # compare times the same steps the same way
+    from traceadvisor.compare import compare
+
+    c = compare(t, t, findings=False)
+    assert c.steps["base_ns"].to_list() == pytest.approx([50_000_000] * 3, rel=0.01)
 
 
 def test_replay_and_compare_follow_the_summarys_steps():

@@ -510,9 +510,10 @@ def _findings_table(results: tuple[Any, Any] | None, steps: pl.DataFrame | None 
 
 
 def _steps_table(sides: tuple[_Side, _Side], n: int) -> pl.DataFrame:
-    """Aligned steps. ``ns`` is the effective step time: from the later of the step's start and the previous
-    step's completion to this step's completion (host end or the end of its last GPU work, whichever is later),
-    so a host that runs ahead of the GPU does not make steps look shorter than the GPU lets them be."""
+    """Aligned steps. ``ns`` is the effective step time: from the later of the step's start (the summary's
+    ``began_ns``: for the first step, after the GPU backlog queued before it) and the previous step's completion to
+    this step's completion (host end or the end of its last GPU work, whichever is later), so a host that runs
+    ahead of the GPU does not make steps look shorter, or its first step longer, than the GPU lets them be."""
     cols = ("name", "ns", "host_ns", "gpu_ns", "busy_ns", "extent_ns", "start")
     per = []
     for s in sides:
@@ -523,6 +524,7 @@ def _steps_table(sides: tuple[_Side, _Side], n: int) -> pl.DataFrame:
         st = st.group_by("step").agg(
             name=pl.col("name").first(),
             start=pl.col("start_ns").min(),
+            began=pl.col("began_ns").min(),
             host_ns=(pl.col("end_ns") - pl.col("start_ns")).max(),
             end=pl.col("end_ns").max(),
         )
@@ -536,7 +538,7 @@ def _steps_table(sides: tuple[_Side, _Side], n: int) -> pl.DataFrame:
         )
         st = st.with_columns(
             extent_ns=pl.col("done") - pl.col("start"),
-            ns=pl.col("done") - pl.max_horizontal("start", pl.col("done").shift(1).fill_null(0)),
+            ns=pl.col("done") - pl.max_horizontal("began", pl.col("done").shift(1).fill_null(0)),
         )
         per.append(st.select("step", *cols))
     t = per[0].join(per[1], on="step", how="full", coalesce=True, suffix="_new")
