@@ -24,6 +24,7 @@ import polars as pl
 from traceadvisor import query
 from traceadvisor.knowledge import operators
 from traceadvisor.knowledge.dtypes import dtype_of
+from traceadvisor.knowledge.profiler import COMPILED_KERNEL
 from traceadvisor.trace import Trace
 
 # batched GEMM ops (operand positions from the knowledge table): Q K^T and P V are bmm / matmul / baddbmm
@@ -37,8 +38,8 @@ SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 # -> the softmax's backward -> dQ = dS K (a GEMM of an [..., L, S] first operand), matched the same way
 SOFTMAX_BWD_OPS = ("aten::_softmax_backward_data",)
 # Inductor's fused softmax kernels, recorded as host ops named after the kernel (the backward's name holds both)
-COMPILED_SOFTMAX = r"^triton_\w*_softmax"
-COMPILED_SOFTMAX_BWD = r"^triton_\w*_softmax_backward"
+COMPILED_SOFTMAX = rf"{COMPILED_KERNEL}\w*_softmax"
+COMPILED_SOFTMAX_BWD = rf"{COMPILED_KERNEL}\w*_softmax_backward"
 PAD = 16  # a compiled chain's dimensions match when they differ by less than this (Inductor's padding)
 
 SCHEMA = {
@@ -60,13 +61,15 @@ SCHEMA = {
 }
 
 
-def shape(dims_json: str | None, i: int) -> list[int] | None:
-    """The ``i``-th recorded input shape, None where it is missing or not a shape."""
+def shapes(dims_json: str | None) -> list[list[int] | None]:
+    """The recorded input shapes of an op, None for an input that is not a shape (a scalar, a list of tensors)."""
     try:
-        d = json.loads(dims_json or "[]")[i]
-    except (ValueError, IndexError, TypeError):
-        return None
-    return d if isinstance(d, list) and all(isinstance(x, int) for x in d) else None
+        dims = json.loads(dims_json or "[]")
+    except ValueError:
+        return []
+    if not isinstance(dims, list):
+        return []
+    return [d if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
 
 
 def _first_type(types_json: str | None) -> str | None:
@@ -88,25 +91,19 @@ def _softmax_kind(name: str) -> tuple[bool, bool] | None:
     return None
 
 
-def _scores(r: dict[str, Any], compiled: bool) -> list[int] | None:
+def _scores(dims: list[list[int] | None], compiled: bool) -> list[int] | None:
     """The score-matrix shape of a softmax op: its first input (of a compiled kernel, its first of 3+ dims)."""
     if not compiled:
-        return shape(r["input_dims"], 0)
-    try:
-        dims = json.loads(r["input_dims"] or "[]")
-    except ValueError:
-        return None
-    return next(
-        (d for d in dims if isinstance(d, list) and len(d) >= 3 and all(isinstance(x, int) for x in d)), None
-    )
+        return dims[0] if dims else None
+    return next((d for d in dims if d and len(d) >= 3), None)
 
 
-def _gemm(r: dict[str, Any]) -> tuple[list[int], list[int]] | None:
+def _gemm(name: str, dims: list[list[int] | None]) -> tuple[list[int], list[int]] | None:
     """(A, B) operand shapes of a batched GEMM op, None for another op or missing shapes."""
-    spec = GEMM_OPS.get(r["name"])
-    if spec is None:
+    spec = GEMM_OPS.get(name)
+    if spec is None or max(spec) >= len(dims):
         return None
-    a, b = shape(r["input_dims"], spec[0]), shape(r["input_dims"], spec[1])
+    a, b = dims[spec[0]], dims[spec[1]]
     return (a, b) if a and b and len(b) >= 2 else None
 
 
@@ -130,6 +127,9 @@ def chains(trace: Trace, max_chain_ns: float) -> pl.DataFrame:
     out: list[dict[str, Any]] = []
     for _, g in ops.group_by(["rank", "tid"], maintain_order=True):
         rows = g.to_dicts()
+        for r in rows:  # each op's shapes parsed once; a GEMM's operands once
+            r["dims"] = shapes(r["input_dims"])
+            r["ab"] = _gemm(r["name"], r["dims"])
         last_end = -1
         for i, r in enumerate(rows):
             kind = _softmax_kind(r["name"])
@@ -149,7 +149,7 @@ def _chain(
     nearest after it that reads them, within ``max_ns`` of host time."""
     bwd, compiled = kind
     r = rows[i]
-    s = _scores(r, compiled)
+    s = _scores(r["dims"], compiled)
     if not s or len(s) < 3:
         return None
     lq, sk = s[-2], s[-1]
@@ -162,7 +162,7 @@ def _chain(
         (
             p
             for p in reversed(rows[:i])
-            if (ab := _gemm(p)) and len(ab[0]) >= 3 and near(ab[0][-2], lq) and near(ab[1][-1], sk)
+            if (ab := p["ab"]) and len(ab[0]) >= 3 and near(ab[0][-2], lq) and near(ab[1][-1], sk)
         ),
         None,
     )
@@ -170,7 +170,7 @@ def _chain(
         (
             n
             for n in rows[i + 1 :]
-            if (ab := _gemm(n))
+            if (ab := n["ab"])
             and len(ab[0]) >= 2
             and near(ab[0][-2], lq)
             and near(ab[0][-1], sk)
@@ -178,13 +178,12 @@ def _chain(
         ),
         None,
     )
-    fa, sa = (_gemm(first), _gemm(second)) if first is not None and second is not None else (None, None)
-    if fa is None or sa is None:
+    if first is None or second is None:
         return None
     end = second["start_ns"] + second["dur_ns"]
     if end - first["start_ns"] > max_ns:
         return None
-    q, (a2, v) = fa[0], sa
+    q, (a2, v) = first["ab"][0], second["ab"]
     dt = dtype_of(_first_type(second["input_types"] if compiled else r["input_types"])) or ("bf16", 2)
     return {
         "rank": r["rank"],

@@ -11,10 +11,9 @@ index lookups are not links (``knowledge.fusion.NOT_A_LINK``), a stream gap over
 chain, and a chain with a softmax between two GEMM kernels is an attention's score-matrix work, left to ATT001.
 
 ## Why it matters
-Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm runs six kernels
-(``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``), four of them over the whole activation, where one fused
-kernel reads it once and writes the normalized output once. The chain's
-kernels are memory-bound, so the time goes with the bytes, and on an H100 / H200 / MI300X the tensor cores finish
+Every kernel of an eager chain reads its inputs from HBM and writes its output back: a hand-written RMSNorm runs
+six kernels (``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``), four of them over the whole activation, where
+one fused kernel reads it once and writes the normalized output once. The chain's kernels are memory-bound, so the time goes with the bytes, and on an H100 / H200 / MI300X the tensor cores finish
 the GEMMs between such chains faster than the chains themselves: in ``h200_ho_norm_mlp_eager`` (six RMSNorm +
 SwiGLU blocks, bf16 training) the chains take 55 % of the GPU time, and ``torch.compile`` saved 37.7 % of the
 step. A compiler also launches one kernel per chain, which saves host time on a host-bound step.

@@ -8,8 +8,9 @@ EfficientNet with no or one DataLoader worker, the GPU-bound and the host-bound 
 Llama, BERT, GPT-2, ResNet-50 and ConvNeXt-T training and Llama prefill eager against torch.compile, FUS001; batch 9:
 a compiled BERT whose attention ran as memory-bound FP32 GEMMs, TF32 on, GEM002; batch 10: ViT-S and BERT training
 programs with three or four problems at once, each fix timed alone and all together, and profiled with and without
-every recording option). Each checks the findings a correct analysis must report and must not, and for the single-fix pairs the
-predicted share against the saving measured without the profiler."""
+every recording option; batch 11: compiled hand-written attention, ATT001; batch 12: Faster R-CNN, PRC001). Each
+checks the findings a correct analysis must report and must not, and for the single-fix pairs the predicted share
+against the saving measured without the profiler."""
 
 from __future__ import annotations
 

@@ -29,10 +29,11 @@ HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
 
 def measured_pair(
     out: Path, key: str, what: str, base, fixed, *, names: tuple[str, str], fixed_key: str, fix_rule: str, n: int,
-    absent: list[str] = HEALTHY,
+    absent: list[str] = HEALTHY, expect: list[str] | None = None,
 ) -> None:  # fmt: skip
     """Warm both steps (a compile is not timed; ``compile_s`` is the warm-up's time), time base vs fixed, profile
-    both (``h200_ho_{key}{names[i]}``), record the pair with ``fix_rule`` (also heldout11, heldout12)."""
+    both (``h200_ho_{key}{names[i]}``), record the pair with ``fix_rule`` (``expect``: the findings the base must
+    show, by default that rule; also heldout9, heldout11, heldout12)."""
     t0 = time.perf_counter()
     for i in range(3):
         fixed(i)
@@ -44,7 +45,7 @@ def measured_pair(
     pf = prof(fixed, out, f"h200_ho_{key}{names[1]}", active=2)
     record(out, key, {
         "what": what, **p, fixed_key: pf["trace"], "compile_s": compile_s, "measured": t,
-        "expect": [fix_rule], "absent": absent, "fix_rule": fix_rule})  # fmt: skip
+        "expect": expect or [fix_rule], "absent": absent, "fix_rule": fix_rule})  # fmt: skip
 
 
 def _pair(out: Path, key: str, what: str, eager, compiled, n: int = 10) -> None:

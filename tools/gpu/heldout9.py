@@ -14,17 +14,13 @@ synchronize per block, mean per step), base and fixed interleaved in one process
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path.cwd() / "tools" / "gpu")]
 
 import torch  # noqa: E402
-from heldout import record, run_all, timed_pair  # noqa: E402
-from heldout2 import prof  # noqa: E402
-from heldout8 import bert_base_infer  # noqa: E402
-
-HEALTHY = ["WRM001", "MEM001", "MEM002", "DLD001", "SYN001"]
+from heldout import run_all  # noqa: E402
+from heldout8 import bert_base_infer, measured_pair  # noqa: E402
 
 
 def _tf32(on: bool, fn):
@@ -40,23 +36,12 @@ def _tf32(on: bool, fn):
 def bert_infer_tf32(out: Path) -> None:
     m, run_of = bert_base_infer()
     run = run_of(torch.compile(m))
-    base, fixed = _tf32(False, run), _tf32(True, run)
-    t0 = time.perf_counter()
-    for i in range(3):
-        base(i)
-        fixed(i)
-    torch.cuda.synchronize()
-    compile_s = time.perf_counter() - t0
-    t = timed_pair(base, fixed, n=20, rounds=5)
-    p = prof(base, out, "h200_ho_bert_infer_compiled_fp32", active=2)
-    pf = prof(fixed, out, "h200_ho_bert_infer_compiled_tf32", active=2)
+    measured_pair(out, "bert_infer_compiled", "transformers BERT-base (12 layers, SDPA) bf16 inference, batch 64 x 256 "
+                  "tokens, torch.compile'd: Inductor's math attention runs its matmuls as FP32 GEMMs; fix: "
+                  "torch.backends.cuda.matmul.allow_tf32 = True", _tf32(False, run), _tf32(True, run),
+                  names=("_fp32", "_tf32"), fixed_key="fixed_trace", fix_rule="GEM002", n=20,
+                  expect=["GEM002|PRC001"])  # fmt: skip
     torch.backends.cuda.matmul.allow_tf32 = False
-    record(out, "bert_infer_compiled_fp32", {
-        "what": "transformers BERT-base (12 layers, SDPA) bf16 inference, batch 64 x 256 tokens, torch.compile'd: "
-                "Inductor's math attention runs its matmuls as FP32 GEMMs; fix: "
-                "torch.backends.cuda.matmul.allow_tf32 = True",
-        **p, "fixed_trace": pf["trace"], "compile_s": compile_s, "measured": t,
-        "expect": ["GEM002|PRC001"], "absent": HEALTHY, "fix_rule": "GEM002"})  # fmt: skip
 
 
 ALL = [bert_infer_tf32]

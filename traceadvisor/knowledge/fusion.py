@@ -35,8 +35,8 @@ LINK_ANYWAY = r"(?i)fused_dropout"
 
 # Softmax, log-softmax and the loss kernels are links: Inductor fuses a cross-entropy's log_softmax, NLL and their
 # backward into two reductions (GPT-2 training, vocabulary 50257: 10.9 ms of eager softmax kernels per step, 4.5 ms
-# compiled; h100_ho_gpt2_train). A chain that holds a softmax (not a log-softmax) between two GEMM kernels is an attention's (ATT001's): these names
-# (PyTorch's ``cunn_SoftMaxForward<..., SoftMaxForwardEpilogue>`` and backward, ``softmax_warp_*``, MIOpen / CK
+# compiled; h100_ho_gpt2_train). A chain that holds a softmax (not a log-softmax) between two GEMM kernels is an
+# attention's (ATT001's): these names (PyTorch's ``cunn_SoftMaxForward<..., SoftMaxForwardEpilogue>`` and backward, ``softmax_warp_*``, MIOpen / CK
 # softmax), not ``LOG_SOFTMAX`` (a cross-entropy's ``LogSoftMaxForwardEpilogue``).
 ATTENTION_SOFTMAX = r"(?i)soft_?max"
 LOG_SOFTMAX = r"(?i)log_?soft_?max"
