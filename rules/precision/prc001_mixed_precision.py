@@ -41,18 +41,32 @@ kernel; each cast also costs the host one small op (``Fix.host_delay`` on the th
 of the trace's own small kernel-launching ops (``aten::add``, ``aten::mul``, ``aten::copy_``...) less the profiler's
 per-event cost of the events inside them. A host-bound step can therefore get slower: the replayed window with the
 fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and the finding is ``minor``: autocast
-is then not the advice. Not modelled: elementwise, norm and reduction kernels that get faster on bf16 data (measured
--12 ms of 361 over 4 steps on ``bf16_gpubound``), layout copies that move half the bytes, and the casts of
-mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48 of 195
+is then not the advice.
+
+The kernels that move the activations themselves (elementwise, reduction and layout-copy kernels) move half the
+bytes where autocast leaves those activations in bf16 (``traceadvisor.autocast_flow.half_data``): in forward, the
+aux kernels of matrix ops and the ops after a matrix op that are not on the FP32 list, with one tensor operand, or
+with several where the program has no FP32-list norm (a transformer's residual add takes the FP32 residual stream,
+stays FP32 and got 36 % slower in ``bf16_gpubound``; a CNN's adds bf16 + bf16); in backward, the ops of the autograd
+node of such an op (its sequence number: ``ReluBackward0``'s ``threshold_backward``, a linear's bias-gradient sum).
+Each such op saves half of its FP32 bytes' time at 0.8 of the HBM bandwidth, at most half its kernel time (ReLU,
+its backward and a CNN's residual adds measured 0.47-0.49 of their FP32 time, GELU 0.70: it is not memory-bound);
+without recorded shapes an op keeps its time, and so does every op of a program that already runs ``ALREADY_LOW`` of
+its matrix time in bf16/fp16 (what it keeps in FP32 it keeps on purpose, its data with it). Predicted against measured on the four pairs with a fixed trace
+(these kernels' GPU time over the whole trace, the fixed runs' casts, NMS and cuDNN attention's own kernels aside):
+``bf16_gpubound`` 17.6 vs 16.4 ms, ``bf16`` 5.1 vs 4.2, ``bf16_gpt2`` 4.4 vs 3.3, Faster R-CNN 10.6 vs 11.8. Not
+modelled: norm kernels (cuDNN's
+FP32 batch norm becomes PyTorch's native one in bf16: 0.9x in all), a mixed-dtype op getting slower, and the casts
+of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48 of 195
 backward casts per GPT-2 step).
 
-Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 12.2 % vs
-14.6 % measured (30.3 % before the casts and the unaligned GEMMs were modelled); ViT-S at batch 256 (GPU-bound) 36.5
-% vs 47.3 % (41.2 % before: the bf16 elementwise savings that offset the casts are not modelled); FP32 ResNet-50
-(TF32 off, ``h200_resnet50_fp32_notf32``) 62.2 % vs 61.8 %; ViT-S at batch 64 (host-bound: autocast measured 18.5 %
-slower) a loss of 6.3 % (replayed window 142.2 -> 151.1 ms over 4 steps), so no saving. The attention kernels of
-PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix
-kernels.
+Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 14.3 % vs
+14.6 % measured (12.2 % before the bf16 data, 30.3 % before the casts and the unaligned GEMMs were modelled);
+ViT-S at batch 256 (GPU-bound) 40.4 % vs 47.3 % (36.5 % before the bf16 data); FP32 ResNet-50 (TF32 off,
+``h200_resnet50_fp32_notf32``) 66.0 % vs 61.8 % (62.1 %); ViT-S at batch 64 (host-bound: autocast measured 18.5 %
+slower) a loss, so no saving; Faster R-CNN on an H100 (held out, ``h100_ho_frcnn_train_fp32``) 10.9 % vs 14.0 %
+(9.4 %). The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` /
+``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix kernels.
 
 Thresholds: ``h200_train_planted`` (FP32 GEMMs, TF32 off) runs 100 % of its matrix time on ``sm80_xmma_..._ffma``
 and ``cutlass_80_simt_sgemm`` kernels; ``h200_train_fixed`` (bf16 autocast) and the TraceLens bf16 inference traces
@@ -75,18 +89,15 @@ without bf16 (V100, T4) the target is fp16 with loss scaling.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from traceadvisor import gemm_shapes, query, rulekit
+from traceadvisor import autocast_flow, gemm_shapes, query, rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
-from traceadvisor.knowledge import autocast
-from traceadvisor.replay.fix import Fix, gpu_rows_with, indexed
+from traceadvisor.replay.fix import Fix, gpu_rows_with
 from traceadvisor.rulekit import without_queue_backpressure, worth_reporting
 from traceadvisor.schema import views
 from traceadvisor.schema.classify import precision_expr
@@ -276,28 +287,33 @@ def _already_low(low_share: float) -> str:
 
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster, after the casts autocast
-    puts before it (their kernels on its stream, their host ops on its thread)."""
+    puts before it (their kernels on its stream, their host ops on its thread), and the kernels that would move
+    bf16 data move half the bytes (``autocast_flow.half_data``)."""
     g = gpu_rows_with(trace, rows, "new_ns")  # the detection's time at the target precision
     if not g.height:
         return None
-    g = g.with_columns(pl.col("new_ns").round())
-    c = autocast_costs(trace, g)
+    from traceadvisor.gemm_shapes import device_peaks
+
+    ops = autocast_flow.launching_ops(trace)
+    hbm = dict(device_peaks(trace).select("device", "hbm_tbs").iter_rows())
+    new = g.select("eid", pl.col("new_ns").round().cast(pl.Float64))
+    if float(rows["fp32_share"].min()) >= 1.0 - ALREADY_LOW:  # a mixed-precision program keeps its FP32 data
+        new = pl.concat([new, autocast_flow.half_data(trace, ops, hbm)])
+    c = autocast_flow.autocast_costs(ops, g["eid"].to_list(), hbm)
     fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels, with its casts")
     if c.height:  # the cast kernels run just before the kernel they precede, on its stream
-        other = c.filter(~pl.col("eid").is_in(g["eid"].implode())).select("eid", new_ns=pl.col("dur_ns"))
-        g = (
-            pl.concat(
-                [g.select("eid", pl.col("new_ns").cast(pl.Float64)), other.cast({"new_ns": pl.Float64})]
-            )
+        other = c.filter(~pl.col("eid").is_in(new["eid"].implode())).select("eid", new_ns=pl.col("dur_ns"))
+        new = (
+            pl.concat([new, other.cast({"new_ns": pl.Float64})])
             .join(c.select("eid", "cast_ns"), on="eid", how="left")
             .with_columns(new_ns=pl.col("new_ns") + pl.col("cast_ns").fill_null(0.0))
         )
         fx.host_delay(c["launch_eid"], (c["casts"] * cast_host_ns(trace)).round())
-    fx.gpu_duration(g["eid"], g["new_ns"].round())
+    fx.gpu_duration(new["eid"], new["new_ns"].round())
     return without_queue_backpressure(trace, fx)
 
 
-# --- autocast's own costs (docs/impact.md, knowledge/autocast.py) ----------------------------------------------
+# --- the host cost of autocast's casts (docs/impact.md, knowledge/autocast.py) -----------------------------------
 SMALL_OPS = (
     r"^aten::(?:add|mul|sub|div|add_|mul_|sub_|div_|copy_|clone|neg|fill_|zero_|where|gelu|relu|tanh)$"
 )
@@ -336,155 +352,6 @@ def cast_host_ns(trace: Trace) -> float:
         inside = np.searchsorted(st, s + d, side="left") - np.searchsorted(st, s, side="left")
         cost.append(d - ovh * inside)
     return float(max(np.median(np.concatenate(cost)), 0.0))
-
-
-def _launching_ops(trace: Trace) -> pl.DataFrame:
-    """Per op that launched GPU work: its first kernel (``eid``, ``device``, ``dur_ns``), that kernel's launch call
-    (``launch_eid``), the op's name, thread, start and recorded shapes."""
-    ev = indexed(trace)
-    rt = views.launch_calls(trace.lazy(), launch_eid="eid", ext="external_id")
-    k = ev.filter(pl.col("kind") == "kernel").select(
-        "eid", "rank", "device", "correlation_id", "start_ns", "dur_ns"
-    )
-    k = k.join(rt, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
-    ops = (  # only the ops that launched a kernel: the first op of each id, as before, on far fewer rows
-        ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .select(
-            "rank", pl.col("external_id").alias("ext"), "name", "tid", "start_ns", "input_dims", "input_types"
-        )
-        .join(
-            k.select("rank", "ext"),
-            on=["rank", "ext"],
-            how="semi",
-            nulls_equal=True,
-            maintain_order="left",
-        )
-        .unique(subset=["rank", "ext"], keep="first")
-        .rename({"name": "op", "start_ns": "op_start"})
-    )
-    j = k.join(ops, on=["rank", "ext"], how="inner", nulls_equal=True)
-    # per op: its first kernel's row and every kernel it launched, in start order
-    return (
-        j.sort("start_ns")
-        .group_by("rank", "ext")
-        .agg(pl.all().first(), kernels=pl.col("eid"))
-        .collect(engine=query.engine())
-    )
-
-
-def _dtype_setters(trace: Trace) -> dict[tuple, tuple[np.ndarray, list[str]]]:
-    """Per thread, by end time: the ops that set an activation's dtype under autocast (matrix ops: bf16 out;
-    FP32-list ops: FP32 out)."""
-    lf = trace.lazy()
-    fam = views.name_contains(lf, autocast.MATRIX_OPS)
-    cls = pl.when(fam).then(pl.lit("matrix")).when(views.name_contains(lf, autocast.FP32_OPS))
-    s = (
-        lf.filter(pl.col("kind") == "cpu_op")
-        .with_columns(cls=cls.then(pl.lit("fp32")).otherwise(None))
-        .filter(pl.col("cls").is_not_null())
-        .select("rank", "tid", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"), "cls")
-        .drop_nulls("end_ns")
-        .sort("end_ns")
-        .collect(engine=query.engine())
-    )
-    return {key: (d["end_ns"].to_numpy(), d["cls"].to_list()) for key, d in s.group_by("rank", "tid")}
-
-
-def _backward_threads(trace: Trace) -> set[tuple]:
-    t = (
-        trace.lazy()
-        .filter(pl.col("kind") == "cpu_op")
-        .filter(pl.col("name").str.starts_with("autograd::engine::evaluate_function"))
-        .select("rank", "tid")
-        .unique()
-        .collect(engine=query.engine())
-    )
-    return set(t.iter_rows())
-
-
-def _parsed(dims_s: str | None, types_s: str | None) -> tuple[list, list]:
-    try:
-        return json.loads(dims_s or "[]"), json.loads(types_s or "[]")
-    except ValueError:
-        return [], []
-
-
-def _fp32(dims: list, types: list, idx) -> list[int]:
-    """Elements of the FP32 tensor operands at positions ``idx``."""
-    return [
-        int(np.prod(dims[i]))
-        for i in idx
-        if i < len(dims) and i < len(types) and types[i] == "float" and dims[i]
-    ]
-
-
-def _forward_casts(r: dict, flagged: bool, after: str | None) -> tuple[list[int], bool]:
-    """Elements of each cast autocast puts before this forward op (``after``: the class of the last op that set
-    its input's dtype, None at the start), and whether they cast up: a flagged matrix op casts its FP32
-    parameters at every use and its activation when that is FP32 (down to bf16); an FP32-list op casts its input
-    up when a matrix op (bf16 out) produced it (norms excepted: they read the residual stream, which a residual
-    add with an FP32 tensor keeps FP32)."""
-    if flagged:
-        dims, types = _parsed(r["input_dims"], r["input_types"])
-        params, acts = autocast.OPERANDS.get(r["op"], ((), tuple(range(len(dims)))))
-        return _fp32(dims, types, list(params) + (list(acts) if after != "matrix" else [])), False
-    if after == "matrix" and re.search(autocast.FP32_OPS, r["op"]) and not re.search(autocast.NORMS, r["op"]):
-        dims, types = _parsed(r["input_dims"], r["input_types"])  # parsed only for the ops that cast
-        return _fp32(dims, types, [0]), True
-    return [], False
-
-
-def _cast_ns(el: list[int], up: bool, tbs: float) -> float:
-    """GPU time of these casts on a device of ``tbs`` TB/s: the bytes at the cast kernel's achievable bandwidth
-    (``knowledge.autocast``), each at least the floor of a tiny kernel."""
-    bw = tbs * (autocast.CAST_UP_HBM_EFFICIENCY if up else autocast.CAST_DOWN_HBM_EFFICIENCY) * 1e3  # B/ns
-    return sum(
-        max(autocast.CAST_BYTES * e / bw, autocast.CAST_FLOOR_NS) if bw else autocast.CAST_FLOOR_NS
-        for e in el
-    )
-
-
-def autocast_costs(trace: Trace, g: pl.DataFrame) -> pl.DataFrame:
-    """Per op autocast puts casts before: the kernel they precede (``eid``, its recorded ``dur_ns``) and its launch
-    call (``launch_eid``), the number of casts (``casts``) and their GPU time (``cast_ns``, ``_cast_ns``).
-    Backward: each forward cast is mirrored by the cast of its gradient the other way (``ToCopyBackward0``),
-    spread evenly over the backward matrix ops (the trace does not say which backward op it follows)."""
-    from traceadvisor.gemm_shapes import device_peaks
-
-    ops = _launching_ops(trace)
-    if not ops.height:
-        return ops
-    flagged = set(g["eid"].to_list())
-    ops = ops.with_columns(flagged=pl.col("kernels").list.eval(pl.element().is_in(list(flagged))).list.any())
-    back, setters = _backward_threads(trace), _dtype_setters(trace)
-    hbm = dict(device_peaks(trace).select("device", "hbm_tbs").iter_rows())
-    casts, cast_ns, mirror_ns, bwd = [], [], [], []
-    for r in ops.iter_rows(named=True):
-        key = (r["rank"], r["tid"])
-        bwd.append(key in back and r["flagged"])
-        el, up = [], False
-        if key not in back:
-            st, cls = setters.get(key, (np.zeros(0, np.int64), []))
-            i = int(np.searchsorted(st, r["op_start"], side="right")) - 1  # the last one finished before it
-            el, up = _forward_casts(r, r["flagged"], cls[i] if i >= 0 else None)
-        tbs = hbm.get(r["device"]) or 0.0
-        casts.append(float(len(el)))
-        cast_ns.append(_cast_ns(el, up, tbs))
-        mirror_ns.append(_cast_ns(el, not up, tbs))
-    out = ops.with_columns(
-        casts=pl.Series(casts, dtype=pl.Float64),
-        cast_ns=pl.Series(cast_ns, dtype=pl.Float64),
-        backward=pl.Series(bwd, dtype=pl.Boolean),
-    )
-    nb = int(out["backward"].sum())
-    if nb:
-        out = out.with_columns(
-            casts=pl.when("backward").then(pl.col("casts").sum() / nb).otherwise("casts"),
-            cast_ns=pl.when("backward").then(pl.lit(sum(mirror_ns) / nb)).otherwise("cast_ns"),
-        )
-    return out.filter(pl.col("casts") > 0).select(
-        "eid", "launch_eid", "dur_ns", "op", "backward", "casts", "cast_ns"
-    )
 
 
 def _step(b: TraceBuilder, host: float, gpu: float, kernels: list[tuple[str, float]]) -> tuple[float, float]:

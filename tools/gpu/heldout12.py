@@ -3,7 +3,9 @@ developed on. torchvision's Faster R-CNN (ResNet-50 FPN) trains with data-depend
 boxes), CPU-side target handling and the host reads torchvision's ops make (``nonzero``, ``where`` on masks), in
 FP32 as its reference scripts run it without ``--amp``. The fix timed against it is mixed precision
 (``torch.autocast("cuda", dtype=torch.bfloat16)``), the reference scripts' ``--amp``: PRC001 predicts the saving.
-``resnet50_train_amp``: the same fix on a plain ResNet-50 training loop with PyTorch's default precision settings.
+``resnet50_train_amp``, ``effnet_train_amp``, ``bert_train_amp``: the same fix on plain ResNet-50, EfficientNet-B0
+and BERT-base training loops with PyTorch's default precision settings (a CNN whose activations all turn bf16, an
+elementwise-heavy CNN, a transformer whose residual stream stays FP32).
 
 Same conventions as heldout.py-heldout11.py: random init, the fix timed WITHOUT the profiler (blocks of steps, one
 synchronize per block, mean per step), base and fixed interleaved in one process, median of 5 rounds.
@@ -23,6 +25,32 @@ from heldout import DEV, run_all  # noqa: E402
 from heldout8 import measured_pair  # noqa: E402
 
 
+def _amp_pair(out: Path, key: str, what: str, opt, loss_of, **kw) -> None:
+    """Time and profile a training step of ``loss_of()`` in FP32 against the same step under bf16 autocast."""
+
+    def make(amp: bool):
+        def step(i: int) -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                loss = loss_of()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    measured_pair(out, key, what, make(False), make(True), names=("_fp32", "_bf16"), fixed_key="fixed_trace",
+                  fix_rule="PRC001", n=10, **kw)  # fmt: skip
+
+
+def _classifier_pair(out: Path, key: str, what: str, model, opt) -> None:
+    """``_amp_pair`` of an image classifier on one batch of 128 random 224 x 224 images kept on the GPU."""
+    import torch.nn.functional as F
+
+    x = torch.randn(128, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (128,), device=DEV)
+    _amp_pair(out, key, what, opt, lambda: F.cross_entropy(model(x), y))
+
+
 def frcnn_train(out: Path) -> None:
     from torchvision.models.detection import fasterrcnn_resnet50_fpn
 
@@ -38,52 +66,55 @@ def frcnn_train(out: Path) -> None:
         boxes = torch.cat([xy, xy + wh], 1)
         targets.append({"boxes": boxes.to(DEV), "labels": torch.randint(1, 91, (5,), generator=g).to(DEV)})
 
-    def make(amp: bool):
-        def step(i: int) -> None:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                losses = model(images, targets)
-            loss = sum(losses.values())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        return step
-
-    measured_pair(out, "frcnn_train", "torchvision fasterrcnn_resnet50_fpn training, batch 4 x 3 x 640 x 640, 5 "
-                  "boxes per image, SGD momentum, FP32 (TF32 off for matmuls, cuDNN's default TF32 convolutions); "
-                  "fix: bf16 autocast", make(False), make(True), names=("_fp32", "_bf16"), fixed_key="fixed_trace",
-                  fix_rule="PRC001", n=10, absent=["WRM001", "MEM001", "DLD001"])  # fmt: skip
+    _amp_pair(out, "frcnn_train", "torchvision fasterrcnn_resnet50_fpn training, batch 4 x 3 x 640 x 640, 5 boxes per "
+              "image, SGD momentum, FP32 (TF32 off for matmuls, cuDNN's default TF32 convolutions); fix: bf16 autocast",
+              opt, lambda: sum(model(images, targets).values()), absent=["WRM001", "MEM001", "DLD001"])  # fmt: skip
 
 
 def resnet50_train_amp(out: Path) -> None:
     """torchvision ResNet-50 training as written without AMP: FP32 with PyTorch's defaults (cuDNN convolutions in
     TF32, matmuls in FP32), batch 128 on the GPU, SGD momentum; fix: bf16 autocast."""
-    import torch.nn.functional as F
     from torchvision.models import resnet50
 
     torch.manual_seed(0)
     model = resnet50(weights=None).to(DEV).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-    x = torch.randn(128, 3, 224, 224, device=DEV)
-    y = torch.randint(0, 1000, (128,), device=DEV)
-
-    def make(amp: bool):
-        def step(i: int) -> None:
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        return step
-
-    measured_pair(out, "resnet50_train_amp", "torchvision resnet50 training, batch 128 x 3 x 224 x 224, SGD momentum, "
-                  "FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 autocast",
-                  make(False), make(True), names=("_fp32", "_bf16"), fixed_key="fixed_trace", fix_rule="PRC001",
-                  n=10)  # fmt: skip
+    _classifier_pair(out, "resnet50_train_amp", "torchvision resnet50 training, batch 128 x 3 x 224 x 224, SGD "
+                     "momentum, FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 "
+                     "autocast", model, opt)  # fmt: skip
 
 
-ALL = [frcnn_train, resnet50_train_amp]
+def effnet_train_amp(out: Path) -> None:
+    """timm efficientnet_b0 training in FP32 (depthwise convolutions, SiLU, squeeze-excite: elementwise-heavy),
+    batch 128 on the GPU, AdamW (foreach); fix: bf16 autocast."""
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model("efficientnet_b0", pretrained=False).to(DEV).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    _classifier_pair(out, "effnet_train_amp", "timm efficientnet_b0 training, batch 128 x 3 x 224 x 224, AdamW "
+                     "(foreach), FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 "
+                     "autocast", model, opt)  # fmt: skip
+
+
+def bert_train_amp(out: Path) -> None:
+    """transformers BERT-base (12 layers) sequence-classification training in FP32, batch 32 x 256 tokens, fused
+    AdamW; fix: bf16 autocast (LayerNorm, softmax and the residual stream stay FP32 under autocast)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = BertConfig(attn_implementation="sdpa")
+    model = BertForSequenceClassification(cfg).to(DEV).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, cfg.vocab_size, (32, 256), device=DEV)
+    labels = torch.randint(0, 2, (32,), device=DEV)
+
+    _amp_pair(out, "bert_train_amp", "transformers BERT-base (12 layers, SDPA) training, batch 32 x 256 tokens, "
+              "fused AdamW, FP32 with PyTorch's defaults (FP32 matmuls); fix: bf16 autocast",
+              opt, lambda: model(input_ids=ids, labels=labels).loss)  # fmt: skip
+
+
+ALL = [frcnn_train, resnet50_train_amp, effnet_train_amp, bert_train_amp]
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)

@@ -62,3 +62,15 @@ OPERANDS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "aten::_convolution": ((1, 2), (0,)),
     "aten::miopen_convolution": ((1, 2), (0,)),
 }
+
+# kernels that move the activations (and, in backward, their gradients) themselves: under autocast those are bf16,
+# so a memory-bound kernel moves half the bytes (norm kernels are left out: cuDNN's FP32 batch norm becomes
+# PyTorch's native one in bf16, measured 0.9x in all on Faster R-CNN; LayerNorm is on the FP32 list)
+HALF_DATA_CATEGORIES = ("elementwise", "reduction", "copy")
+FP32_BYTES = 4
+# the share of an op's memory time (its FP32 bytes at gemm_shapes.HBM_EFFICIENCY of the bandwidth, at most its
+# kernel time) saved when those bytes are bf16: half. Measured per op (fixtures/calibration bf16_gpubound,
+# fixtures/h200_heldout h100_ho_frcnn_train_fp32 against their bf16 runs): ReLU, its backward and the CNN's residual
+# adds 0.47-0.49 of the FP32 time, cuDNN's layout transposes 0.5-0.72, the bias gradients' sums 0.60, GELU 0.70 and
+# its backward 0.66 (GELU is not memory-bound: its FP32 bytes take 0.55 of its time)
+HALF_DATA_SAVING = 0.5
