@@ -5,6 +5,7 @@ pairs)."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import polars as pl
@@ -104,3 +105,19 @@ def test_without_recorded_shapes_nothing_is_saved():
     ops = autocast_flow.launching_ops(bare)
     hbm = dict(device_peaks(bare).select("device", "hbm_tbs").iter_rows())
     assert autocast_flow.half_data(bare, ops, hbm).height == 0
+
+
+@pytest.mark.parametrize(
+    ("op", "starts"),
+    [
+        ("aten::embedding", True),
+        ("aten::native_layer_norm", True),
+        ("aten::group_norm", True),
+        ("aten::rms_norm", True),
+        ("aten::norm", False),  # gradient clipping's vector norm: no residual stream
+        ("aten::linalg_vector_norm", False),
+        ("aten::cudnn_batch_norm", False),  # batch norm is not on the FP32 list: a CNN's stream stays bf16
+    ],
+)
+def test_what_starts_an_fp32_residual_stream(op, starts):
+    assert bool(re.search(autocast.FP32_STREAM_OPS, op)) is starts

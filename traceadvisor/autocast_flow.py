@@ -258,11 +258,11 @@ def _fp32_moved(dims: list, types: list) -> int:
 def _bf16_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     """The ops of ``ops`` whose data would be bf16 under autocast. Forward: a matrix op (its operands are cast),
     or an op that is not on the FP32 list after a matrix op (``after``) with one tensor operand, or with several
-    where the program has no FP32-list norm (a residual add in a transformer adds the FP32 residual stream to a
-    bf16 output: FP32 out, and a slower mixed-dtype kernel; in a convolutional network both are bf16). Backward:
+    where the program has no FP32 residual stream (``_has_fp32_stream``: a transformer's residual add takes its FP32
+    stream and a bf16 output: FP32 out, and a slower mixed-dtype kernel; in a CNN both are bf16). Backward:
     the ops inside an autograd node whose forward op is one of those (the same sequence number)."""
     fwd = ops.filter(~pl.col("backward_thread"))
-    residual_fp32 = _has_fp32_norm(trace)
+    residual_fp32 = _has_fp32_stream(trace)
     keep = []
     for op, after, dims_s, types_s in fwd.select("op", "after", "input_dims", "input_types").iter_rows():
         if re.search(autocast.MATRIX_OPS, op):
@@ -279,14 +279,11 @@ def _bf16_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([fwd, bwd], how="vertical_relaxed")
 
 
-def _has_fp32_norm(trace: Trace) -> bool:
+def _has_fp32_stream(trace: Trace) -> bool:
+    """Whether the program has an op that starts an FP32 residual stream (``knowledge.autocast.FP32_STREAM_OPS``)."""
     lf = trace.lazy()
     hit = (
-        lf.filter(
-            (pl.col("kind") == "cpu_op")
-            & views.name_contains(lf, autocast.FP32_OPS)
-            & views.name_contains(lf, autocast.NORMS)
-        )
+        lf.filter((pl.col("kind") == "cpu_op") & views.name_contains(lf, autocast.FP32_STREAM_OPS))
         .select(pl.len())
         .collect(engine=query.engine())
         .item()

@@ -46,19 +46,19 @@ is then not the advice.
 The kernels that move the activations themselves (elementwise, reduction and layout-copy kernels) move half the
 bytes where autocast leaves those activations in bf16 (``traceadvisor.autocast_flow.half_data``): in forward, the
 aux kernels of matrix ops and the ops after a matrix op that are not on the FP32 list, with one tensor operand, or
-with several where the program has no FP32-list norm (a transformer's residual add takes the FP32 residual stream,
-stays FP32 and got 36 % slower in ``bf16_gpubound``; a CNN's adds bf16 + bf16); in backward, the ops of the autograd
-node of such an op (its sequence number: ``ReluBackward0``'s ``threshold_backward``, a linear's bias-gradient sum).
-Each such op saves half of its FP32 bytes' time at 0.8 of the HBM bandwidth, at most half its kernel time (ReLU,
-its backward and a CNN's residual adds measured 0.47-0.49 of their FP32 time, GELU 0.70: it is not memory-bound);
-without recorded shapes an op keeps its time, and so does every op of a program that already runs ``ALREADY_LOW`` of
-its matrix time in bf16/fp16 (what it keeps in FP32 it keeps on purpose, its data with it). Predicted against measured on the four pairs with a fixed trace
-(these kernels' GPU time over the whole trace, the fixed runs' casts, NMS and cuDNN attention's own kernels aside):
-``bf16_gpubound`` 17.6 vs 16.4 ms, ``bf16`` 5.1 vs 4.2, ``bf16_gpt2`` 4.4 vs 3.3, Faster R-CNN 10.6 vs 11.8. Not
-modelled: norm kernels (cuDNN's
-FP32 batch norm becomes PyTorch's native one in bf16: 0.9x in all), a mixed-dtype op getting slower, and the casts
-of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48 of 195
-backward casts per GPT-2 step).
+with several where the program has no FP32 residual stream (an embedding or a normalization layer: a transformer's
+residual add takes that stream, stays FP32 and got 36 % slower in ``bf16_gpubound``; a CNN's adds bf16 + bf16); in
+backward, the ops of the autograd node of such an op (its sequence number: ``ReluBackward0``'s
+``threshold_backward``, a linear's bias-gradient sum). Each such op saves half of its FP32 bytes' time at 0.8 of the
+HBM bandwidth, at most half its kernel time (ReLU, its backward and a CNN's residual adds measured 0.47-0.49 of
+their FP32 time, GELU 0.70: it is not memory-bound); without recorded shapes an op keeps its time, and so does every
+op of a program that already runs ``ALREADY_LOW`` of its matrix time in bf16/fp16 (what it keeps in FP32 it keeps on
+purpose, its data with it). Predicted against measured on the four pairs with a fixed trace (these kernels' GPU time
+over the whole trace, the fixed runs' casts, NMS and cuDNN attention's own kernels aside): ``bf16_gpubound`` 17.6 vs
+16.4 ms, ``bf16`` 5.1 vs 4.2, ``bf16_gpt2`` 4.4 vs 3.3, Faster R-CNN 10.6 vs 11.8. Not modelled: norm kernels
+(cuDNN's FP32 batch norm becomes PyTorch's native one in bf16: 0.9x in all), a mixed-dtype op getting slower, and
+the casts of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48
+of 195 backward casts per GPT-2 step).
 
 Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 14.3 % vs
 14.6 % measured (12.2 % before the bf16 data, 30.3 % before the casts and the unaligned GEMMs were modelled);
