@@ -287,3 +287,31 @@ def test_a_graph_brings_queued_kernels_closer_but_keeps_longer_waits():
     k1 = r.g.node_of_eid(kernels.filter(pl.col("name") == "k1")["eid"].to_numpy())[0]
     assert t[2 * side] - t[2 * k1 + 1] == 3_000
     assert r.predict(Fix("graph").queue_gap(kernels["eid"], 3_000)).after_ns == 86_000
+
+
+def _queued_behind(prologue_us: float):
+    """Two steps of 20 launches (50 us of host each), their 100 us kernels queued behind ``prologue_us`` of GPU work
+    launched before the trace (a GPU-bound loop's previous step, pinned at its recorded times)."""
+    b = TraceBuilder(name="queued_behind")
+    b.kernel("prev_step_kernel", 0.0, prologue_us, corr=b.next_corr())
+    t, gpu = 0.0, prologue_us
+    for n in range(2):
+        b.step(n + 1, t, 1000.0)
+        for _ in range(20):
+            b.launch("gemm_kernel", t, gpu, 100.0, api_dur_us=50.0)
+            t, gpu = t + 50.0, gpu + 100.0
+    return b.drained(t, gpu)
+
+
+def test_a_paced_host_bounds_a_sped_up_window():
+    """GPU-bound: the window's kernels start where the queue before it drains (3 ms), the host 3 ms ahead. Sped up
+    10x, they would end 0.4 ms later if that head start were free host time; the host's own 2 ms (two steps of
+    1 ms) bound the window once the fix says the host no longer waits for the queue (``Fix.host_paced``)."""
+    tr = _queued_behind(3000.0)
+    r = Replayer(tr, overhead_ns=0)
+    assert r.window_ns == pytest.approx(4_000_000, rel=0.01)
+    k = indexed(tr).collect().filter((pl.col("kind") == "kernel") & (pl.col("name") == "gemm_kernel"))
+    fx = Fix("10x kernels").gpu_duration(k["eid"], k["dur_ns"] // 10)
+    assert r.predict(fx).after_ns < 600_000
+    fx.host_paced = True
+    assert r.predict(fx).after_ns == pytest.approx(2_000_000, rel=0.02)

@@ -2,8 +2,9 @@
 fix; the facts are in ``traceadvisor.knowledge.autocast``):
 
 - ``autocast_costs``: the casts it puts before matrix ops, and their gradients' casts back in backward;
-- ``half_data``: the elementwise, reduction and layout-copy kernels that move half the bytes because the
-  activations (and their gradients) they read and write would be bf16.
+- ``bf16_data``: the kernels whose time changes because the activations (and their gradients) they read and write
+  would be bf16: elementwise, reduction and layout-copy kernels move half the bytes; cuDNN's batch norm becomes
+  PyTorch's native one, slower.
 
 Both read, per op that launched GPU work (``launching_ops``), the dtype its input would have under autocast: the
 class of the last op on its thread that sets a dtype (a matrix op: bf16 out; an FP32-list op: FP32 out). Backward
@@ -202,32 +203,46 @@ def autocast_costs(ops: pl.DataFrame, flagged_eids: list[int], hbm: dict) -> pl.
 
 
 # --- the kernels that move bf16 data ----------------------------------------------------------------------------
-def half_data(trace: Trace, ops: pl.DataFrame, hbm: dict) -> pl.DataFrame:
-    """``eid``, ``new_ns`` of the kernels that move half the bytes under autocast (``knowledge.autocast``,
-    ``HALF_DATA_CATEGORIES``): per op whose data would be bf16 (``_bf16_ops``), the FP32 bytes its recorded
-    operands move take ``HBM_EFFICIENCY`` of the device's bandwidth (``t_mem``); half of ``min(t_mem, kernel
-    time)`` is saved, spread over its kernels in proportion to their time. Ops without recorded shapes keep
-    their time (what they move is unknown)."""
-    from traceadvisor.gemm_shapes import HBM_EFFICIENCY
+_EMPTY = {"eid": pl.Int64, "new_ns": pl.Float64}
 
-    empty = pl.DataFrame(schema={"eid": pl.Int64, "new_ns": pl.Float64})
+
+def bf16_data(trace: Trace, ops: pl.DataFrame, hbm: dict) -> pl.DataFrame:
+    """``eid``, ``new_ns`` of the kernels whose time changes because the data they move would be bf16 under autocast
+    (``ops``: ``launching_ops``; ``hbm``: device -> TB/s): per op whose data would be bf16 (``_bf16_ops``), its
+    elementwise, reduction and layout-copy kernels move half the bytes (``_half_bytes``) and its cuDNN batch norm
+    kernels become PyTorch's native ones (``_native_batch_norm``)."""
     if not ops.height:
-        return empty
+        return pl.DataFrame(schema=_EMPTY)
     bf16 = _bf16_ops(trace, ops)
+    return pl.concat([_half_bytes(trace, bf16, hbm), _native_batch_norm(trace, bf16)])
+
+
+def _op_kernels(trace: Trace, bf16: pl.DataFrame, which: pl.Expr) -> pl.DataFrame:
+    """One row per kernel of the ops of ``bf16`` that ``which`` picks: the op's columns, ``eid``, ``dur_ns``."""
     kern = (
         indexed(trace)
-        .filter((pl.col("kind") == "kernel") & pl.col("category").is_in(autocast.HALF_DATA_CATEGORIES))
+        .filter((pl.col("kind") == "kernel") & which)
         .select("eid", "dur_ns")
         .collect(engine=query.engine())
     )
-    per = (
-        bf16.select("ext", "rank", "device", "input_dims", "input_types", "kernels")
+    return (
+        bf16.select("ext", "rank", "device", "op", "backward_thread", "input_dims", "input_types", "kernels")
         .explode("kernels")
         .rename({"kernels": "eid"})
         .join(kern, on="eid", how="inner")
     )
+
+
+def _half_bytes(trace: Trace, bf16: pl.DataFrame, hbm: dict) -> pl.DataFrame:
+    """The kernels that move half the bytes (``knowledge.autocast.HALF_DATA_CATEGORIES``) of the ops of ``bf16``:
+    per op, the FP32 bytes its recorded operands move take ``HBM_EFFICIENCY`` of the device's bandwidth
+    (``t_mem``); half of ``min(t_mem, kernel time)`` is saved, spread over its kernels in proportion to their time.
+    Ops without recorded shapes keep their time (what they move is unknown)."""
+    from traceadvisor.gemm_shapes import HBM_EFFICIENCY
+
+    per = _op_kernels(trace, bf16, pl.col("category").is_in(autocast.HALF_DATA_CATEGORIES))
     if not per.height:
-        return empty
+        return pl.DataFrame(schema=_EMPTY)
     totals = per.group_by("rank", "ext").agg(
         pl.col("dur_ns").sum().alias("total"), pl.first("device", "input_dims", "input_types")
     )
@@ -245,8 +260,21 @@ def half_data(trace: Trace, ops: pl.DataFrame, hbm: dict) -> pl.DataFrame:
             totals.select("rank", "ext", "total", "saved"), on=["rank", "ext"], how="inner", nulls_equal=True
         )
         .select("eid", new_ns=pl.col("dur_ns") * (1.0 - pl.col("saved") / pl.col("total")))
-        .cast({"eid": pl.Int64, "new_ns": pl.Float64})
+        .cast(_EMPTY)
     )
+
+
+def _native_batch_norm(trace: Trace, bf16: pl.DataFrame) -> pl.DataFrame:
+    """The kernels of the cuDNN batch norm ops of ``bf16`` (``knowledge.autocast.CUDNN_BATCH_NORM``) at the time of
+    PyTorch's native bf16 kernels: ``NATIVE_BATCH_NORM_FORWARD`` / ``_BACKWARD`` times theirs."""
+    bn = bf16.filter(pl.col("op").str.contains(autocast.CUDNN_BATCH_NORM))
+    if not bn.height:
+        return pl.DataFrame(schema=_EMPTY)
+    per = _op_kernels(trace, bn, pl.col("category") == "norm")
+    ratio = pl.when("backward_thread").then(autocast.NATIVE_BATCH_NORM_BACKWARD)
+    return per.select(
+        "eid", new_ns=pl.col("dur_ns") * ratio.otherwise(autocast.NATIVE_BATCH_NORM_FORWARD)
+    ).cast(_EMPTY)
 
 
 def _fp32_moved(dims: list, types: list) -> int:
@@ -257,8 +285,9 @@ def _fp32_moved(dims: list, types: list) -> int:
 
 def _bf16_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
     """The ops of ``ops`` whose data would be bf16 under autocast. Forward: a matrix op (its operands are cast),
-    or an op that is not on the FP32 list after a matrix op (``after``) with one tensor operand, or with several
-    where the program has no FP32 residual stream (``_has_fp32_stream``: a transformer's residual add takes its FP32
+    or an op that is not on the FP32 list after a matrix op (``after``) with one activation operand
+    (``knowledge.autocast.ONE_ACTIVATION_OPS``: batch norm) or one tensor operand, or with several where the
+    program has no FP32 residual stream (``_has_fp32_stream``: a transformer's residual add takes its FP32
     stream and a bf16 output: FP32 out, and a slower mixed-dtype kernel; in a CNN both are bf16). Backward:
     the ops inside an autograd node whose forward op is one of those (the same sequence number)."""
     fwd = ops.filter(~pl.col("backward_thread"))
@@ -270,6 +299,9 @@ def _bf16_ops(trace: Trace, ops: pl.DataFrame) -> pl.DataFrame:
             continue
         if after != "matrix" or re.search(autocast.FP32_OPS, op):
             keep.append(False)
+            continue
+        if re.search(autocast.ONE_ACTIVATION_OPS, op):  # its one activation is the matrix op's bf16 output
+            keep.append(True)
             continue
         dims, types = parsed(dims_s, types_s)
         keep.append(len(fp32_elements(dims, types, range(len(dims)))) == 1 or not residual_fp32)

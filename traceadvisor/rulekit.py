@@ -209,6 +209,9 @@ def device_model(trace: Trace, device: int | None = None) -> Model | None:
 
 # a launch call blocked on a full launch queue launched work that waited behind at least this much GPU work
 BACKPRESSURE_QUEUE_NS = 100_000
+# the calls that put work on a GPU queue and block when it is full: kernel launches and asynchronous memsets
+# (``cudaMemsetAsync`` of 76 us on average in FP32 ViT-S training, ``h200_ho_vit_s_fp32``, against 9 us launches)
+QUEUEING_CALLS = ("launch", "memset")
 
 # What the graph advice of IDL001 and LNC001 adds: a captured program can differ from the eager one
 GRAPH_CAPTURE_CHECK = (
@@ -219,12 +222,24 @@ GRAPH_CAPTURE_CHECK = (
 )
 
 
+def _blocked_on_full_queue(calls: pl.DataFrame, cost: int) -> pl.DataFrame:
+    """``eid``, ``dur_ns`` of the queueing calls (``eid``, ``rank``, ``dur_ns``, ``end``; their activity's start
+    ``_act`` and name ``_name``) longer than ``cost`` whose activity was queued (``BACKPRESSURE_QUEUE_NS``), each
+    kernel's first launch aside: it loads the kernel's code (lazy module loading, CUDA and ROCm), which no queue
+    explains (5.5 ms ``hipLaunchKernel`` calls, ``rocmprofiledata_gfx90a_matmul_pageable_memcpy``)."""
+    first = pl.col("end").rank("ordinal").over("rank", "_name") == 1
+    return calls.filter(
+        (pl.col("dur_ns") > cost) & (pl.col("_act") >= pl.col("end") + BACKPRESSURE_QUEUE_NS) & ~first
+    ).select("eid", "dur_ns")
+
+
 def without_queue_backpressure(trace: Trace, fix):
-    """``fix`` (a ``replay.Fix`` that shortens GPU work) plus: every launch call longer than the trace's
-    typical launch cost whose activity was queued (started at least ``BACKPRESSURE_QUEUE_NS`` after the call
-    returned) takes that cost. On a GPU-bound run with no syncs the host fills the launch queue and then blocks
-    in each launch until a slot frees (``cudaLaunchKernel`` of 1.25 ms in ``h200_resnet50_fp32``, its kernels
-    starting 111-132 ms after the call); the recorded host time holds that wait, which shorter GPU work removes.
+    """``fix`` (a ``replay.Fix`` that shortens GPU work) plus: every launch or memset call (``QUEUEING_CALLS``) longer
+    than the trace's typical launch cost whose activity was queued (started at least ``BACKPRESSURE_QUEUE_NS`` after
+    the call returned), a kernel's first launch aside, takes that cost; and the fix is ``host_paced``. On a
+    GPU-bound run with no syncs the host fills the launch queue and then blocks in each launch until a slot frees
+    (``cudaLaunchKernel`` of 1.25 ms in ``h200_resnet50_fp32``, its kernels starting 111-132 ms after the call); the
+    recorded host time holds that wait, which shorter GPU work removes.
     A long launch whose activity started right away waited on nothing but the host (a host-bound step, the
     profiler): clipping it would predict a host-side saving for a GPU-side fix (``h200_ho_resnet50_accum4``:
     GEM001's 12.8 ms from the 4040 launch calls over 7.6 us, for GEMMs 0.08 ms faster; 0.56 ms queued)."""
@@ -234,27 +249,25 @@ def without_queue_backpressure(trace: Trace, fix):
     rp = replayer(trace)
     if rp is None:
         return fix
+    fix.host_paced = True
     cost = rp.launch_cost_ns
 
-    def queued(lf: pl.LazyFrame) -> pl.LazyFrame:
+    def queueing(lf: pl.LazyFrame) -> pl.LazyFrame:
         started = (
             lf.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation_id").is_not_null())
             .group_by("rank", "correlation_id")
-            .agg(pl.col("start_ns").min().alias("_act"))
+            .agg(pl.col("start_ns").min().alias("_act"), pl.col("name").first().alias("_name"))
         )
         return (
             indexed(trace)
-            .filter(
-                (pl.col("kind") == "runtime") & (pl.col("api_class") == "launch") & (pl.col("dur_ns") > cost)
-            )
-            .select("eid", "rank", "correlation_id", "start_ns", "dur_ns")
+            .filter((pl.col("kind") == "runtime") & pl.col("api_class").is_in(QUEUEING_CALLS))
+            .select("eid", "rank", "correlation_id", "dur_ns", end=pl.col("start_ns") + pl.col("dur_ns"))
             .join(started, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
-            .filter(pl.col("_act") >= pl.col("start_ns") + pl.col("dur_ns") + BACKPRESSURE_QUEUE_NS)
-            .select("eid", "dur_ns")
         )
 
-    # the same calls for every GPU-side fix of the trace (GEM001, PRC001, ATT001, OPT001): found once
-    calls = views.shared(trace, f"rulekit.queued_launches.{cost!r}", queued).collect(engine=query.engine())
+    # the same calls for every GPU-side fix of the trace (GEM001, PRC001, ATT001, OPT001, FUS001): found once
+    every = views.shared(trace, "rulekit.queueing_calls", queueing).collect(engine=query.engine())
+    calls = _blocked_on_full_queue(every, cost)
     if not calls.height:
         return fix
     return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))

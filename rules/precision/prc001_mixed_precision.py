@@ -44,7 +44,7 @@ fix is longer (JSON ``prediction.after_ns > before_ns``), ``impact_ns`` is 0 and
 is then not the advice.
 
 The kernels that move the activations themselves (elementwise, reduction and layout-copy kernels) move half the
-bytes where autocast leaves those activations in bf16 (``traceadvisor.autocast_flow.half_data``): in forward, the
+bytes where autocast leaves those activations in bf16 (``traceadvisor.autocast_flow.bf16_data``): in forward, the
 aux kernels of matrix ops and the ops after a matrix op that are not on the FP32 list, with one tensor operand, or
 with several where the program has no FP32 residual stream (an embedding or a normalization layer: a transformer's
 residual add takes that stream, stays FP32 and got 36 % slower in ``bf16_gpubound``; a CNN's adds bf16 + bf16); in
@@ -55,17 +55,26 @@ their FP32 time, GELU 0.70: it is not memory-bound); without recorded shapes an 
 op of a program that already runs ``ALREADY_LOW`` of its matrix time in bf16/fp16 (what it keeps in FP32 it keeps on
 purpose, its data with it). Predicted against measured on the four pairs with a fixed trace (these kernels' GPU time
 over the whole trace, the fixed runs' casts, NMS and cuDNN attention's own kernels aside): ``bf16_gpubound`` 17.6 vs
-16.4 ms, ``bf16`` 5.1 vs 4.2, ``bf16_gpt2`` 4.4 vs 3.3, Faster R-CNN 10.6 vs 11.8. Not modelled: norm kernels
-(cuDNN's FP32 batch norm becomes PyTorch's native one in bf16: 0.9x in all), a mixed-dtype op getting slower, and
-the casts of mixed-dtype elementwise ops' backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48
-of 195 backward casts per GPT-2 step).
+16.4 ms, ``bf16`` 5.1 vs 4.2, ``bf16_gpt2`` 4.4 vs 3.3, Faster R-CNN 10.6 vs 11.8. A batch norm after a convolution
+gets bf16 input, which PyTorch runs on its native kernels instead of cuDNN's: 1.6x the FP32 kernels' time forward,
+1.15x backward (``knowledge.autocast``; measured per step on an H100: Faster R-CNN, ResNet-50 and EfficientNet-B0 norm
+kernels predicted 12.4 / 31.3 / 30.6 ms, measured 10.2 / 31.1 / 32.3). Depthwise convolutions (PyTorch's
+``conv_depthwise2d_*``, vector units: ``knowledge.dtypes.VECTOR_CONV_KERNELS``) keep their time (21.4 -> 21.9 ms per
+EfficientNet step). Not modelled: a mixed-dtype op getting slower and the casts of mixed-dtype elementwise ops'
+backward (``AddBackward0`` casting a bf16 + FP32 residual's gradient: 48 of 195 backward casts per GPT-2 step).
+
+A GPU-bound step sped up this much can become host-bound (FP32 BERT-base training: 112 ms steps; under autocast
+45.2 ms for 20.7 ms of kernels): the replayed window is at least the host's own span (``Fix.host_paced``,
+docs/impact.md "The host floor of a sped-up GPU-bound window").
 
 Calibration (tests/test_calibration.py, measured unprofiled on an H200): GPT-2 small (held out) predicted 14.3 % vs
 14.6 % measured (12.2 % before the bf16 data, 30.3 % before the casts and the unaligned GEMMs were modelled);
 ViT-S at batch 256 (GPU-bound) 40.4 % vs 47.3 % (36.5 % before the bf16 data); FP32 ResNet-50 (TF32 off,
-``h200_resnet50_fp32_notf32``) 66.0 % vs 61.8 % (62.1 %); ViT-S at batch 64 (host-bound: autocast measured 18.5 %
-slower) a loss, so no saving; Faster R-CNN on an H100 (held out, ``h100_ho_frcnn_train_fp32``) 10.9 % vs 14.0 %
-(9.4 %). The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` /
+``h200_resnet50_fp32_notf32``) 61.9 % vs 61.8 % (66.0 % before batch norm's native kernels); ViT-S at batch 64
+(host-bound: autocast measured 18.5 % slower) a loss, so no saving. Held out, on an H100: Faster R-CNN 10.1 % vs
+14.0 %, ResNet-50 with TF32 convolutions 16.9 % vs 15.6 % (27.1 % before batch norm), BERT-base 69.9 % vs 59.6 %
+(78.3 % before the host floor), EfficientNet-B0 3.4 % where autocast measured 2.6 % slower (25.1 % before batch norm
+and the depthwise kernels). The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` /
 ``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix kernels.
 
 Thresholds: ``h200_train_planted`` (FP32 GEMMs, TF32 off) runs 100 % of its matrix time on ``sm80_xmma_..._ffma``
@@ -97,6 +106,7 @@ import polars as pl
 from traceadvisor import autocast_flow, gemm_shapes, query, rulekit
 from traceadvisor.devices import peak_tflops, resolve_models
 from traceadvisor.engine.rule import Option, Rule
+from traceadvisor.knowledge.dtypes import VECTOR_CONV_KERNELS
 from traceadvisor.replay.fix import Fix, gpu_rows_with
 from traceadvisor.rulekit import without_queue_backpressure, worth_reporting
 from traceadvisor.schema import views
@@ -201,7 +211,9 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         matrix_ns=pl.col("dur_ns").sum().over("rank", "device"),
         speedup=pl.min_horizontal(pl.col("low") / now, pl.lit(float(options.get("max_speedup", 8.0)))),
     ).filter(full & (pl.col("fp32_share") >= float(options.get("min_share", 0.5))))
-    k = _unaligned_gain_nothing(trace, k)
+    k = _unaligned_gain_nothing(trace, k).with_columns(  # vector-unit convolutions gain nothing either
+        speedup=pl.when(pl.col("name").str.contains(VECTOR_CONV_KERNELS)).then(1.0).otherwise("speedup")
+    )
     k = gemm_shapes.with_memory_ns(
         trace, k, 2.0
     ).with_columns(  # a GEMM's bf16 operands still have to be moved
@@ -288,7 +300,7 @@ def _already_low(low_share: float) -> str:
 def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None:
     """bf16/fp16 autocast: every FP32/TF32 matrix kernel runs ``speedup`` times faster, after the casts autocast
     puts before it (their kernels on its stream, their host ops on its thread), and the kernels that would move
-    bf16 data move half the bytes (``autocast_flow.half_data``)."""
+    bf16 data move half the bytes, or change library (``autocast_flow.bf16_data``)."""
     g = gpu_rows_with(trace, rows, "new_ns")  # the detection's time at the target precision
     if not g.height:
         return None
@@ -298,7 +310,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     hbm = dict(device_peaks(trace).select("device", "hbm_tbs").iter_rows())
     new = g.select("eid", pl.col("new_ns").round().cast(pl.Float64))
     if float(rows["fp32_share"].min()) >= 1.0 - ALREADY_LOW:  # a mixed-precision program keeps its FP32 data
-        new = pl.concat([new, autocast_flow.half_data(trace, ops, hbm)])
+        new = pl.concat([new, autocast_flow.bf16_data(trace, ops, hbm)])
     c = autocast_flow.autocast_costs(ops, g["eid"].to_list(), hbm)
     fx = Fix(f"{rows['target'][0]} autocast for the matrix kernels, with its casts")
     if c.height:  # the cast kernels run just before the kernel they precede, on its stream

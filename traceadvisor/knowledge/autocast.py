@@ -70,10 +70,26 @@ OPERANDS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "aten::miopen_convolution": ((1, 2), (0,)),
 }
 
+# ops autocast does not list that read one activation, the other tensor operands being parameters and running
+# statistics (FP32 master copies): batch norm. Their data follows that activation's dtype, bf16 after a matrix op
+ONE_ACTIVATION_OPS = (
+    r"^aten::(?:(?:cudnn_|native_|_native_)?batch_norm(?:_legit\w*)?|_batch_norm_impl_index)$"
+)
+
 # kernels that move the activations (and, in backward, their gradients) themselves: under autocast those are bf16,
-# so a memory-bound kernel moves half the bytes (norm kernels are left out: cuDNN's FP32 batch norm becomes
-# PyTorch's native one in bf16, measured 0.9x in all on Faster R-CNN; LayerNorm is on the FP32 list)
+# so a memory-bound kernel moves half the bytes (norm kernels are left out: LayerNorm is on the FP32 list, and batch
+# norm changes library: CUDNN_BATCH_NORM below)
 HALF_DATA_CATEGORIES = ("elementwise", "reduction", "copy")
+
+# cuDNN's batch norm ops: with the bf16 input a batch norm after a convolution gets under bf16 autocast, PyTorch ran
+# its native kernels instead (batch_norm_collect_statistics, batch_norm_transform_input, batch_norm_backward_kernel;
+# all three bf16 runs below, PyTorch 2.11), slower. Their time per direction over cuDNN's FP32 one,
+# measured on an H100 (per profiled step, fixtures/h200_heldout h100_ho_*_fp32 against their bf16 runs): forward
+# 1.33 (Faster R-CNN, batch 4 at 640 x 640), 1.61 (ResNet-50, batch 128), 1.69 (EfficientNet-B0), 1.59 over the
+# three; backward 0.95, 1.14, 1.21: 1.14 over the three
+CUDNN_BATCH_NORM = r"^aten::cudnn_batch_norm(?:_backward)?$"
+NATIVE_BATCH_NORM_FORWARD = 1.6
+NATIVE_BATCH_NORM_BACKWARD = 1.15
 FP32_BYTES = 4
 # the share of an op's memory time (its FP32 bytes at gemm_shapes.HBM_EFFICIENCY of the bandwidth, at most its
 # kernel time) saved when those bytes are bf16: half. Measured per op (fixtures/calibration bf16_gpubound,

@@ -28,6 +28,7 @@ from traceadvisor.replay.graphfix import (
 )
 from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered
 from traceadvisor.replay.sim import relax, warm_up_for
+from traceadvisor.replay.streams import NEG
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
 from traceadvisor.trace import Trace
 
@@ -114,6 +115,7 @@ class Replayer:
         v = copy.copy(self)
         v.__dict__.pop("_chain", None)
         v.__dict__.pop("_by_fix", None)  # the same fix gives other weights at another cost
+        v.__dict__.pop("_floors", None)
         v._high = None
         v.overhead_ns = float(per_event_ns)
         v._ovh = np.round(self._ovh * (per_event_ns / self.overhead_ns)).astype(np.int64)
@@ -359,7 +361,7 @@ class Replayer:
         own = self.__dict__.setdefault(
             "_by_fix", {}
         )  # this replayer's fixes by content -> key of their replay
-        fk = None if fix is None else (self.overhead_ns, _fix_digest(fix))
+        fk = None if fix is None else (self.overhead_ns, fix.digest())
         k = own.get(fk) if fk is not None else None
         hit = memo.get(k) if k is not None else None
         if hit is not None:  # a fix with the same content as one replayed before (two rules' graph launches)
@@ -402,29 +404,41 @@ class Replayer:
             saving = max(0, span(self.times, every) - span(t, every))
             before = span(self.times, self.steps_mask)
             return Prediction(before, max(0, before - saving), fix.method, scope="capture")
-        return Prediction(self.window_ns, span(t, self.mask, self.before, self.g), fix.method)
+        after = span(t, self.mask, self.before, self.g)
+        if fix.host_paced:
+            after = max(after, self.high._host_floor(fix))
+        return Prediction(self.window_ns, after, fix.method)
 
+    @property
+    def high(self) -> Replayer:
+        """This replay at the plausible high profiler cost per event (``high_overhead_ns``)."""
+        if self._high is None:
+            self._high = self.at_overhead(high_overhead_ns(self.trace))
+        return self._high
 
-def _fix_digest(fix: Fix) -> bytes:
-    """What ``Replayer.arrays`` reads of ``fix``, hashed: its arrays and its cut intervals (nulls apart)."""
-    h = hashlib.blake2b(digest_size=16)
-    for name in ("gpu_eid", "gpu_dur", "nowait_eid", "host_eid", "host_dur", "lat_eid", "lat_ns", "detach_eid",
-                 "delay_eid", "delay_ns", "gone_eid", "gap_eid", "gap_ns"):  # fmt: skip
-        a = np.ascontiguousarray(getattr(fix, name), np.int64)
-        h.update(len(a).to_bytes(8, "little"))
-        h.update(a.data)
-    h.update(fix.cuts.height.to_bytes(8, "little"))
-    for col in fix.cuts.iter_columns():  # integer columns; the null mask only where there are nulls
-        h.update(col.name.encode() + b"\0")
-        if col.null_count():
-            h.update(b"\1" + np.ascontiguousarray(col.is_null().to_numpy()).tobytes())
-            col = col.fill_null(0)
-        else:
-            h.update(b"\0")
-        if col.dtype != pl.Int64:
-            col = col.cast(pl.Int64)
-        h.update(np.ascontiguousarray(col.to_numpy()).data)  # no copy for one chunk without nulls
-    return h.digest()
+    def _host_floor(self, fix: Fix) -> int:
+        """The span of the window's host work replayed with ``fix``, the GPU work queued before the window taking no
+        time (it keeps its recorded times in ``run``: sped up, a GPU-bound window would count the host's head start
+        on it as free). ``predict`` takes it at the high profiler cost (``high``): a floor must not exceed the host
+        time the program may need (docs/impact.md, "The host floor of a sped-up GPU-bound window")."""
+        g = self.g
+        j = np.nonzero(self.mask & (g.ntype == G.HOST))[0]
+        if not len(j):
+            return 0
+        memo = self.__dict__.setdefault("_floors", {})  # a finding's fix is replayed more than once
+        key = fix.digest()
+        if key in memo:
+            return memo[key]
+        release, w, active = self.arrays(fix)
+        b = np.nonzero(self.before)[0]
+        if len(b):
+            release, w = release.copy(), w.copy()
+            release[2 * b] = NEG
+            own = self._own[b]
+            w[own[own >= 0]] = 0
+        t, _ = relax(release, g.src, g.dst, w, g.order, active)
+        memo[key] = int(t[2 * j + 1].max() - t[2 * j].min())
+        return memo[key]
 
 
 # What the profiler adds to the host per event it records (an op, a runtime call, a Python function, a range:
@@ -447,8 +461,9 @@ COMPILED_EXTRA_NS = 20_000
 # (fixtures/calibration, fixtures/h200_heldout, h200_infer_bf16_sdpa), the per-event cost that makes the replayed
 # step match the measured one is 0-3.4x that duration: median 1.1x, 80th percentile 1.7x (1.5-1.7x leaving any one
 # trace out); above 2x only the DataLoader-bound EfficientNet and traces 82-96 % GPU-bound, where the replay meets
-# the GPU floor first and the cost is barely determined (docs/impact.md). A host-side fix whose saving at the high cost falls under ``UNCERTAIN_SHARE`` of the window,
-# and under half its saving at the assumed cost, may be saving profiler overhead only: its finding is minor
+# the GPU floor first and the cost is barely determined (docs/impact.md). A host-side fix whose saving at the high
+# cost falls under ``UNCERTAIN_SHARE`` of the window, and under half its saving at the assumed cost, may be saving
+# profiler overhead only: its finding is minor
 HIGH_PER_TRIVIAL_OP = 2.0
 UNCERTAIN_SHARE = 0.05
 
@@ -489,13 +504,11 @@ def overhead_sensitivity(rp: Replayer, fix: Fix, pred: Prediction, gpu_work_shar
             return None
         return {"saving_pct": [round(100 * lo_share, 1)], "uncertain": True, "note": GAPS_ONLY}
     gaps_only = host is not fix and lo_share < gpu_work_share
-    if rp._high is None:
-        rp._high = rp.at_overhead(high_overhead_ns(rp.trace))
-    hi = rp._high.predict(host)
+    hi = rp.high.predict(host)
     hi_share = hi.impact_ns / max(hi.before_ns, 1)
     overhead = hi_share < UNCERTAIN_SHARE and hi_share < 0.5 * lo_share
     out = {
-        "per_event_us": [round(rp.overhead_ns / 1e3, 2), round(rp._high.overhead_ns / 1e3, 2)],
+        "per_event_us": [round(rp.overhead_ns / 1e3, 2), round(rp.high.overhead_ns / 1e3, 2)],
         "saving_pct": [round(100 * lo_share, 1), round(100 * hi_share, 1)],
         "uncertain": bool(overhead or gaps_only),
     }

@@ -29,6 +29,7 @@ no prediction for it, and the rule's own bound under ``bound_ns``.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -88,6 +89,30 @@ class Fix:
     gap_eid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     gap_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     scope: str = "window"  # "window": the analysed window; "capture": the whole capture (warm-up fixes)
+    # the host no longer waits for the launch queue (``rulekit.without_queue_backpressure``): the replayed window is
+    # at least the span of its own host work (``Replayer._host_floor``)
+    host_paced: bool = False
+
+    def digest(self) -> bytes:
+        """What ``Replayer.arrays`` reads of this fix, hashed: its arrays and its cut intervals (nulls apart)."""
+        h = hashlib.blake2b(digest_size=16)
+        for name in ("gpu_eid", "gpu_dur", "nowait_eid", "host_eid", "host_dur", "lat_eid", "lat_ns", "detach_eid",
+                     "delay_eid", "delay_ns", "gone_eid", "gap_eid", "gap_ns"):  # fmt: skip
+            a = np.ascontiguousarray(getattr(self, name), np.int64)
+            h.update(len(a).to_bytes(8, "little"))
+            h.update(a.data)
+        h.update(self.cuts.height.to_bytes(8, "little"))
+        for col in self.cuts.iter_columns():  # integer columns; the null mask only where there are nulls
+            h.update(col.name.encode() + b"\0")
+            if col.null_count():
+                h.update(b"\1" + np.ascontiguousarray(col.is_null().to_numpy()).tobytes())
+                col = col.fill_null(0)
+            else:
+                h.update(b"\0")
+            if col.dtype != pl.Int64:
+                col = col.cast(pl.Int64)
+            h.update(np.ascontiguousarray(col.to_numpy()).data)  # no copy for one chunk without nulls
+        return h.digest()
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
         e = _arr(eids)
