@@ -222,7 +222,7 @@ GRAPH_CAPTURE_CHECK = (
 )
 
 
-def _blocked_on_full_queue(calls: pl.DataFrame, cost: int) -> pl.DataFrame:
+def _blocked_on_full_queue(calls: pl.LazyFrame, cost: int) -> pl.LazyFrame:
     """``eid``, ``dur_ns`` of the queueing calls (``eid``, ``rank``, ``dur_ns``, ``end``; their activity's start
     ``_act`` and name ``_name``) longer than ``cost`` whose activity was queued (``BACKPRESSURE_QUEUE_NS``), each
     kernel's first launch aside: it loads the kernel's code (lazy module loading, CUDA and ROCm), which no queue
@@ -258,16 +258,16 @@ def without_queue_backpressure(trace: Trace, fix):
             .group_by("rank", "correlation_id")
             .agg(pl.col("start_ns").min().alias("_act"), pl.col("name").first().alias("_name"))
         )
-        return (
+        calls = (
             indexed(trace)
             .filter((pl.col("kind") == "runtime") & pl.col("api_class").is_in(QUEUEING_CALLS))
             .select("eid", "rank", "correlation_id", "dur_ns", end=pl.col("start_ns") + pl.col("dur_ns"))
             .join(started, on=["rank", "correlation_id"], how="inner", nulls_equal=True)
         )
+        return _blocked_on_full_queue(calls, cost)
 
     # the same calls for every GPU-side fix of the trace (GEM001, PRC001, ATT001, OPT001, FUS001): found once
-    every = views.shared(trace, "rulekit.queueing_calls", queueing).collect(engine=query.engine())
-    calls = _blocked_on_full_queue(every, cost)
+    calls = views.shared(trace, f"rulekit.queued_launches.{cost!r}", queueing).collect(engine=query.engine())
     if not calls.height:
         return fix
     return fix.host_duration(calls["eid"], calls["dur_ns"].clip(upper_bound=cost))
