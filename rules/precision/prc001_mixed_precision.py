@@ -74,8 +74,10 @@ ViT-S at batch 256 (GPU-bound) 40.4 % vs 47.3 % (36.5 % before the bf16 data); F
 (host-bound: autocast measured 18.5 % slower) a loss, so no saving. Held out, on an H100: Faster R-CNN 10.1 % vs
 14.0 %, ResNet-50 with TF32 convolutions 16.9 % vs 15.6 % (27.1 % before batch norm), BERT-base 69.9 % vs 59.6 %
 (78.3 % before the host floor), EfficientNet-B0 3.4 % where autocast measured 2.6 % slower (25.1 % before batch norm
-and the depthwise kernels). The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` /
-``fmha_cutlassB_f32``: SIMT math) count as FP32 matrix kernels.
+and the depthwise kernels); checked after those models were fixed, MobileNetV2, DenseNet-121 and T5-small, measured
+6.2, 5.2 and 1.6 % slower under autocast, replay slower: no saving (MobileNetV2 10.6 % without the native batch
+norm). The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``:
+SIMT math) count as FP32 matrix kernels.
 
 Thresholds: ``h200_train_planted`` (FP32 GEMMs, TF32 off) runs 100 % of its matrix time on ``sm80_xmma_..._ffma``
 and ``cutlass_80_simt_sgemm`` kernels; ``h200_train_fixed`` (bf16 autocast) and the TraceLens bf16 inference traces

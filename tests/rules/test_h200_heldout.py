@@ -74,12 +74,30 @@ def test_expected_findings_and_no_false_alarms(name, analysed):
 @pytest.mark.parametrize("name", _params(PAIRS, "saving"))
 def test_predicted_saving_against_the_fix_measured(name, analysed):
     """Within max(30% of the measured saving, 3 points), the calibration tolerance of issue 12: a sync or a
-    per-step read with a busy GPU behind it saves ~1% when removed, and must not be predicted as a bottleneck."""
+    per-step read with a busy GPU behind it saves ~1% when removed, and must not be predicted as a bottleneck. A fix
+    measured slower must be predicted as no saving (a share can not go below 0)."""
     _, res = analysed(name)
     rec = FACTS[name]
     measured = rec["measured"]["saving_pct"] / 100
     predicted = _share(res, rec["fix_rule"])
+    if measured < 0:
+        assert predicted <= max(0.0, measured + 0.03), (rec["fix_rule"], predicted, measured)
+        return
     assert abs(predicted - measured) <= max(0.3 * measured, 0.03), (rec["fix_rule"], predicted, measured)
+
+
+@pytest.mark.parametrize(
+    "name", [f"h100_ho_{k}_train_amp_fp32.pt.trace.json.gz" for k in ("mobilenet_v2", "densenet121", "t5")]
+)
+def test_autocast_measured_slower_is_replayed_slower(name, analysed):
+    """Three networks PRC001's batch norm and depthwise models were not measured on, where bf16 autocast made the
+    step slower (MobileNetV2 -6.2 %, DenseNet-121 -5.2 %, T5-small -1.6 %; H100): the fix replays slower (-1.9 %,
+    -2.0 %, -6.4 %), so the finding is minor with no saving (MobileNetV2 replayed 10.6 % faster without the native
+    batch norm)."""
+    _, res = analysed(name)
+    (f,) = [f for f in res.findings if f.rule == "PRC001"]
+    assert f.minor and f.impact_ns == 0
+    assert f.prediction["after_ns"] > f.prediction["before_ns"]
 
 
 def _first_reported(res, alternatives: str) -> str | None:

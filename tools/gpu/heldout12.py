@@ -5,7 +5,8 @@ FP32 as its reference scripts run it without ``--amp``. The fix timed against it
 (``torch.autocast("cuda", dtype=torch.bfloat16)``), the reference scripts' ``--amp``: PRC001 predicts the saving.
 ``resnet50_train_amp``, ``effnet_train_amp``, ``bert_train_amp``: the same fix on plain ResNet-50, EfficientNet-B0
 and BERT-base training loops with PyTorch's default precision settings (a CNN whose activations all turn bf16, an
-elementwise-heavy CNN, a transformer whose residual stream stays FP32).
+elementwise-heavy CNN, a transformer whose residual stream stays FP32). ``mobilenet_v2_train_amp``,
+``densenet121_train_amp``, ``t5_train_amp``: the same fix on networks none of PRC001's models was measured on (run 34).
 
 Same conventions as heldout.py-heldout11.py: random init, the fix timed WITHOUT the profiler (blocks of steps, one
 synchronize per block, mean per step), base and fixed interleaved in one process, median of 5 rounds.
@@ -71,17 +72,22 @@ def frcnn_train(out: Path) -> None:
               opt, lambda: sum(model(images, targets).values()), absent=["WRM001", "MEM001", "DLD001"])  # fmt: skip
 
 
+def _torchvision_sgd_pair(out: Path, arch: str, lr: float, weight_decay: float) -> None:
+    """``_classifier_pair`` of torchvision's ``arch`` (random init) trained with SGD momentum."""
+    import torchvision.models as tvm
+
+    torch.manual_seed(0)
+    model = getattr(tvm, arch)(weights=None).to(DEV).train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
+    _classifier_pair(out, f"{arch}_train_amp", f"torchvision {arch} training, batch 128 x 3 x 224 x 224, SGD "
+                     "momentum, FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 "
+                     "autocast", model, opt)  # fmt: skip
+
+
 def resnet50_train_amp(out: Path) -> None:
     """torchvision ResNet-50 training as written without AMP: FP32 with PyTorch's defaults (cuDNN convolutions in
     TF32, matmuls in FP32), batch 128 on the GPU, SGD momentum; fix: bf16 autocast."""
-    from torchvision.models import resnet50
-
-    torch.manual_seed(0)
-    model = resnet50(weights=None).to(DEV).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-    _classifier_pair(out, "resnet50_train_amp", "torchvision resnet50 training, batch 128 x 3 x 224 x 224, SGD "
-                     "momentum, FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 "
-                     "autocast", model, opt)  # fmt: skip
+    _torchvision_sgd_pair(out, "resnet50", 0.1, 1e-4)
 
 
 def effnet_train_amp(out: Path) -> None:
@@ -114,7 +120,48 @@ def bert_train_amp(out: Path) -> None:
               opt, lambda: model(input_ids=ids, labels=labels).loss)  # fmt: skip
 
 
-ALL = [frcnn_train, resnet50_train_amp, effnet_train_amp, bert_train_amp]
+def mobilenet_v2_train_amp(out: Path) -> None:
+    """torchvision MobileNetV2 training in FP32 (depthwise convolutions, batch norm, ReLU6), batch 128 on the GPU,
+    SGD momentum; fix: bf16 autocast. A check of the batch norm and depthwise models on a network they were not
+    measured on."""
+    _torchvision_sgd_pair(out, "mobilenet_v2", 0.05, 4e-5)
+
+
+def densenet121_train_amp(out: Path) -> None:
+    """torchvision DenseNet-121 training in FP32 (a batch norm before every convolution, concatenations), batch 64
+    on the GPU, SGD momentum; fix: bf16 autocast."""
+    import torch.nn.functional as F
+    from torchvision.models import densenet121
+
+    torch.manual_seed(0)
+    model = densenet121(weights=None).to(DEV).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(64, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    _amp_pair(out, "densenet121_train_amp", "torchvision densenet121 training, batch 64 x 3 x 224 x 224, SGD "
+              "momentum, FP32 with PyTorch's defaults (cuDNN TF32 convolutions, FP32 matmuls); fix: bf16 autocast",
+              opt, lambda: F.cross_entropy(model(x), y))  # fmt: skip
+
+
+def t5_train_amp(out: Path) -> None:
+    """transformers T5-small training in FP32 (hand-written RMS norm: pow, mean, rsqrt, mul), batch 32 x 256 input
+    and 64 target tokens, AdamW (foreach); fix: bf16 autocast."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = T5Config.from_dict({"d_model": 512, "d_ff": 2048, "num_layers": 6, "num_heads": 8, "d_kv": 64,
+                              "vocab_size": 32128, "decoder_start_token_id": 0, "pad_token_id": 0})  # fmt: skip
+    model = T5ForConditionalGeneration(cfg).to(DEV).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(1, cfg.vocab_size, (32, 256), device=DEV)
+    labels = torch.randint(1, cfg.vocab_size, (32, 64), device=DEV)
+    _amp_pair(out, "t5_train_amp", "transformers T5-small (6 + 6 layers) training, batch 32 x 256 -> 64 tokens, "
+              "AdamW (foreach), FP32 with PyTorch's defaults (FP32 matmuls); fix: bf16 autocast",
+              opt, lambda: model(input_ids=ids, labels=labels).loss)  # fmt: skip
+
+
+ALL = [frcnn_train, resnet50_train_amp, effnet_train_amp, bert_train_amp, mobilenet_v2_train_amp,
+       densenet121_train_amp, t5_train_amp]  # fmt: skip
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)
