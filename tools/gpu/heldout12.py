@@ -160,8 +160,27 @@ def t5_train_amp(out: Path) -> None:
               opt, lambda: model(input_ids=ids, labels=labels).loss)  # fmt: skip
 
 
+def convnext_tiny_train_amp(out: Path) -> None:
+    """torchvision ConvNeXt-T training in FP32 (7 x 7 depthwise convolutions, LayerNorm, GELU), batch 128; fix: bf16
+    autocast. Run 35: checks after the models were fixed, on networks where autocast may help."""
+    _torchvision_sgd_pair(out, "convnext_tiny", 0.05, 5e-2)
+
+
+def vit_b_16_train_amp(out: Path) -> None:
+    """torchvision ViT-B/16 training in FP32 (FP32 matmuls, LayerNorm residual stream), batch 128; fix: bf16
+    autocast."""
+    _torchvision_sgd_pair(out, "vit_b_16", 0.01, 1e-4)
+
+
+def regnet_y_1_6gf_train_amp(out: Path) -> None:
+    """torchvision RegNetY-1.6GF training in FP32 (grouped convolutions, batch norm, squeeze-excite), batch 128; fix:
+    bf16 autocast."""
+    _torchvision_sgd_pair(out, "regnet_y_1_6gf", 0.1, 5e-5)
+
+
 ALL = [frcnn_train, resnet50_train_amp, effnet_train_amp, bert_train_amp, mobilenet_v2_train_amp,
-       densenet121_train_amp, t5_train_amp]  # fmt: skip
+       densenet121_train_amp, t5_train_amp, convnext_tiny_train_amp, vit_b_16_train_amp,
+       regnet_y_1_6gf_train_amp]  # fmt: skip
 
 if __name__ == "__main__":
     run_all(ALL, sys.argv)
