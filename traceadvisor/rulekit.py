@@ -225,8 +225,8 @@ GRAPH_CAPTURE_CHECK = (
 def _blocked_on_full_queue(calls: pl.LazyFrame, cost: int) -> pl.LazyFrame:
     """``eid``, ``dur_ns`` of the queueing calls (``eid``, ``rank``, ``dur_ns``, ``end``; their activity's start
     ``_act`` and name ``_name``) longer than ``cost`` whose activity was queued (``BACKPRESSURE_QUEUE_NS``), each
-    kernel's first launch aside: it loads the kernel's code (lazy module loading, CUDA and ROCm), which no queue
-    explains (5.5 ms ``hipLaunchKernel`` calls, ``rocmprofiledata_gfx90a_matmul_pageable_memcpy``)."""
+    kernel's first launch aside: it loads the kernel's code (lazy module loading), which no queue explains (seen on
+    ROCm: 5.5 ms ``hipLaunchKernel`` calls, ``rocmprofiledata_gfx90a_matmul_pageable_memcpy``)."""
     first = pl.col("end").rank("ordinal").over("rank", "_name") == 1
     return calls.filter(
         (pl.col("dur_ns") > cost) & (pl.col("_act") >= pl.col("end") + BACKPRESSURE_QUEUE_NS) & ~first

@@ -78,7 +78,7 @@ and the depthwise kernels); checked after those models were fixed, MobileNetV2, 
 6.2, 5.2 and 1.6 % slower under autocast, replay slower: no saving (MobileNetV2 10.6 % without the native batch
 norm); ViT-B/16 73.8 % vs 81.4 %. Known misses: ConvNeXt-T 45.0 % vs 73.2 % and RegNetY-1.6GF 17.2 % vs 30.8 %, where
 cuDNN runs grouped and depthwise convolutions on other algorithms in bf16 (ConvNeXt's depthwise weight gradients:
-FP32 grouped-direct and indexed TF32 kernels, 52 of 87 ms of convolutions per step, against 9.7 ms for all of them in
+FP32 grouped-direct and indexed TF32 kernels, 69 of 87 ms of convolutions per step, against 9.7 ms for all of them in
 bf16; RegNet's FP32 engines add tensor transposes, 27.6 -> 8.2 ms): the algorithm cuDNN picks per dtype is not
 modelled. The attention kernels of PyTorch's memory-efficient FP32 path (``fmha_cutlassF_f32`` / ``fmha_cutlassB_f32``:
 SIMT math) count as FP32 matrix kernels.
