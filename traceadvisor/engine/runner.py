@@ -368,7 +368,9 @@ def _predict_all(res: AnalysisResult, fixes: dict[int, Any]) -> None:
                 res.errors.append(
                     {"rule": "-", "name": "critical-path", "trace": trace.name, "error": repr(e)}
                 )
-        mine = [fixes[id(f)] for f in res.findings if f.trace_index == i and id(f) in fixes]
+        # a minor finding's fix is not among them: it saves next to nothing, may only be profiler overhead, or
+        # replays slower (bf16 autocast on a network whose batch norm gets slower kernels)
+        mine = [fixes[id(f)] for f in res.findings if f.trace_index == i and id(f) in fixes and not f.minor]
         rp = _replayer(trace) if mine else None
         if rp is None:
             continue

@@ -26,7 +26,7 @@ from traceadvisor.replay.graphfix import (
     graph_launch_fix,
     segments,
 )
-from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered
+from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered, shortest
 from traceadvisor.replay.sim import relax, warm_up_for
 from traceadvisor.replay.streams import NEG
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
@@ -176,7 +176,8 @@ class Replayer:
         node = g.node_of_eid
         if len(fix.gpu_eid):
             e, ok = self._gpu_own_edges(fix)
-            w[e] = fix.gpu_dur[ok]
+            e, d = shortest(e, fix.gpu_dur[ok])
+            w[e] = d
         if len(fix.nowait_eid):
             j = node(fix.nowait_eid)
             hit = np.zeros(g.n, bool)
@@ -185,7 +186,8 @@ class Replayer:
         if len(fix.lat_eid):
             j = node(fix.lat_eid)
             ok = (j >= 0) & (self._launch[np.maximum(j, 0)] >= 0)
-            w[self._launch[j[ok]]] = fix.lat_ns[ok]
+            e, d = shortest(self._launch[j[ok]], fix.lat_ns[ok])
+            w[e] = d
         if len(fix.detach_eid):
             j = node(fix.detach_eid)
             j = j[j >= 0]
@@ -258,7 +260,8 @@ class Replayer:
         if not len(fix.gpu_eid):
             return 0
         e, ok = self._gpu_own_edges(fix)
-        return int(np.sum(self.base_w[e] - fix.gpu_dur[ok]))
+        e, d = shortest(e, fix.gpu_dur[ok])
+        return int(np.sum(self.base_w[e] - d))
 
     def _cut_intervals(self, fix: Fix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(thread code, start, end) of the host time ``fix`` removes: its cut intervals on the graph's threads,

@@ -241,6 +241,7 @@ class Fix:
             out.gone_eid = np.concatenate([out.gone_eid, f.gone_eid])
             out.gap_eid = np.concatenate([out.gap_eid, f.gap_eid])
             out.gap_ns = np.concatenate([out.gap_ns, f.gap_ns])
+            out.host_paced |= f.host_paced  # the queue waits it clipped are among the merged cuts
         return out
 
 
