@@ -132,7 +132,7 @@ def test_fix_drop_wait_and_gpu_duration():
 
 
 def test_merged_fixes_give_an_activity_the_shortest_of_their_durations_and_latencies():
-    """"Every fix together" merges the findings' fixes; two of them may set the same kernels (FUS001 fuses a chain
+    """The report's "every fix together" merges the findings' fixes; two of them may set the same kernels (FUS001 fuses a chain
     away, PRC001 runs the same kernels on bf16 data at half their time). Each kernel takes the shorter, whatever
     order the fixes came in: the last one written used to win, so PRC001 merged after FUS001 gave back most of
     FUS001's saving (ResNet-50: 48.8 ms alone, 16.4 ms together)."""
