@@ -336,7 +336,8 @@ def test_a_graph_keeps_the_staging_of_a_pageable_copy(src):
     times, _ = rp.run(graph_launch_fix(tr))
     ev = indexed(tr).collect()
     copy, call = (
-        int(rp.g.node_of_eid(ev.filter(pl.col("kind") == k)["eid"].to_numpy())[0]) for k in ("memcpy", "runtime")
+        int(rp.g.node_of_eid(ev.filter(pl.col("kind") == k)["eid"].to_numpy())[0])
+        for k in ("memcpy", "runtime")
     )
     latency = times[2 * copy] - times[2 * call]
     assert latency == 500_000 if src == "pageable" else latency < 100_000
