@@ -131,6 +131,26 @@ def test_every_applied_fix_together_against_the_program_with_all_of_them(name, a
     assert abs(predicted - measured) <= max(0.3 * measured, 0.03), (codes, predicted, measured)
 
 
+@pytest.mark.parametrize("name", FILES)
+def test_every_fix_together_saves_at_least_its_best_fix_alone(name, analysed):
+    """The report's "every fix together" (the fixes of the findings that are not minor, merged) saves at least what
+    its best window fix saves alone, less 2 % of the window. Two fixes that set one kernel keep the shorter duration
+    (FP32 ResNet-50 once saved 16.4 ms together against 48.8 ms for FUS001 alone: PRC001, merged last, gave the fused
+    kernels back their bf16 time), and a fix replayed slower stays out (MobileNetV2: 0 % together)."""
+    _, res = analysed(name)
+    alone = [
+        f.impact_ns
+        for f in res.findings
+        if not f.minor
+        and "before_ns" in (f.prediction or {})
+        and f.prediction.get("scope", "window") == "window"
+    ]
+    if not alone:
+        pytest.skip("no finding with a window fix")
+    (pred,) = res.predictions.values()
+    assert pred["impact_ns"] >= max(alone) - 0.02 * pred["window_ns"], (pred, max(alone))
+
+
 @pytest.mark.parametrize("name", _params(STACKED, "findings"))
 def test_every_recording_option_gives_the_same_findings(name, analysed):
     """The same program profiled with ``with_stack``, ``profile_memory`` and ``with_flops`` on (Python-function
