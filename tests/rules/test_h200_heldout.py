@@ -121,7 +121,7 @@ def test_each_fix_of_a_program_with_several_problems_against_its_own_saving(name
 @pytest.mark.parametrize("name", _params(MULTI, "saving"))
 def test_every_applied_fix_together_against_the_program_with_all_of_them(name, analysed):
     """The replay of the applied fixes merged (the report's "every fix together", of those rules only) against
-    the program with all of them applied (ViT-S: 59.5 vs 56.8 %; BERT: 17.6 vs 14.9 %)."""
+    the program with all of them applied (ViT-S: 59.1 vs 56.8 %, its minor OPT001 left out; BERT: 17.6 vs 14.9 %)."""
     _, full = analysed(name)
     codes = [c for c in (_first_reported(full, a) for a in FACTS[name]["fixes"]) if c]
     res = analyze_paths([HELD / name], select=codes)
