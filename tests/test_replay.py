@@ -132,10 +132,10 @@ def test_fix_drop_wait_and_gpu_duration():
 
 
 def test_merged_fixes_give_an_activity_the_shortest_of_their_durations_and_latencies():
-    """The report's "every fix together" merges the findings' fixes; two of them may set the same kernels (FUS001 fuses a chain
-    away, PRC001 runs the same kernels on bf16 data at half their time). Each kernel takes the shorter, whatever
-    order the fixes came in: the last one written used to win, so PRC001 merged after FUS001 gave back most of
-    FUS001's saving (ResNet-50: 48.8 ms alone, 16.4 ms together)."""
+    """The report's "every fix together" merges the findings' fixes; two of them may set the same kernels
+    (FUS001 fuses a chain away, PRC001 runs the same kernels on bf16 data at half their time). Each kernel takes the
+    shorter, whatever order the fixes came in: the last one written used to win, so PRC001 merged after FUS001 gave
+    back most of FUS001's saving (ResNet-50: 48.8 ms alone, 16.4 ms together)."""
     tr = _loop(sync=True)
     r = Replayer(tr, overhead_ns=0)
     k = indexed(tr).collect().filter(pl.col("kind") == "kernel")
@@ -317,8 +317,8 @@ def test_a_graph_brings_queued_kernels_closer_but_keeps_longer_waits():
 @pytest.mark.parametrize("src", ["pageable", "pinned"])
 def test_a_graph_keeps_the_staging_of_a_pageable_copy(src):
     """A graph cannot hold a copy from pageable memory (stream capture refuses it), and the copy's start after its
-    call is the runtime staging the buffer, not a launch latency (190 ms for a 1.3 GB ``hipMemcpyWithStream`` on the
-    MI210 ``.rpd``: the graph fix moved the window's first activity that much earlier, and merged with MEM002 it
+    call is the runtime staging the buffer, not a launch latency (190 ms for a 2 GB ``hipMemcpyWithStream`` on the
+    gfx90a ``.rpd``: the graph fix moved the window's first activity that much earlier, and merged with MEM002 it
     saved less than MEM002 alone). The graph fix keeps it; a pinned copy's start moves up like a kernel's."""
     from traceadvisor.replay import graph_launch_fix, replayer
 

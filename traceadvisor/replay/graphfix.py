@@ -110,7 +110,8 @@ def _graph_launch_fix(
 def _pageable_copies(trace: Trace, g: G.Graph, nodes: np.ndarray) -> np.ndarray:
     """Which of ``nodes`` are copies from or to pageable host memory. A graph cannot hold them (stream capture
     refuses a pageable ``cudaMemcpyAsync``) and their start after the call is the runtime staging the buffer, not a
-    launch: 190 ms for a 1.3 GB ``hipMemcpyWithStream`` on an MI210 (``.rpd``). They keep their recorded start."""
+    launch: 190 ms for a 2 GB ``hipMemcpyWithStream`` on a gfx90a GPU (MI200 series, an ``.rpd``). They keep their
+    recorded start."""
     out = np.zeros(len(nodes), bool)
     ev = trace.events
     copy = (g.kind[nodes] == "memcpy") if g.kind is not None else out
