@@ -73,8 +73,9 @@ FP32_SIMT_KERNELS: tuple[tuple[str, str], ...] = (
     (r"^(?:Custom_)?Cijk_A[A-Za-z]+_B[A-Za-z]+_S(?:B_|_|S_|SS_)", "Tensile / hipBLASLt FP32 (data type S)"),
 )
 # convolution kernels that run on the vector units whatever the dtype (PyTorch's native depthwise kernels; its ROCm
-# build's are assumed to be named alike, not seen in a trace): no matrix unit speeds them up, and bf16 data did not either (EfficientNet-B0 training on an H100,
-# ``h100_ho_effnet_train_amp``: conv_depthwise2d_* 21.4 ms per step in FP32, 21.9 under bf16 autocast)
+# build's are assumed to be named alike, not seen in a trace): no matrix unit speeds them up, and bf16 data did not
+# either (EfficientNet-B0 training on an H100, ``h100_ho_effnet_train_amp``: conv_depthwise2d_* 21.4 ms per step in
+# FP32, 21.9 under bf16 autocast)
 VECTOR_CONV_KERNELS = r"conv_depthwise|depthwise_conv|DepthwiseConv"
 # tokens that mean tensor cores / xf32 / not a plain GEMM after all (a kernel of FP32_SIMT_KERNELS with one is not)
 NOT_SIMT = TF32_KERNEL_RE + r"|tensorop|wmma|hmma|gemv|convolve|conv|dgemm|cgemm|zgemm|gcgemm"

@@ -26,7 +26,7 @@ from traceadvisor.replay.graphfix import (
     graph_launch_fix,
     segments,
 )
-from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered, shortest
+from traceadvisor.replay.rows import PROFILED_HOST_KINDS, covered
 from traceadvisor.replay.sim import relax, warm_up_for
 from traceadvisor.replay.streams import NEG
 from traceadvisor.replay.window import queued_before, recorded_span, span, window_nodes
@@ -176,8 +176,7 @@ class Replayer:
         node = g.node_of_eid
         if len(fix.gpu_eid):
             e, ok = self._gpu_own_edges(fix)
-            e, d = shortest(e, fix.gpu_dur[ok])
-            w[e] = d
+            _set_shortest(w, e, fix.gpu_dur[ok])
         if len(fix.nowait_eid):
             j = node(fix.nowait_eid)
             hit = np.zeros(g.n, bool)
@@ -186,8 +185,7 @@ class Replayer:
         if len(fix.lat_eid):
             j = node(fix.lat_eid)
             ok = (j >= 0) & (self._launch[np.maximum(j, 0)] >= 0)
-            e, d = shortest(self._launch[j[ok]], fix.lat_ns[ok])
-            w[e] = d
+            _set_shortest(w, self._launch[j[ok]], fix.lat_ns[ok])
         if len(fix.detach_eid):
             j = node(fix.detach_eid)
             j = j[j >= 0]
@@ -260,8 +258,7 @@ class Replayer:
         if not len(fix.gpu_eid):
             return 0
         e, ok = self._gpu_own_edges(fix)
-        e, d = shortest(e, fix.gpu_dur[ok])
-        return int(np.sum(self.base_w[e] - d))
+        return int(np.sum(self.base_w[e] - fix.gpu_dur[ok]))
 
     def _cut_intervals(self, fix: Fix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(thread code, start, end) of the host time ``fix`` removes: its cut intervals on the graph's threads,
@@ -356,7 +353,7 @@ class Replayer:
             overlap[cand] = covered(*cut, tc[cand], rs[cand], rd[cand])
         w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
 
-    def run(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, fix: Fix | None, digest: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(times, edge that set each point) of the graph replayed with ``fix``, read-only. Two fixes that give
         the same weights and edges (the every-fix prediction of a single finding, a fix that changes nothing, the
         baseline of a trace without a profiler cost) are replayed once: the result is kept by its inputs."""
@@ -364,7 +361,7 @@ class Replayer:
         own = self.__dict__.setdefault(
             "_by_fix", {}
         )  # this replayer's fixes by content -> key of their replay
-        fk = None if fix is None else (self.overhead_ns, fix.digest())
+        fk = None if fix is None else (self.overhead_ns, digest or fix.digest())
         k = own.get(fk) if fk is not None else None
         hit = memo.get(k) if k is not None else None
         if hit is not None:  # a fix with the same content as one replayed before (two rules' graph launches)
@@ -399,7 +396,8 @@ class Replayer:
         return h.digest()
 
     def predict(self, fix: Fix) -> Prediction:
-        t, _ = self.run(fix)
+        key = fix.digest()  # read by the replay's memo and the host floor's
+        t, _ = self.run(fix, key)
         if fix.scope == "capture":
             # the saving is replayed on the whole capture (what follows the removed warm-up moves up) and stated
             # against the steps it was found in (every full step, the warm-up step included)
@@ -409,7 +407,7 @@ class Replayer:
             return Prediction(before, max(0, before - saving), fix.method, scope="capture")
         after = span(t, self.mask, self.before, self.g)
         if fix.host_paced:
-            after = max(after, self.high._host_floor(fix))
+            after = max(after, self.high._host_floor(fix, key))
         return Prediction(self.window_ns, after, fix.method)
 
     @property
@@ -419,7 +417,7 @@ class Replayer:
             self._high = self.at_overhead(high_overhead_ns(self.trace))
         return self._high
 
-    def _host_floor(self, fix: Fix) -> int:
+    def _host_floor(self, fix: Fix, key: bytes) -> int:
         """The span of the window's host work replayed with ``fix``, the GPU work queued before the window taking no
         time (it keeps its recorded times in ``run``: sped up, a GPU-bound window would count the host's head start
         on it as free). ``predict`` takes it at the high profiler cost (``high``): a floor must not exceed the host
@@ -429,7 +427,6 @@ class Replayer:
         if not len(j):
             return 0
         memo = self.__dict__.setdefault("_floors", {})  # a finding's fix is replayed more than once
-        key = fix.digest()
         if key in memo:
             return memo[key]
         release, w, active = self.arrays(fix)
@@ -560,6 +557,14 @@ def _overhead_per_edge(g: G.Graph, per_event_ns: float) -> np.ndarray:
     b[rest] = np.searchsorted(keys, tc[rest] * sc + (rec[dst[rest]] - t0), side="left")
     out[ch] = np.round((b - a) * per_event_ns).astype(np.int64)
     return out
+
+
+def _set_shortest(w: np.ndarray, edges: np.ndarray, weights: np.ndarray) -> None:
+    """``w[edges] = weights`` in place, an edge given twice taking the smaller (as ``queue_gap``'s cap): fixes merged
+    for ``prediction_all`` may set one activity twice (FUS001 fusing an elementwise chain, PRC001 running the same
+    kernels on bf16 data), and it runs no longer than the shortest of them, whichever fix came last."""
+    w[edges] = np.iinfo(np.int64).max
+    np.minimum.at(w, edges, weights)
 
 
 def _analysed_starts(trace: Trace, summary, g: G.Graph, which: str = "analysed") -> np.ndarray | None:

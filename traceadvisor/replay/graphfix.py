@@ -99,7 +99,7 @@ def _graph_launch_fix(
     cols = {k: np.concatenate([r[i] for r in rows]) for i, k in enumerate(("tcode", "start_ns", "end_ns"))}
     cuts = pl.DataFrame(cols).join(g.threads, on="tcode")
     nodes = np.concatenate(lat_nodes)
-    nodes = nodes[~_pageable_copies(rp.trace, g, nodes)]
+    nodes = nodes[~_waited_copies(g, nodes)]
     le = rp._launch[nodes]
     lat = np.where(le >= 0, np.minimum(g.w[np.maximum(le, 0)], g.typ_lat), g.typ_lat)
     fx = Fix(method or f"one graph launch per step ({len(segs)} steps, {len(nodes)} activities)")
@@ -107,21 +107,16 @@ def _graph_launch_fix(
     return fx.launch_latency(g.eid[nodes], lat).queue_gap(g.eid[nodes], GRAPH_NODE_GAP_NS)
 
 
-def _pageable_copies(trace: Trace, g: G.Graph, nodes: np.ndarray) -> np.ndarray:
-    """Which of ``nodes`` are copies from or to pageable host memory. A graph cannot hold them (stream capture
-    refuses a pageable ``cudaMemcpyAsync``) and their start after the call is the runtime staging the buffer, not a
-    launch: 190 ms for a 2 GB ``hipMemcpyWithStream`` on a gfx90a GPU (MI200 series, an ``.rpd``). They keep their
-    recorded start."""
-    out = np.zeros(len(nodes), bool)
-    ev = trace.events
-    copy = (g.kind[nodes] == "memcpy") if g.kind is not None else out
-    if not copy.any() or not {"src_memory", "dst_memory"} <= set(ev.columns):
-        return out
-    rows = ev.select("src_memory", "dst_memory")[g.eid[nodes[copy]]]
-    out[copy] = (
-        ((rows["src_memory"] == "pageable") | (rows["dst_memory"] == "pageable")).fill_null(False).to_numpy()
-    )
-    return out
+def _waited_copies(g: G.Graph, nodes: np.ndarray) -> np.ndarray:
+    """Which of ``nodes`` are copies their own call waits for (the graph's copy wait edges: a synchronous copy, or
+    an "async" one from pageable memory). A graph cannot hold them (stream capture refuses both), and a pageable
+    copy's start after its call is the runtime staging the buffer, not a launch: 190 ms for a 2 GB
+    ``hipMemcpyWithStream`` on a gfx90a GPU (MI200 series, an ``.rpd``). They keep their recorded start."""
+    w = np.nonzero(g.etype == G.E_WAIT)[0]
+    copy, call = g.src[w] // 2, g.dst[w] // 2
+    waited = np.zeros(g.n, bool)
+    waited[copy[g.launcher[copy] == call]] = True
+    return waited[nodes]
 
 
 def _launched_in(rank: np.ndarray, start: np.ndarray):

@@ -280,16 +280,3 @@ def covered(
     rest = ~tiled
     at_hi[rest] = f(key[rest] * sc + (hi[rest] - t0))
     return at_hi - at_lo
-
-
-def shortest(edges: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``edges`` once each with the smallest of their ``weights``: fixes merged for ``prediction_all`` may set one
-    activity's duration or launch latency twice (FUS001 fusing an elementwise chain, PRC001 running the same
-    kernels on bf16 data), and an activity runs no longer than the shortest of them, whichever fix came last."""
-    if len(edges) < 2:
-        return edges, weights
-    o = np.lexsort((weights, edges))
-    e, wt = edges[o], weights[o]
-    first = np.ones(len(e), bool)
-    first[1:] = e[1:] != e[:-1]
-    return e[first], wt[first]
