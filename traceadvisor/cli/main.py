@@ -11,6 +11,7 @@ import threading
 import click
 
 from traceadvisor import __version__, query
+from traceadvisor.cli import allocators
 from traceadvisor.errors import TraceAdvisorError
 
 # command name -> module under traceadvisor.cli exposing a click command called ``command``
@@ -35,6 +36,7 @@ class LazyGroup(click.Group):
         mod = COMMANDS.get(name)
         if mod is None:
             return None
+        allocators.choose(name)  # before the command loads polars
         try:
             return importlib.import_module(f"traceadvisor.cli.{mod}").command
         except ModuleNotFoundError as e:
