@@ -250,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     big = build_big(a.out_dir, a.times)
     cache = a.out_dir / "cache"
     shutil.rmtree(cache, ignore_errors=True)
-    env = {**os.environ, "TRACEADVISOR_CACHE_DIR": str(cache)}
+    # bytecode cached as a wheel install does (bench_startup.py says why)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["TRACEADVISOR_CACHE_DIR"] = str(cache)
     if a.workers:
         env["TRACEADVISOR_WORKERS"] = str(a.workers)
     # the Kineto scanner's compiled code into numba's cache first: a cold cache sends the first big import to the
