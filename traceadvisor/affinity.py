@@ -20,6 +20,11 @@ def allowed() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (all of the machine's where affinity is not supported)."""
+    return len(allowed()) or os.cpu_count() or 1
+
+
 def left_alone() -> bool:
     """``TRACEADVISOR_ONE_CPU=0``: the user asked that no affinity be changed."""
     return os.environ.get("TRACEADVISOR_ONE_CPU", "").strip() == "0"

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from traceadvisor.affinity import usable_cpus
 from traceadvisor.importers._kineto_chunks import merge_info, new_totals, range_result, with_order_key
 from traceadvisor.importers._kineto_fast import use_scanner
 from traceadvisor.importers._kineto_load import EventText, Loaded, chunk_ranges
@@ -55,10 +56,7 @@ def worker_count(text_bytes: int, check_load: bool = True) -> int:
         return 1
     if not check_load:
         return 2
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     return 1 if _busy(cpus) else max(1, min(cpus, 4))
 
 

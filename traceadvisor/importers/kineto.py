@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import os
 import re
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import msgspec
 import polars as pl
 
 from traceadvisor import query
+from traceadvisor.affinity import usable_cpus
 from traceadvisor.errors import InputError
 from traceadvisor.importers._kineto_build import link_flows
 from traceadvisor.importers._kineto_chunks import import_chunks
@@ -217,16 +217,9 @@ def _sorted(box: list[pl.DataFrame]) -> pl.DataFrame:
 
     # a few columns at a time, in threads (polars' gather runs without the GIL): on the benchmark's 1.12 M rows
     # 0.151 s with two against 0.263 s one after the other, each column's two copies alive only while it is worked
-    with cf.ThreadPoolExecutor(_sort_threads(), thread_name_prefix="traceadvisor-sort") as pool:
+    with cf.ThreadPoolExecutor(min(usable_cpus(), 4), thread_name_prefix="traceadvisor-sort") as pool:
         list(pool.map(gather, list(cols)))
     return pl.DataFrame(cols)
-
-
-def _sort_threads() -> int:
-    try:
-        return max(1, min(len(os.sched_getaffinity(0)), 4))
-    except AttributeError:  # not Linux
-        return max(1, min(os.cpu_count() or 1, 4))
 
 
 def _fix_rocm_grids(ev: pl.DataFrame) -> pl.DataFrame:
