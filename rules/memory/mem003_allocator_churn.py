@@ -4,21 +4,22 @@
 Calls to the driver allocator while the workload runs: `cudaMalloc` / `cudaFree`, `cuMemAlloc` / `cuMemFree`,
 `hipMalloc` / `hipFree` / `hipExtMallocWithFlags`, and their pinned-host twins `cudaHostAlloc` /
 `cudaMallocHost` / `cudaFreeHost` / `cudaHostRegister`, `hipHostMalloc` / `hipHostFree` / `hipHostRegister`.
-A caching allocator (PyTorch's, CuPy's memory pool) serves steady-state allocations from its cache and calls
-the driver only while it grows, so driver calls after the first iteration mean churn: `torch.cuda.empty_cache()`
-(a burst of back-to-back frees), out-of-memory retries that free the cache and allocate again, fragmentation
-that forces new segments, or code that allocates without a pool. The allocator's normal growth is left out:
-with iteration markers, every call before the end of the first step, unless every later step makes such calls
-too: the first recorded step is then no growth step (a profiler schedule starts after the program's first
-steps) and its last calls, as many as the fewest of a later step, count (`h200_ho_resnet18_empty_cache`:
-`empty_cache()` after every step, 36 `cudaMalloc` + 36 `cudaFree` in each of the three profiled steps: the saving
-predicted was 17.3 % with the first step left out, 26.9 % with it, 37.0 % measured); without markers,
-allocations that no free came before (frees, and allocations after the first free, are churn). Growth that stops
-inside the window is growth too: when the last step makes no calls, the later steps' allocations that no free came
-before are the pool's last growth (`h200_ho_mlp_compile_cold`: after a torch.compile step, 6 `cudaMalloc` in the
-next step and none in the two after it, 7 % of the window, were reported). Allocator events recorded with
-`profile_memory=True` (`[memory]`) add evidence: how many blocks were allocated and freed, how many were big,
-and the peak allocated against the peak reserved memory.
+A caching allocator (PyTorch's, CuPy's memory pool) serves steady-state allocations from its cache and calls the driver
+only while it grows, so driver calls after the first iteration mean churn: `torch.cuda.empty_cache()` (a burst of
+back-to-back frees), out-of-memory retries that free the cache and allocate again, fragmentation that forces new
+segments, or code that allocates without a pool (PyTorch with `PYTORCH_NO_CUDA_MEMORY_CACHING=1`: said when the churned
+allocations are at least a quarter of the kernel launches in their span, 1.21 per launch on `h100_ho_bert_nocache_alloc`
+against 0.10 for `empty_cache()` after every step). The allocator's normal growth is left out: with iteration markers,
+every call before the end of the first step, unless every later step makes such calls too: the first recorded step is
+then no growth step (a profiler schedule starts after the program's first steps) and its last calls, as many as the
+fewest of a later step, count (`h200_ho_resnet18_empty_cache`: `empty_cache()` after every step, 36 `cudaMalloc` + 36
+`cudaFree` in each of the three profiled steps: the saving predicted was 17.3 % with the first step left out, 26.9 %
+with it, 37.0 % measured); without markers, allocations that no free came before (frees, and allocations after the first
+free, are churn). Growth that stops inside the window is growth too: when the last step makes no calls, the later steps'
+allocations that no free came before are the pool's last growth (`h200_ho_mlp_compile_cold`: after a torch.compile step,
+6 `cudaMalloc` in the next step and none in the two after it, 7 % of the window, were reported). Allocator events
+recorded with `profile_memory=True` (`[memory]`) add evidence: how many blocks were allocated and freed, how many were
+big, and the peak allocated against the peak reserved memory.
 
 ## Why it matters
 `cudaFree`/`hipFree` synchronise the device and block the host; `cudaMalloc`/`hipMalloc` take tens of µs to
@@ -57,7 +58,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceadvisor import rulekit
+from traceadvisor import query, rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.knowledge import apis
 from traceadvisor.replay import Fix, calls_at
@@ -81,7 +82,8 @@ RULE = Rule(
         ),
         "torch": (
             "Remove torch.cuda.empty_cache() from the loop (it frees every cached block; the next step "
-            "cudaMallocs them again); if fragmentation or OOM retries cause it (torch.cuda.memory_stats() "
+            "cudaMallocs them again); unset PYTORCH_NO_CUDA_MEMORY_CACHING (a debugging switch that sends every "
+            "tensor to cudaMalloc / cudaFree); if fragmentation or OOM retries cause it (torch.cuda.memory_stats() "
             "'num_alloc_retries' > 0), set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (ROCm: "
             "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True where supported), or tune "
             "max_split_size_mb / garbage_collection_threshold:0.8; keep shapes static (pad variable "
@@ -112,6 +114,11 @@ RULE = Rule(
 
 # bare API name -> (operation, memory): the alloc / free API classes of traceadvisor.knowledge.apis
 ALLOCATOR_APIS = apis.ALLOC_MEMORY
+# as many driver allocations as a quarter of the kernel launches: a caching allocator that caches nothing (BERT-base
+# training with PYTORCH_NO_CUDA_MEMORY_CACHING=1: 1.21 per launch, h100_ho_bert_nocache_alloc; empty_cache() after
+# every ResNet-18 step: 0.10, h200_ho_resnet18_empty_cache); only from this many allocations on
+UNCACHED_ALLOCS_PER_LAUNCH = 0.25
+UNCACHED_MIN_ALLOCS = 100
 
 
 def _rk() -> pl.Expr:
@@ -211,6 +218,27 @@ def _bursts(rows: pl.DataFrame, gap_ns: int) -> int:
     return int(frees.with_columns(run=new.cum_sum()).group_by("run").len()["len"].max())
 
 
+def _allocs_per_launch(rows: pl.DataFrame, trace: Trace) -> float | None:
+    """Driver allocations per kernel launch call over the span of the churned calls (their ranks); None without
+    allocations or launches there."""
+    allocs = rows.filter(pl.col("op") == "alloc")
+    if allocs.height < UNCACHED_MIN_ALLOCS:
+        return None
+    lo, hi = rows["start_ns"].min(), rows["end_ns"].max()
+    launches = (
+        views.runtime(trace.lazy())
+        .filter(
+            (pl.col("api_class") == "launch")
+            & pl.col("start_ns").is_between(lo, hi)
+            & pl.col("rank").is_in(rows["rank"].unique().implode(), nulls_equal=True)
+        )
+        .select(pl.len())
+        .collect(engine=query.engine())
+        .item()
+    )
+    return allocs.height / launches if launches else None
+
+
 def _memory_events(trace: Trace, big_bytes: int) -> dict:
     """Allocator activity from [memory] events on GPUs (bytes > 0 allocates, < 0 frees)."""
     m = trace.events.filter(
@@ -250,15 +278,24 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         .sort(["impact_ns", "name"], descending=[True, False])
     )
     burst = _bursts(rows, int(options["burst_gap_ns"]))
+    per_launch = _allocs_per_launch(rows, trace)
+    uncached = per_launch is not None and per_launch >= UNCACHED_ALLOCS_PER_LAUNCH
+    if uncached:
+        note = (
+            f"; {per_launch:.2f} driver allocations per kernel launch: nearly every tensor reaches the driver, "
+            "as with the caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1)"
+        )
+    elif burst >= 8:
+        note = f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
+    else:
+        note = ""
     out = {
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
         "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},
         "largest_free_burst": burst,
-        "burst_note": (
-            f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
-            if burst >= 8
-            else ""
-        ),
+        "allocs_per_launch": None if per_launch is None else round(per_launch, 3),
+        "uncached": uncached,
+        "burst_note": note,
     }
     out.update(_memory_events(trace, int(float(options.get("big_block_mib", 16.0)) * (1 << 20))))
     return out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import raw_json
-from conftest import TRACES
+from conftest import ROOT, TRACES
 from corpus_check import rule, trace
 
 from traceadvisor.engine.runner import analyze
+from traceadvisor.importers import load_trace
 from traceadvisor.testing import TraceBuilder
 
 RM = rule("memory/mem003_allocator_churn.py")
@@ -98,3 +99,25 @@ def test_growth_that_stops_inside_the_window_is_silent(quiet_end):
             b.runtime("cudaMalloc", t + 10.0 + 150.0 * k, 140.0)
     res = _run(b.build())
     assert [f.count for f in res.findings] == ([] if quiet_end else [3 + 3 * 3])
+
+
+@pytest.mark.parametrize(
+    ("name", "uncached"),
+    [
+        ("h100_ho_bert_nocache_alloc.pt.trace.json.gz", True),
+        ("h200_ho_resnet18_empty_cache.pt.trace.json.gz", False),
+    ],
+)
+def test_caching_allocator_off_is_told_from_empty_cache(name, uncached):
+    """BERT-base trained with PYTORCH_NO_CUDA_MEMORY_CACHING=1 (H100): 3,894 cudaMalloc for 3,213 kernel launches,
+    every tensor a driver call, its frees in bursts as a backward releases its saved tensors: said as the caching
+    allocator off, not as empty_cache(). ResNet-18 with empty_cache() after every step: 0.10 per launch, the burst."""
+    (f,) = _run(load_trace(ROOT / "fixtures" / "h200_heldout" / name)).findings
+    assert f.evidence["uncached"] is uncached
+    if uncached:
+        assert f.evidence["allocs_per_launch"] == pytest.approx(3894 / 3213, abs=0.01)
+        assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in f.summary and "empty_cache" not in f.summary
+    else:
+        assert f.evidence["allocs_per_launch"] < 0.25
+        assert "empty_cache" in f.summary
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in f.advice["torch"]
