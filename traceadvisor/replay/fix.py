@@ -94,8 +94,10 @@ class Fix:
     host_paced: bool = False
 
     def digest(self) -> bytes:
-        """What ``Replayer.arrays`` reads of this fix, hashed: its arrays and its cut intervals (nulls apart)."""
-        h = hashlib.blake2b(digest_size=16)
+        """What ``Replayer.arrays`` reads of this fix, hashed: its arrays and its cut intervals (nulls apart). SHA-256,
+        on the CPU's SHA instructions (1.7 GB/s here, blake2b 0.66): the benchmark's 18 fixes hash 151 MB, the
+        largest 44 MB (0.20 -> 0.11 s of its analysis)."""
+        h = hashlib.sha256()
         for name in ("gpu_eid", "gpu_dur", "nowait_eid", "host_eid", "host_dur", "lat_eid", "lat_ns", "detach_eid",
                      "delay_eid", "delay_ns", "gone_eid", "gap_eid", "gap_ns"):  # fmt: skip
             a = np.ascontiguousarray(getattr(self, name), np.int64)
@@ -112,7 +114,7 @@ class Fix:
             if col.dtype != pl.Int64:
                 col = col.cast(pl.Int64)
             h.update(np.ascontiguousarray(col.to_numpy()).data)  # no copy for one chunk without nulls
-        return h.digest()
+        return h.digest()[:16]
 
     def gpu_duration(self, eids, dur_ns) -> Fix:
         e = _arr(eids)
