@@ -18,7 +18,7 @@ from traceadvisor.cli import allocators
 PROBE = """
 import json, os, resource, sys
 from traceadvisor.cli import allocators
-allocators.choose(sys.argv[1])
+allocators.choose(sys.argv[1], sys.argv[2:])
 polars_loaded = "polars" in sys.modules
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for i in range(20):
@@ -30,11 +30,11 @@ print(json.dumps({"jemalloc": os.environ.get("_RJEM_MALLOC_CONF"), "faults": fau
 BLOCK_PAGES = (2 << 20) // 4096
 
 
-def _probe(command: str, **env: str) -> dict:
+def _probe(command: str, *args: str, **env: str) -> dict:
     clean = {k: v for k, v in os.environ.items() if k not in ("_RJEM_MALLOC_CONF", "TRACEADVISOR_ALLOCATOR")}
     clean = {k: v for k, v in clean.items() if not k.startswith("MALLOC_")}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, command],
+        [sys.executable, "-c", PROBE, command, *args],
         env={**clean, **env},
         capture_output=True,
         text=True,
@@ -82,3 +82,31 @@ def test_glibcs_own_variables_win():
     """With ``MALLOC_MMAP_THRESHOLD_`` set by the user, glibc keeps it (here: every block mapped afresh)."""
     got = _probe("analyze", MALLOC_MMAP_THRESHOLD_="131072")
     assert got["faults"] > 10 * BLOCK_PAGES
+
+
+def test_big_inputs_keep_jemallocs_default(tmp_path):
+    """Over 1 GiB of trace text in the command's files (here a sparse 1.1 GiB file, and a gzip file counted ten
+    times its size), jemalloc keeps polars' default; glibc's settings stay."""
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(1100 << 20)
+    gz = tmp_path / "small.json.gz"
+    gz.write_bytes(b"\x1f\x8b" + bytes(1000))
+    assert _probe("analyze", str(big), "--html", "out.html")["jemalloc"] is None
+    assert (
+        _probe("analyze", str(gz), "--html", str(tmp_path / "missing.html"))["jemalloc"]
+        == allocators.KEEP_FREED
+    )
+    assert allocators._text_bytes([str(gz), "--json", str(big.with_name("none.json"))]) == 10_020
+
+
+def test_the_cli_chooses_with_the_commands_arguments():
+    """The console entry point passes the command and its arguments before the command's module loads."""
+    code = (
+        "import sys\n"
+        "from traceadvisor.cli import allocators, main\n"
+        "allocators.choose = lambda c, a=(): print('choose', c, list(a), 'polars' in sys.modules)\n"
+        "main.main(['rules', '--rules', '.'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.splitlines()[0] == "choose rules ['--rules', '.'] False"

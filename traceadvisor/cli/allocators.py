@@ -13,16 +13,22 @@ the warm ``analyze --html`` and the ``import --no-cache`` of the benchmark:
 * glibc's settings (below): 5.67 s (600 k, 1.91 GB), 3.38 s (341 k, 1.40 GB);
 * those and jemalloc keeping freed pages: 5.43 s (409 k, 2.00 GB), 3.27 s (336 k, 1.51 GB).
 
-So every command takes glibc's settings, and every command but ``import`` jemalloc's: ``import`` is measured by
-its peak memory too (issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. A setting the user made
-(``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables) is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both
-allocators alone.
+So every command takes glibc's settings, and jemalloc's are taken by every command but ``import`` whose file
+arguments hold at most ``KEEP_FREED_MAX_TEXT_BYTES`` of trace text. ``import`` is measured by its peak memory too
+(issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. On the 2 GB trace (the benchmark x4) an
+``analyze --no-html --no-cache`` took as long either way (39.4 against 39.7 s), with a peak of 7.87 GB kept against
+6.58 GB given back (one run each). A setting the user made (``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables)
+is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both allocators alone.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from traceadvisor.textsize import text_size_hint
 
 # polars' jemalloc (tikv-jemallocator: its options come from this variable, read once, when polars loads): freed
 # pages stay in the process (no decay to the kernel) for the next allocation
@@ -35,16 +41,36 @@ GLIBC = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 256 << 20), (_M_TOP_
 _GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 # commands whose peak memory is a target of their own: jemalloc keeps its default there
 KEEP_DEFAULT_JEMALLOC = frozenset({"import"})
+# above this much trace text in the command's file arguments jemalloc keeps its default: the 2 GB trace's analysis
+# gained nothing and peaked 1.3 GB higher; the 470 MB benchmark's gained 13 %
+KEEP_FREED_MAX_TEXT_BYTES = 1 << 30
 
 
-def choose(command: str) -> None:
-    """Set the allocators for ``command`` (see the module docstring); only before polars has loaded."""
+def choose(command: str, args: Sequence[str] = ()) -> None:
+    """Set the allocators for ``command`` run with the command-line arguments ``args`` (the existing files and
+    folders among them count as its inputs; see the module docstring); only before polars has loaded."""
     if os.environ.get("TRACEADVISOR_ALLOCATOR", "").strip() == "default" or "polars" in sys.modules:
         return
-    if command not in KEEP_DEFAULT_JEMALLOC:
+    if command not in KEEP_DEFAULT_JEMALLOC and _text_bytes(args) <= KEEP_FREED_MAX_TEXT_BYTES:
         os.environ.setdefault(JEMALLOC_ENV, KEEP_FREED)
     if not any(v in os.environ for v in _GLIBC_ENV):
         _glibc()
+
+
+def _text_bytes(args: Sequence[str]) -> int:
+    """The trace text of the arguments that name an existing file or folder (an output that exists already counts
+    too: a report is small against the threshold)."""
+    total = 0
+    for a in args:
+        if a.startswith("-"):
+            continue
+        try:
+            exists = Path(a).exists()
+        except (OSError, ValueError):
+            continue
+        if exists:
+            total += text_size_hint(Path(a))
+    return total
 
 
 def _glibc() -> None:

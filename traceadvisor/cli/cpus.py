@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from traceadvisor import affinity
-from traceadvisor.importers.probe import text_size_hint
+from traceadvisor.textsize import text_size_hint
 
 # below this much trace text a command runs on one CPU: measured faster pinned up to 27 MB, slower at 191 MB (the
 # module docstring); a 32 MB Kineto text is also where its import starts to use threads (the scanner)

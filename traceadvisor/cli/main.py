@@ -29,6 +29,11 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple:
+        if args:
+            allocators.choose(args[0], args[1:])  # before the command loads polars
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [c for c in sorted(COMMANDS) if self.get_command(ctx, c) is not None]
 
@@ -36,7 +41,6 @@ class LazyGroup(click.Group):
         mod = COMMANDS.get(name)
         if mod is None:
             return None
-        allocators.choose(name)  # before the command loads polars
         try:
             return importlib.import_module(f"traceadvisor.cli.{mod}").command
         except ModuleNotFoundError as e:

@@ -21,8 +21,8 @@ import msgspec
 from msgspec import Raw, Struct
 
 from traceadvisor.errors import InputError
-from traceadvisor.importers.probe import GZIP_MAGIC
 from traceadvisor.progress import Progress
+from traceadvisor.textsize import GZIP_MAGIC
 
 CHUNK = 8 << 20
 MAP_MIN_BYTES = 16 << 20  # plain files at least this big are memory-mapped instead of read

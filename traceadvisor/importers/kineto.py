@@ -30,10 +30,11 @@ from traceadvisor.importers._kineto_load import EventText, Loaded, load
 from traceadvisor.importers._kineto_meta import _int, capabilities, fill_meta, rank_of
 from traceadvisor.importers._kineto_parallel import BadCut, Helpers, worker_count
 from traceadvisor.importers._kineto_text import REPLACEMENT
-from traceadvisor.importers.probe import Probe, text_size_hint
+from traceadvisor.importers.probe import Probe
 from traceadvisor.progress import Progress, stage
 from traceadvisor.schema.classify import classify_frame, refine_by_op
 from traceadvisor.schema.columns import COLUMN_NAMES, conform
+from traceadvisor.textsize import text_size_hint
 from traceadvisor.trace import Trace, TraceMeta
 
 NAME = "kineto"
