@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
+from traceadvisor.replay import cuts
 from traceadvisor.replay import graph as G
 from traceadvisor.replay.fix import Fix, calls_at, calls_within, gpu_eids, host_eids, indexed, launching_calls
 from traceadvisor.replay.graphfix import (
@@ -72,6 +73,7 @@ class Prediction:
 
 
 _MEMO_BYTES = 32 << 20  # replays kept per graph (16 bytes per point each): at most this much, and 8
+_CUT_MEMO = 16  # fixes whose cut intervals and overlaps a replayer keeps (``_cuts``)
 
 
 class Replayer:
@@ -80,6 +82,8 @@ class Replayer:
     def __init__(self, trace: Trace, summary=None, overhead_ns: float | None = None):
         self.trace = trace
         self._high: Replayer | None = None  # replayed at the high profiler cost (overhead_sensitivity)
+        # fix digest -> ``_cuts``, shared with the ``at_overhead`` copies (``copy.copy`` keeps the dict)
+        self._cut_memo: dict[bytes, tuple] = {}
         warm_up_for(trace.events.height)  # numba loads while the graph is built
         # predictions are made on the program without the profiler: host time less its per-event cost
         self.overhead_ns = profiler_overhead_ns(trace) if overhead_ns is None else float(overhead_ns)
@@ -166,8 +170,9 @@ class Replayer:
         return int(np.median(g.dur[np.unique(g.launcher[k])]))
 
     # --- replay ---------------------------------------------------------------------------------------
-    def arrays(self, fix: Fix | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(release, weights, active) of the graph with ``fix`` applied."""
+    def arrays(self, fix: Fix | None, key: bytes | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(release, weights, active) of the graph with ``fix`` applied; ``key``: the fix's digest, where known (its
+        cut intervals are then worked out once, ``_cuts``)."""
         g = self.g
         w = self.base_w.copy()
         active = np.ones(len(w), bool)
@@ -209,9 +214,9 @@ class Replayer:
             # gaps longer than a dispatch are waits the trace does not name: they stay
             e = self._queue_in[w[self._queue_in] <= QUEUE_DISPATCH_GAP_MAX_NS]
             w[e] = np.minimum(w[e], cap[g.dst[e] // 2])
-        cut = self._cut_intervals(fix)
-        if len(cut[0]):
-            self._apply_cuts(w, cut)
+        _, ov = self._cuts(fix, key)
+        if ov is not None:
+            self._apply_cuts(w, ov)
             self._unwake(fix, active)
         if len(fix.delay_eid):  # added host work: the chain edge into each call's start point grows
             j = node(fix.delay_eid)
@@ -293,65 +298,33 @@ class Replayer:
 
     @cached_property
     def _chain_by_thread(self) -> dict[int, tuple[int, np.ndarray, np.ndarray]]:
-        """Per thread code: (offset in the order of the chain edges by thread and start, their recorded starts
-        ascending, running maximum of their recorded ends in that order); key -1: (0, that order, the edges that
-        end before they start, whose overlap ``covered`` gives as negative)."""
+        """``cuts.chain_by_thread`` of the host chain edges (computed once; the copies at other costs share it)."""
         _, tc, rs, rd, _, _ = self._chain
-        order = np.lexsort((rs, tc))
-        tcs, rss, rds = tc[order], rs[order], rd[order]
-        bounds = np.flatnonzero(np.diff(tcs)) + 1
-        out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {-1: (0, order, np.flatnonzero(rd < rs))}
-        for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(tcs)]]), strict=True):
-            if b > a:
-                out[int(tcs[a])] = (int(a), rss[a:b], np.maximum.accumulate(rds[a:b]))
-        return out
+        return cuts.chain_by_thread(tc, rs, rd)
 
-    def _cut_edges(self, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray | None:
-        """Indices (into ``_chain``'s arrays) of the chain edges that may overlap a cut interval:
-        those of its thread that start before it ends, from the first whose running maximum end is past its start
-        (every edge that overlaps it is among them); None where the threads are too many to go one by one or the
-        edges met are many (then every edge is measured)."""
-        by = self._chain_by_thread
-        n = len(by[-1][1])
-        if len(cut[0]) > n // 16:
-            return None
-        tcu = np.unique(cut[0])
-        if len(tcu) > 64:
-            return None
-        lo, hi = [], []
-        for t in tcu.tolist():
-            hit = by.get(t)
-            if hit is None:
-                continue
-            off, rs, mx = hit
-            m = cut[0] == t
-            j0 = np.searchsorted(mx, cut[1][m], side="right")
-            j1 = np.searchsorted(rs, cut[2][m], side="left")
-            ok = j1 > j0
-            lo.append(off + j0[ok])
-            hi.append(off + j1[ok])
-        if not lo:
-            return by[-1][2]
-        a, b = np.concatenate(lo), np.concatenate(hi)
-        size = b - a
-        total = int(size.sum())
-        if total > n // 8:  # most edges: measured on all of them
-            return None
-        # the positions a[i] .. b[i] - 1 of every interval, one array (an edge met by two cuts is listed twice)
-        pos = np.repeat(a - np.concatenate([[0], np.cumsum(size)[:-1]]), size) + np.arange(total)
-        return np.concatenate([by[-1][1][pos], by[-1][2]])
+    def _cuts(self, fix: Fix, key: bytes | None) -> tuple[cuts.Cut, cuts.Overlap | None]:
+        """(``_cut_intervals(fix)``, ``cuts.overlap`` of them, None without cuts), kept by the fix's digest ``key``
+        for this replayer and its copies at other profiler costs: neither depends on the cost, and a fix is
+        replayed at two costs and for the host floor (the benchmark: 20 cut passes took 0.93 s, 0.62 s of it
+        repeats; its analysis in process 4.86 -> 4.62 s, medians of 8 alternating runs)."""
+        hit = self._cut_memo.get(key) if key is not None else None
+        if hit is None:
+            cut = self._cut_intervals(fix)
+            ov = None
+            if len(cut[0]):
+                _, tc, rs, rd, _, tiled = self._chain
+                ov = cuts.overlap(cut, tc, rs, rd, tiled, self._chain_by_thread)
+            hit = (cut, ov)
+            if key is not None:
+                while len(self._cut_memo) >= _CUT_MEMO:
+                    self._cut_memo.pop(next(iter(self._cut_memo)))
+                self._cut_memo[key] = hit
+        return hit
 
-    def _apply_cuts(self, w: np.ndarray, cut: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it (the
-        overlap measured on the edges that may meet a cut only: 0 on every other)."""
-        ch, tc, rs, rd, delta, tiled = self._chain
-        cand = self._cut_edges(cut)
-        if cand is None:
-            overlap = covered(*cut, tc, rs, rd, tiled)
-        else:
-            overlap = np.zeros(len(ch), np.int64)
-            overlap[cand] = covered(*cut, tc[cand], rs[cand], rd[cand])
-        w[ch] = np.maximum(0, np.minimum(w[ch], delta - overlap))
+    def _apply_cuts(self, w: np.ndarray, ov: cuts.Overlap) -> None:
+        """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it."""
+        ch, _, _, _, delta, _ = self._chain
+        w[ch] = np.maximum(0, np.minimum(w[ch], delta - cuts.dense(ov, len(ch))))
 
     def run(self, fix: Fix | None, digest: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(times, edge that set each point) of the graph replayed with ``fix``, read-only. Two fixes that give
@@ -366,7 +339,7 @@ class Replayer:
         hit = memo.get(k) if k is not None else None
         if hit is not None:  # a fix with the same content as one replayed before (two rules' graph launches)
             return hit[0], hit[1]
-        release, w, active = self.arrays(fix)
+        release, w, active = self.arrays(fix, None if fk is None else fk[1])
         k = self._content_key(w, active)
         if fk is not None:
             own[fk] = k
@@ -429,7 +402,7 @@ class Replayer:
         memo = self.__dict__.setdefault("_floors", {})  # a finding's fix is replayed more than once
         if key in memo:
             return memo[key]
-        release, w, active = self.arrays(fix)
+        release, w, active = self.arrays(fix, key)
         b = np.nonzero(self.before)[0]
         if len(b):
             release, w = release.copy(), w.copy()
