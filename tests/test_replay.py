@@ -187,6 +187,29 @@ def test_replays_are_kept_by_the_content_of_their_weights(monkeypatch):
     assert rp._content_key(*rp.arrays(fix)[1:]) != other._content_key(*other.arrays(fix)[1:])
 
 
+def test_a_fixs_cuts_are_worked_out_once_for_every_profiler_cost(monkeypatch):
+    """A fix's cut intervals and their overlap with the host chain edges do not depend on the profiler's cost: the
+    replayer and its copy at another cost work them out once (kept by the fix's digest), with the same weights as
+    worked out afresh."""
+    import traceadvisor.replay as replay_mod
+
+    profiled = _loop(sync=False)
+    rp = Replayer(profiled, overhead_ns=2_000)
+    other = rp.at_overhead(4_000)
+    host = indexed(profiled).collect().filter(pl.col("kind") == "runtime")["eid"]
+    fix = Fix("faster host").host_duration(host, 1_000)
+    passes = []
+    real = replay_mod.cuts.overlap
+    monkeypatch.setattr(replay_mod.cuts, "overlap", lambda *a: passes.append(1) or real(*a))
+    key = fix.digest()
+    mine, theirs = rp.arrays(fix, key), other.arrays(fix, key)
+    assert len(passes) == 1 and len(rp._cut_memo) == 1
+    for got, want in ((mine, rp.arrays(fix)), (theirs, other.arrays(fix))):  # no key: worked out afresh
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    assert len(passes) == 3
+    assert rp.predict(fix).after_ns == Replayer(profiled, overhead_ns=2_000).predict(fix).after_ns
+
+
 def test_fix_cut_host_time():
     tr = _loop(sync=False)
     r = Replayer(tr, overhead_ns=0)
