@@ -306,7 +306,7 @@ class Replayer:
         """(``_cut_intervals(fix)``, ``cuts.overlap`` of them, None without cuts), kept by the fix's digest ``key``
         for this replayer and its copies at other profiler costs: neither depends on the cost, and a fix is
         replayed at two costs and for the host floor (the benchmark: 20 cut passes took 0.93 s, 0.62 s of it
-        repeats; its analysis in process 4.86 -> 4.62 s, medians of 8 alternating runs)."""
+        repeats; its analysis in process 4.86 -> 4.71 s, medians of 8 alternating runs)."""
         hit = self._cut_memo.get(key) if key is not None else None
         if hit is None:
             cut = self._cut_intervals(fix)
