@@ -110,3 +110,12 @@ def test_the_cli_chooses_with_the_commands_arguments():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.splitlines()[0] == "choose rules ['--rules', '.'] False"
+
+
+@glibc
+def test_profile_leaves_the_users_program_its_own_allocators():
+    """``profile`` runs the user's script in this process (or under nsys with this environment): neither allocator
+    is changed, so every block is mapped afresh as glibc's defaults do."""
+    got = _probe("profile", "--", "python", "train.py")
+    assert got["jemalloc"] is None
+    assert got["faults"] > 10 * BLOCK_PAGES

@@ -18,7 +18,8 @@ arguments hold at most ``KEEP_FREED_MAX_TEXT_BYTES`` of trace text. ``import`` i
 (issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. On the 2 GB trace (the benchmark x4) an
 ``analyze --no-html --no-cache`` took as long either way (39.4 against 39.7 s), with a peak of 7.87 GB kept against
 6.58 GB given back (one run each). A setting the user made (``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables)
-is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both allocators alone.
+is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both allocators alone, and so does ``profile``, which runs the
+user's program: its profile must show the program's own memory behaviour.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ GLIBC = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 256 << 20), (_M_TOP_
 _GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 # commands whose peak memory is a target of their own: jemalloc keeps its default there
 KEEP_DEFAULT_JEMALLOC = frozenset({"import"})
+# commands that run the user's program (``profile`` runs the script in this process, or under nsys / rocprof with
+# this environment): its allocators stay as they would be without traceadvisor, so its profile is its own
+USER_PROGRAM = frozenset({"profile"})
 # above this much trace text in the command's file arguments jemalloc keeps its default: the 2 GB trace's analysis
 # gained nothing and peaked 1.3 GB higher; the 470 MB benchmark's gained 13 %
 KEEP_FREED_MAX_TEXT_BYTES = 1 << 30
@@ -50,6 +54,8 @@ def choose(command: str, args: Sequence[str] = ()) -> None:
     """Set the allocators for ``command`` run with the command-line arguments ``args`` (the existing files and
     folders among them count as its inputs; see the module docstring); only before polars has loaded."""
     if os.environ.get("TRACEADVISOR_ALLOCATOR", "").strip() == "default" or "polars" in sys.modules:
+        return
+    if command in USER_PROGRAM:
         return
     if command not in KEEP_DEFAULT_JEMALLOC and _text_bytes(args) <= KEEP_FREED_MAX_TEXT_BYTES:
         os.environ.setdefault(JEMALLOC_ENV, KEEP_FREED)
