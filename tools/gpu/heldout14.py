@@ -181,6 +181,18 @@ def _varlen_side(out: Path, side: str, factor: float) -> None:
     print(f"[varlen {side}]", json.dumps({k: v for k, v in rec.items() if k != "measured"}), t, flush=True)
 
 
+def _two_process_timing(base: dict, fixed: dict) -> dict:
+    """The ``measured`` record of a pair whose sides ran in two processes (each timed alone as its own "base")."""
+    t = {
+        "base_ms": base["measured"]["base_ms"],
+        "base_rounds_ms": base["measured"]["base_rounds_ms"],
+        "fixed_ms": fixed["measured"]["base_ms"],
+        "fixed_rounds_ms": fixed["measured"]["base_rounds_ms"],
+    }
+    t["saving_pct"] = 100.0 * (t["base_ms"] - t["fixed_ms"]) / t["base_ms"]
+    return t
+
+
 def bert_varlen_alloc(out: Path) -> None:
     sides: dict[str, dict] = {}
     for factor in (1.1, 1.3):  # the larger cap only when a side ran out of memory at the smaller one
@@ -202,13 +214,7 @@ def bert_varlen_alloc(out: Path) -> None:
     if len(sides) < 2:
         raise RuntimeError(f"bert_varlen_alloc: sides finished {sorted(sides)}")
     b, x = sides["base"], sides["fixed"]
-    t = {
-        "base_ms": b["measured"]["base_ms"],
-        "base_rounds_ms": b["measured"]["base_rounds_ms"],
-        "fixed_ms": x["measured"]["base_ms"],
-        "fixed_rounds_ms": x["measured"]["base_rounds_ms"],
-    }
-    t["saving_pct"] = 100.0 * (t["base_ms"] - t["fixed_ms"]) / t["base_ms"]
+    t = _two_process_timing(b, x)
     what = (f"transformers BERT-base (12 layers, SDPA) sequence-classification training, bf16 autocast, fused AdamW, "
             f"batch {VARLEN_BATCH} padded to its own length (random in {VARLEN[0]}..{VARLEN[1]} every step, the same "
             f"lengths in both), the process capped at {b['cap_factor']}x the peak a {VARLEN[1]}-token step allocates "
@@ -265,13 +271,7 @@ def bert_nocache_alloc(out: Path) -> None:
             raise RuntimeError(f"bert_nocache_alloc: the {side} side did not finish")
         sides[side] = json.loads(part.read_text())
     b, x = sides["base"], sides["fixed"]
-    t = {
-        "base_ms": b["measured"]["base_ms"],
-        "base_rounds_ms": b["measured"]["base_rounds_ms"],
-        "fixed_ms": x["measured"]["base_ms"],
-        "fixed_rounds_ms": x["measured"]["base_rounds_ms"],
-    }
-    t["saving_pct"] = 100.0 * (t["base_ms"] - t["fixed_ms"]) / t["base_ms"]
+    t = _two_process_timing(b, x)
     what = (f"transformers BERT-base (12 layers, SDPA) sequence-classification training, bf16 autocast, fused AdamW, "
             f"batch {NOCACHE_BATCH} x {NOCACHE_LEN} tokens on the GPU, run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
             "(the caching allocator off: every tensor a cudaMalloc, every free a cudaFree); fix: the variable unset "
