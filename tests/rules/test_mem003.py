@@ -121,3 +121,56 @@ def test_caching_allocator_off_is_told_from_empty_cache(name, uncached):
         assert f.evidence["allocs_per_launch"] < 0.25
         assert "empty_cache" in f.summary
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in f.advice["torch"]
+
+
+def _host_bound_churn(slow: float) -> object:
+    """A host-bound loop of 60 steps: a cudaMalloc and a cudaFree (40 us each) per step, each followed by 16 launch
+    calls of 4 us x ``slow`` with 2 us x ``slow`` between them, then 24 launches of 4 us with 2 us between (away from
+    the calls); every kernel takes 1 us."""
+    b = TraceBuilder()
+    t = 0.0
+
+    def launches(n: int, scale: float) -> None:
+        nonlocal t
+        for _ in range(n):
+            b.launch("k", t, t + 5.0, 1.0, api_dur_us=4.0 * scale)
+            t += 6.0 * scale
+
+    for i in range(60):
+        start = t
+        b.runtime("cudaMalloc", t, 40.0)
+        t += 40.0
+        launches(16, slow)
+        launches(24, 1.0)
+        b.runtime("cudaFree", t, 40.0)
+        t += 40.0
+        launches(16, slow)
+        launches(24, 1.0)
+        b.step(i, start, t - start)
+    return b.build()
+
+
+@pytest.mark.parametrize("slow", [1.0, 2.0])
+def test_host_work_slowed_after_the_calls_speeds_up_with_the_fix(slow):
+    """Launch calls within 16 runtime calls after a driver allocation call taking ``slow`` times as long as the same
+    calls farther away: the fix also takes that slowdown out of the host time after each call (the saving per step
+    is the two calls' 80 us plus, at 2x, half of the 2 x 16 x 12 us after them); without a slowdown, only the
+    calls."""
+    t = _host_bound_churn(slow)
+    (f,) = _run(t).findings
+    assert f.count == 120
+    step_ns = (80.0 + 2 * 16 * 6.0 * slow + 2 * 24 * 6.0) * 1e3
+    saved = 80e3 + (192e3 if slow > 1 else 0.0)
+    assert f.prediction["before_ns"] - f.prediction["after_ns"] == pytest.approx(
+        saved / step_ns * f.prediction["before_ns"], rel=0.05
+    )
+    assert ("2.00x faster" in f.prediction["method"]) is (slow > 1)
+
+
+def test_few_calls_keep_the_host_speed():
+    """Under SLOWDOWN_MIN_CALLS churned calls (a warm-up step's growth sits among first launches, slow for other
+    reasons) the fix removes the calls alone."""
+    rows = RM.module.detect(_host_bound_churn(2.0), RM.rule.options_for(None)).collect()
+    assert RM.module.SLOWDOWN_MIN_CALLS > 60
+    few = RM.module.fix(rows.head(60), _host_bound_churn(2.0), RM.rule.options_for(None))
+    assert few.cuts.height == 0 and "faster" not in few.method

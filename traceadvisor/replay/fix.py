@@ -143,7 +143,10 @@ class Fix:
     def cut_host(self, rank, pid, tid, start_ns, end_ns, unwake: bool = False) -> Fix:
         """Host time removed from these threads' intervals. ``unwake``: the thread no longer waits for another
         thread inside them either (the graph's wake edges into its points there are dropped: with DataLoader
-        workers a batch is ready when the training thread asks, so it does not wait for the pin-memory thread)."""
+        workers a batch is ready when the training thread asks, so it does not wait for the pin-memory thread).
+        A null rank is the graph's "no rank" (-1), not 0 (``_arr`` reads other nulls as 0)."""
+        if isinstance(rank, pl.Series):
+            rank = rank.fill_null(-1)
         s = _arr(start_ns)
         n = len(s)
         df = pl.DataFrame(
