@@ -38,10 +38,9 @@ LOG_EVERY = 50  # the fixed variant's logging interval: longer than any timed bl
 
 
 # ---------------------------------------------------------------------------------------------------- SYN001
-def _swin_item(out: Path, key: str, batch: int, n: int, expect: list[str], what: str) -> None:
-    """timm Swin-T training at ``batch``, ``loss.item()`` logged every step (base) vs every ``LOG_EVERY`` steps
-    (fixed); one model and optimizer; both warmed, timed interleaved and profiled (``h200_ho_{key}_each`` /
-    ``_every50``)."""
+def swin_item_steps(batch: int):
+    """(base, fixed) steps of timm Swin-T training at ``batch``: ``loss.item()`` logged every step (base) vs every
+    ``LOG_EVERY`` steps (fixed); one model and optimizer."""
     import timm
 
     torch.manual_seed(0)
@@ -63,7 +62,12 @@ def _swin_item(out: Path, key: str, batch: int, n: int, expect: list[str], what:
 
         return step
 
-    base, fixed = make(1), make(LOG_EVERY)
+    return make(1), make(LOG_EVERY)
+
+
+def _swin_item(out: Path, key: str, batch: int, n: int, expect: list[str], what: str) -> None:
+    """``swin_item_steps(batch)`` warmed, timed interleaved and profiled (``h200_ho_{key}_each`` / ``_every50``)."""
+    base, fixed = swin_item_steps(batch)
     t0 = time.perf_counter()
     for i in range(3):
         fixed(i)
