@@ -8,7 +8,9 @@ EfficientNet with no or one DataLoader worker, the GPU-bound and the host-bound 
 Llama, BERT, GPT-2, ResNet-50 and ConvNeXt-T training and Llama prefill eager against torch.compile, FUS001; batch 9:
 a compiled BERT whose attention ran as memory-bound FP32 GEMMs, TF32 on, GEM002; batch 10: ViT-S and BERT training
 programs with three or four problems at once, each fix timed alone and all together, and profiled with and without
-every recording option; batch 11: compiled hand-written attention, ATT001; batch 12: Faster R-CNN, PRC001). Each
+every recording option; batch 11: compiled hand-written attention, ATT001; batch 12: Faster R-CNN, PRC001; batches
+13-14: padded vocabularies, CUDA graphs, TF32, allocator settings; batch 15: a per-step loss.item() on a balanced and
+a host-bound Swin-T loop, a warmed compiled ConvNeXt-T). Each
 checks the findings a correct analysis must report and must not, and for the single-fix pairs the predicted share
 against the saving measured without the profiler."""
 
