@@ -81,7 +81,7 @@ RULE = Rule(
     name="allocator-churn",
     title="Allocator churn: driver malloc/free in the loop",
     summary=(
-        "{count} driver allocation calls ({by_api}) took {impact_ms:.1f} ms of host time{burst_note}; "
+        "{count} driver allocation calls ({by_api}) took {impact_ms:.1f} ms of host time{burst_note}{slowdown_note}; "
         "without them the window would be {saving_ms:.1f} ms shorter ({saving_pct:.1f}%)"
     ),
     advice={
@@ -287,7 +287,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     calls = calls_at(trace, rows)
     if not calls.height:
         return None
-    slow = _slow_after_calls(trace, calls) if calls.height >= SLOWDOWN_MIN_CALLS else None
+    slow = _slowdown(trace, calls)
     method = f"{calls.height} allocator calls removed (memory reused)"
     if slow is not None:
         method += (
@@ -299,6 +299,11 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
         cut = slow[1]
         fx = fx.cut_host(cut["rank"], cut["pid"], cut["tid"], cut["start_ns"], cut["end_ns"])
     return fx
+
+
+def _slowdown(trace: Trace, calls: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
+    """``_slow_after_calls`` from ``SLOWDOWN_MIN_CALLS`` churned calls on (``calls``: their host calls), else None."""
+    return _slow_after_calls(trace, calls) if calls.height >= SLOWDOWN_MIN_CALLS else None
 
 
 def _slow_after_calls(trace: Trace, calls: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
@@ -376,6 +381,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         note = f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
     else:
         note = ""
+    slow = _slowdown(trace, calls_at(trace, rows)) if rows.height >= SLOWDOWN_MIN_CALLS else None
     out = {
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
         "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},
@@ -383,6 +389,14 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         "allocs_per_launch": None if per_launch is None else round(per_launch, 3),
         "uncached": uncached,
         "burst_note": note,
+        # the host's slowdown after the calls, which the predicted saving also takes out (``_slow_after_calls``)
+        "host_slowdown": None if slow is None else round(slow[0], 2),
+        "slowdown_note": ""
+        if slow is None
+        else (
+            f"; the host work just after them ran {slow[0]:.2f}x slower (its launch calls took {slow[0]:.2f}x as "
+            "long as away from the calls)"
+        ),
     }
     out.update(_memory_events(trace, int(float(options.get("big_block_mib", 16.0)) * (1 << 20))))
     return out

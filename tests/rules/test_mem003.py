@@ -165,6 +165,8 @@ def test_host_work_slowed_after_the_calls_speeds_up_with_the_fix(slow):
         saved / step_ns * f.prediction["before_ns"], rel=0.05
     )
     assert ("2.00x faster" in f.prediction["method"]) is (slow > 1)
+    assert f.evidence["host_slowdown"] == (2.0 if slow > 1 else None)
+    assert ("2.00x slower" in f.summary) is (slow > 1)
 
 
 def test_few_calls_keep_the_host_speed():
