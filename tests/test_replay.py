@@ -220,6 +220,13 @@ def test_fix_cut_host_time():
     assert p.impact_ns == 0
 
 
+def test_fix_cut_host_reads_a_null_rank_as_no_rank():
+    """A rank-less trace's threads are the graph's rank -1: a cut given a null rank (a column of such a trace) lands
+    on them, as one given -1 does, and is not read as rank 0."""
+    fx = Fix("cut").cut_host(pl.Series([None, 3], dtype=pl.Int32), [1, 1], [2, 2], [10, 20], [15, 25])
+    assert fx.cuts["rank"].to_list() == [-1, 3]
+
+
 def test_fix_host_delay_adds_host_work():
     """``host_delay``: host work added before calls. In the synchronised loop (5 launches of 10 us, 500 us of GPU
     work, a sync) a small delay only postpones each step's first kernel (the sync's is absorbed by its wait; the
