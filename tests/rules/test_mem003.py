@@ -10,6 +10,7 @@ from corpus_check import rule, trace
 from traceadvisor.engine.runner import analyze
 from traceadvisor.importers import load_trace
 from traceadvisor.testing import TraceBuilder
+from traceadvisor.trace import Trace
 
 RM = rule("memory/mem003_allocator_churn.py")
 
@@ -123,7 +124,7 @@ def test_caching_allocator_off_is_told_from_empty_cache(name, uncached):
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in f.advice["torch"]
 
 
-def _host_bound_churn(slow: float) -> object:
+def _host_bound_churn(slow: float) -> Trace:
     """A host-bound loop of 60 steps: a cudaMalloc and a cudaFree (40 us each) per step, each followed by 16 launch
     calls of 4 us x ``slow`` with 2 us x ``slow`` between them, then 24 launches of 4 us with 2 us between (away from
     the calls); every kernel takes 1 us."""
