@@ -420,7 +420,7 @@ def _fix_kernels(rows: pl.DataFrame, trace: Trace) -> Fix | None:
         .collect(engine=query.engine())
     )
     if cut.height:
-        fx = fx.cut_host(cut["rank"].fill_null(-1), cut["pid"], cut["tid"], cut["api_start"], cut["api_end"])
+        fx = fx.cut_host(cut["rank"], cut["pid"], cut["tid"], cut["api_start"], cut["api_end"])
     return without_queue_backpressure(trace, fx)
 
 

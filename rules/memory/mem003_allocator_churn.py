@@ -287,7 +287,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     calls = calls_at(trace, rows)
     if not calls.height:
         return None
-    slow = _slowdown(trace, calls)
+    slow = _slowdown(trace, rows)
     method = f"{calls.height} allocator calls removed (memory reused)"
     if slow is not None:
         method += (
@@ -301,9 +301,15 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     return fx
 
 
-def _slowdown(trace: Trace, calls: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
-    """``_slow_after_calls`` from ``SLOWDOWN_MIN_CALLS`` churned calls on (``calls``: their host calls), else None."""
-    return _slow_after_calls(trace, calls) if calls.height >= SLOWDOWN_MIN_CALLS else None
+def _slowdown(trace: Trace, rows: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
+    """``_slow_after_calls`` of the finding's rows from ``SLOWDOWN_MIN_CALLS`` churned calls on, else None; once per
+    set of rows (``fix`` and ``evidence`` read it)."""
+    if rows.height < SLOWDOWN_MIN_CALLS:
+        return None
+    digest = rows.select("rank", "tid", "start_ns").hash_rows(seed=0).sum()
+    key = f"mem003.slowdown.{rows.height}.{digest}"
+    slow = views.per_trace(trace, key, lambda: _slow_after_calls(trace, calls_at(trace, rows)))
+    return slow  # type: ignore[return-value]
 
 
 def _slow_after_calls(trace: Trace, calls: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
@@ -381,7 +387,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict) -> dict:
         note = f"; a burst of {burst} back-to-back frees looks like torch.cuda.empty_cache()"
     else:
         note = ""
-    slow = _slowdown(trace, calls_at(trace, rows)) if rows.height >= SLOWDOWN_MIN_CALLS else None
+    slow = _slowdown(trace, rows)
     out = {
         "by_api": ", ".join(f"{n} x{k}" for n, k, _ in apis.iter_rows()),
         "api_ms": {n: ns / 1e6 for n, _, ns in apis.iter_rows()},

@@ -444,9 +444,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     # the step's first kernel becomes the fused one (the fused time, which is at most the kernels' total, may be
     # longer than that kernel alone), the others take no time
     fx = fx.gpu_duration(g["eid"], g["new_ns"].to_numpy())
-    fx = fx.cut_host(
-        rows["rank"].fill_null(-1), rows["_pid"], rows["_tid"], rows["_cut_from_ns"], rows["_r_end"]
-    )
+    fx = fx.cut_host(rows["rank"], rows["_pid"], rows["_tid"], rows["_cut_from_ns"], rows["_r_end"])
     return without_queue_backpressure(trace, fx)
 
 
