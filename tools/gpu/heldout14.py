@@ -234,29 +234,21 @@ def bert_varlen_alloc(out: Path) -> None:
 NOCACHE_BATCH, NOCACHE_LEN = 32, 256
 
 
-def _nocache_side(out: Path, side: str) -> None:
-    """One side of ``bert_nocache_alloc`` in this process (``PYTORCH_NO_CUDA_MEMORY_CACHING`` from the environment):
-    timed and profiled; writes ``parts/_nocache_{side}.json``."""
-    torch.manual_seed(0)
-    model, cfg = bert(12)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    g = torch.Generator(device=DEV).manual_seed(1)
-    ids = torch.randint(0, cfg.vocab_size, (NOCACHE_BATCH, NOCACHE_LEN), device=DEV, generator=g)
-    lab = torch.randint(0, 2, (NOCACHE_BATCH,), device=DEV, generator=g)
-    step = trainer(opt, lambda i: model(input_ids=ids, labels=lab).loss)
+def nocache_side(out: Path, side: str, step, name: str) -> None:
+    """One side of a two-process allocator pair in this process (``PYTORCH_NO_CUDA_MEMORY_CACHING`` from the
+    environment): ``step`` timed and profiled into ``{name}.pt.trace.json.gz`` (``{name}_cached`` for the fixed side);
+    writes ``parts/_nocache_{side}.json``."""
     t = timed_pair(step, None, n=10, rounds=5, warm=5)
-    p = prof(step, out, "h200_ho_bert_nocache_alloc" + ("_cached" if side == "fixed" else ""), active=3)
+    p = prof(step, out, name + ("_cached" if side == "fixed" else ""), active=3)
     rec = {**p, "measured": t, "env": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "")}
     (out / "parts").mkdir(parents=True, exist_ok=True)
     (out / "parts" / f"_nocache_{side}.json").write_text(json.dumps(rec, indent=1))
     print(f"[nocache {side}]", json.dumps(rec), flush=True)
 
 
-def bert_nocache_alloc(out: Path) -> None:
-    """MEM003 on memory allocated without a pool: the whole training step run with PyTorch's caching allocator off
-    (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``, the debugging switch for memory checkers, left set), so every tensor is a
-    ``cudaMalloc`` and every free a ``cudaFree`` (which waits for the GPU); fix: the variable unset (the caching
-    allocator). Base and fixed in two child processes one after the other."""
+def nocache_sides(out: Path, script: Path, key: str) -> tuple[dict, dict]:
+    """(base, fixed) records of ``script --nocache OUT SIDE`` run in two child processes one after the other: the base
+    with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``, the fixed side with it (and ``PYTORCH_CUDA_ALLOC_CONF``) unset."""
     sides: dict[str, dict] = {}
     for side in ("base", "fixed"):
         env = dict(os.environ)
@@ -266,11 +258,31 @@ def bert_nocache_alloc(out: Path) -> None:
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         part = out / "parts" / f"_nocache_{side}.json"
         part.unlink(missing_ok=True)
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--nocache", str(out), side], env=env)
+        subprocess.run([sys.executable, str(script), "--nocache", str(out), side], env=env)
         if not part.exists():
-            raise RuntimeError(f"bert_nocache_alloc: the {side} side did not finish")
+            raise RuntimeError(f"{key}: the {side} side did not finish")
         sides[side] = json.loads(part.read_text())
-    b, x = sides["base"], sides["fixed"]
+    return sides["base"], sides["fixed"]
+
+
+def _nocache_side(out: Path, side: str) -> None:
+    """One side of ``bert_nocache_alloc`` (``nocache_side``)."""
+    torch.manual_seed(0)
+    model, cfg = bert(12)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    g = torch.Generator(device=DEV).manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (NOCACHE_BATCH, NOCACHE_LEN), device=DEV, generator=g)
+    lab = torch.randint(0, 2, (NOCACHE_BATCH,), device=DEV, generator=g)
+    step = trainer(opt, lambda i: model(input_ids=ids, labels=lab).loss)
+    nocache_side(out, side, step, "h200_ho_bert_nocache_alloc")
+
+
+def bert_nocache_alloc(out: Path) -> None:
+    """MEM003 on memory allocated without a pool: the whole training step run with PyTorch's caching allocator off
+    (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``, the debugging switch for memory checkers, left set), so every tensor is a
+    ``cudaMalloc`` and every free a ``cudaFree`` (which waits for the GPU); fix: the variable unset (the caching
+    allocator). Base and fixed in two child processes one after the other (``nocache_sides``)."""
+    b, x = nocache_sides(out, Path(__file__).resolve(), "bert_nocache_alloc")
     t = _two_process_timing(b, x)
     what = (f"transformers BERT-base (12 layers, SDPA) sequence-classification training, bf16 autocast, fused AdamW, "
             f"batch {NOCACHE_BATCH} x {NOCACHE_LEN} tokens on the GPU, run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 "

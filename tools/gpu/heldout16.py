@@ -19,9 +19,6 @@ record_shapes.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from heldout import DEV, record, run_all, timed_pair, trainer  # noqa: E402
 from heldout2 import prof  # noqa: E402
-from heldout14 import _two_process_timing  # noqa: E402
+from heldout14 import _two_process_timing, nocache_side, nocache_sides  # noqa: E402
 from heldout15 import swin_item_steps  # noqa: E402
 
 ABSENT = ["WRM001", "MEM001", "MEM002", "DLD001"]
@@ -65,7 +62,7 @@ NOCACHE_BATCH, NOCACHE_LEN = 8, 512
 
 
 def _nocache_side(out: Path, side: str) -> None:
-    """One side of ``gpt2_nocache_alloc`` in this process (``PYTORCH_NO_CUDA_MEMORY_CACHING`` from the environment)."""
+    """One side of ``gpt2_nocache_alloc`` (``heldout14.nocache_side``)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -74,29 +71,11 @@ def _nocache_side(out: Path, side: str) -> None:
     g = torch.Generator(device=DEV).manual_seed(1)
     ids = torch.randint(0, model.config.vocab_size, (NOCACHE_BATCH, NOCACHE_LEN), device=DEV, generator=g)
     step = trainer(opt, lambda i: model(input_ids=ids, labels=ids).loss)
-    t = timed_pair(step, None, n=10, rounds=5, warm=5)
-    p = prof(step, out, "h200_ho_gpt2_nocache_alloc" + ("_cached" if side == "fixed" else ""), active=3)
-    rec = {**p, "measured": t, "env": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "")}
-    (out / "parts").mkdir(parents=True, exist_ok=True)
-    (out / "parts" / f"_nocache_{side}.json").write_text(json.dumps(rec, indent=1))
-    print(f"[nocache {side}]", json.dumps(rec), flush=True)
+    nocache_side(out, side, step, "h200_ho_gpt2_nocache_alloc")
 
 
 def gpt2_nocache_alloc(out: Path) -> None:
-    sides: dict[str, dict] = {}
-    for side in ("base", "fixed"):
-        env = dict(os.environ)
-        env.pop("PYTORCH_NO_CUDA_MEMORY_CACHING", None)
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        if side == "base":
-            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
-        part = out / "parts" / f"_nocache_{side}.json"
-        part.unlink(missing_ok=True)
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--nocache", str(out), side], env=env)
-        if not part.exists():
-            raise RuntimeError(f"gpt2_nocache_alloc: the {side} side did not finish")
-        sides[side] = json.loads(part.read_text())
-    b, x = sides["base"], sides["fixed"]
+    b, x = nocache_sides(out, Path(__file__).resolve(), "gpt2_nocache_alloc")
     record(out, "gpt2_nocache_alloc", {
         "what": f"transformers GPT-2 small (GPT2Config defaults, SDPA) language-model training, bf16 autocast, fused "
                 f"AdamW, batch {NOCACHE_BATCH} x {NOCACHE_LEN} tokens on the GPU, run with "
