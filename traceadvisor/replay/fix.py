@@ -95,7 +95,7 @@ class Fix:
 
     def digest(self) -> bytes:
         """What ``Replayer.arrays`` reads of this fix, hashed: its arrays and its cut intervals (nulls apart). SHA-256,
-        on the CPU's SHA instructions (1.7 GB/s here, blake2b 0.66): the benchmark's 18 fixes hash 151 MB, the
+        on the CPU's SHA instructions (1.7-1.8 GB/s here, blake2b 0.66-0.95): the benchmark's 18 fixes hash 151 MB, the
         largest 44 MB (0.20 -> 0.11 s of its analysis)."""
         h = hashlib.sha256()
         for name in ("gpu_eid", "gpu_dur", "nowait_eid", "host_eid", "host_dur", "lat_eid", "lat_ns", "detach_eid",
