@@ -26,6 +26,8 @@ CHECKS = {
     "LNC001": lambda f: f.count >= 100,
     "STR001": lambda f: False,  # every corpus file holds one rank: a straggler finding is always wrong
     "ATT001": lambda f: f.evidence["fused_ms"] < f.evidence["chain_ms"],
+    # the conversions' time and the NCHW batch norms' at most: the fix shortens nothing else
+    "LAY001": lambda f: f.impact_ns <= (f.evidence["conversion_ms"] + f.evidence["batch_norm_ms"]) * 1e6 + 1,
     "PRC001": lambda f: (f.bound_ns or 0) <= f.evidence["matrix_ms"] * 1e6 + 1e3,
     # the only hand-written hot kernel of the corpus is the naive HIP batched matmul; library kernels never fire
     "KRN001": lambda f: f.evidence["kernel"].startswith("batched_matrix_multiplication"),
