@@ -23,6 +23,7 @@ NCHW_BATCH_NORM_RE = (
 # NCHW batch norm kernel time / channels-last batch norm kernel time for the same work, measured on the team's
 # ResNet-50 bf16 training traces (the same 53 batch norms; time per byte of batch-norm input):
 # H100, batch 128: 45.5 ms per step (62 bytes/us) against 14.7 ms (192 bytes/us) channels last, 3.1x;
-# H200, batch 64: 96-100 bytes/us (fixtures/calibration pinned) against 218-232 (h200_ho_resnet50_*), 2.2-2.4x.
+# H200: 96-100 bytes/us NCHW (fixtures/calibration pinned and dataloader, batch 64 and 32) against 218-232 channels
+# last (h200_ho_resnet50_sgd_loop and _accum4, batch 64; h200_ho_sync_gpubound, batch 256), 2.2-2.4x.
 # The lower ratio is taken.
 NCHW_BATCH_NORM_SLOWDOWN = 2.2
