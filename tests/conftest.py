@@ -222,6 +222,8 @@ SHARED_GROUPS = {
     f"tests/{name}.py": "calibration traces"
     for name in ("test_calibration", "test_compare_predicted", "test_breakdown_view")
 }
+# LAY001's tests read six held-out analyses (tests/analysed.py): on the held-out file's worker they are cached
+SHARED_GROUPS["tests/rules/test_lay001.py"] = "tests/rules/test_h200_heldout.py"
 
 
 def _chromium() -> str | None:
