@@ -102,3 +102,17 @@ def test_rocm_batched_transposes():
     (f,) = run(t).findings
     assert f.evidence["top_conversion_kernel"].startswith("batched_transpose_")
     assert f.advice["stack"] == "amd" and "batched_transpose" in f.advice["primary"]
+
+
+def test_same_finding_from_the_nsys_export_of_the_same_run():
+    """The calibration's NCHW ResNet-50 (H200) profiled by torch.profiler and, in another run of the same program,
+    by Nsight Systems: the same share of conversions, reported from either format."""
+    from traceadvisor.importers import load_trace
+
+    cal = ROOT / "fixtures" / "calibration"
+    shares = []
+    for name in ("pinned_base.pt.trace.json.gz", "pinned_base.nsys.sqlite"):
+        (f,) = run(load_trace(cal / name)).findings
+        assert not f.minor
+        shares.append(f.evidence["conversion_share_pct"])
+    assert abs(shares[0] - shares[1]) < 1.0, shares
