@@ -10,7 +10,7 @@ and writes the outputs the rest of the program reads.
 
 from __future__ import annotations
 
-from traceadvisor.knowledge import optimizers
+from traceadvisor.knowledge import layout, optimizers
 
 # kernel categories (``traceadvisor.schema.classify``) a fusing compiler merges into its generated kernels
 FUSABLE = ("elementwise", "reduction", "norm", "copy")
@@ -25,7 +25,7 @@ FUSABLE = ("elementwise", "reduction", "norm", "copy")
 # h100_ho_convnext_train_compiled)
 NOT_A_LINK = (
     r"^triton_|(?i:fused|nvfuser|apex|transformer_engine|embedding|index|gather|scatter|sort|topk|philox|curand|randperm|bernoulli"
-    r"|uniform|normal_kernel|engines_precompiled|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|AddPaddingKernel)"
+    rf"|uniform|normal_kernel|engines_precompiled|{layout.CUDNN_LAYOUT_KERNELS}|AddPaddingKernel)"
     rf"|{optimizers.FOREACH_KERNEL}|{optimizers.FUSED_KERNEL}|{optimizers.LOOP_UPDATE_KERNEL}"
 )
 

@@ -8,9 +8,12 @@ channel over strided ``H x W`` planes. With ``torch.channels_last`` tensors neit
 
 from __future__ import annotations
 
-# layout conversions around a convolution: cuDNN's engines (``cudnn::engines_precompiled::nchwToNhwcKernel``,
-# ``cudnn::ops::nhwcToNchwKernel``), older cuDNN's ``nchw2nhwc``, MIOpen's NHWC solvers' ``batched_transpose_*``
-LAYOUT_CONVERSION_RE = r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|^batched_transpose_"
+# cuDNN's layout conversions around a convolution (``cudnn::engines_precompiled::nchwToNhwcKernel``,
+# ``cudnn::ops::nhwcToNchwKernel``, older cuDNN's ``nchw2nhwc``): copy kernels for ``schema.classify``, kernels a
+# compiled program runs too for ``knowledge.fusion``
+CUDNN_LAYOUT_KERNELS = r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw"
+# every layout conversion around a convolution: cuDNN's and MIOpen's NHWC solvers' ``batched_transpose_*``
+LAYOUT_CONVERSION_RE = rf"{CUDNN_LAYOUT_KERNELS}|^batched_transpose_"
 
 # PyTorch's batch norm kernels for NCHW (``contiguous_format``) tensors; their channels-last twins are named
 # ``batch_norm_*_channels_last_kernel`` (CUDA and ROCm builds alike). cuDNN's and MIOpen's own batch norm

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceadvisor import query
-from traceadvisor.knowledge import collectives
+from traceadvisor.knowledge import collectives, layout
 from traceadvisor.knowledge.dtypes import KERNEL_PRECISION
 
 # (category, regex, vendor stack / library it comes from) -- first match wins. Checked against every kernel
@@ -63,7 +63,7 @@ KERNEL_CATEGORIES: tuple[tuple[str, str, str], ...] = (
     (
         "copy",
         r"copyBuffer|copy_kernel|memcpy|CatArrayBatchedCopy|transpose|permute|direct_copy|_to_copy"
-        r"|recat_copy|nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw",
+        rf"|recat_copy|{layout.CUDNN_LAYOUT_KERNELS}",
         "copy / layout kernels (incl. ROCm blit copies)",
     ),
     (
