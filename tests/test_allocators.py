@@ -86,7 +86,8 @@ def test_glibcs_own_variables_win():
 
 def test_big_inputs_keep_jemallocs_default(tmp_path):
     """Over 1 GiB of trace text in the command's files (here a sparse 1.1 GiB file, and a gzip file counted ten
-    times its size), jemalloc keeps polars' default; glibc's settings stay."""
+    times its size), jemalloc keeps polars' default, and ``import`` gives pages back sooner; glibc's settings
+    stay."""
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
         f.truncate(1100 << 20)
@@ -98,6 +99,9 @@ def test_big_inputs_keep_jemallocs_default(tmp_path):
         == allocators.KEEP_FREED
     )
     assert allocators._text_bytes([str(gz), "--json", str(big.with_name("none.json"))]) == 10_020
+    # import, whose peak memory is measured: freed pages go back to the kernel sooner than polars' default
+    assert _probe("import", str(big), "-o", "out.parquet")["jemalloc"] == allocators.GIVE_BACK_SOON
+    assert _probe("import", str(gz), "-o", "out.parquet")["jemalloc"] is None
 
 
 def test_the_cli_chooses_with_the_commands_arguments():

@@ -15,7 +15,12 @@ the warm ``analyze --html`` and the ``import --no-cache`` of the benchmark:
 
 So every command takes glibc's settings, and jemalloc's are taken by every command but ``import`` whose file
 arguments hold at most ``KEEP_FREED_MAX_TEXT_BYTES`` of trace text. ``import`` is measured by its peak memory too
-(issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. On the 2 GB trace (the benchmark x4) an
+(issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. Over that much text, ``import`` has jemalloc give
+freed pages back after 0.1 s instead of 0.5 s (``GIVE_BACK_SOON``): the Kineto sort's freed columns, which the
+sorted ones do not reuse, are then gone before the output is written. The 2 GB trace (the benchmark x4), two rounds
+in turn (7 Dec 21:13, load 1.9): peak 4.17-4.20 -> 3.62-3.65 GB, wall 10.1-10.3 -> 10.8 s. The 470 MB benchmark,
+three rounds: 1.41-1.43 -> 1.31 GB for 3.06-3.41 -> 3.23-3.41 s, so it keeps the default there (its wall time is
+a target of its own). On the 2 GB trace (the benchmark x4) an
 ``analyze --no-html --no-cache`` took as long either way (39.4 against 39.7 s), with a peak of 7.87 GB kept against
 6.58 GB given back (one run each). A setting the user made (``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables)
 is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both allocators alone, and so does ``profile``, which runs the
@@ -35,6 +40,8 @@ from traceadvisor.textsize import text_size_hint
 # pages stay in the process (no decay to the kernel) for the next allocation
 JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
 KEEP_FREED = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+# ... or given back after 0.1 s instead of polars' 0.5 s (dirty) and 1 s (muzzy): ``import`` of a big trace
+GIVE_BACK_SOON = "dirty_decay_ms:100,muzzy_decay_ms:100"
 # glibc's malloc (mallopt, malloc.h): blocks up to 32 MiB (its largest mmap threshold) come from the heap, which
 # keeps up to 256 MiB freed at its top and grows 64 MiB at a time, instead of a fresh mapping per block
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
@@ -45,8 +52,8 @@ KEEP_DEFAULT_JEMALLOC = frozenset({"import"})
 # commands that run the user's program (``profile`` runs the script in this process, or under nsys / rocprof with
 # this environment): its allocators stay as they would be without traceadvisor, so its profile is its own
 USER_PROGRAM = frozenset({"profile"})
-# above this much trace text in the command's file arguments jemalloc keeps its default: the 2 GB trace's analysis
-# gained nothing and peaked 1.3 GB higher; the 470 MB benchmark's gained 13 %
+# above this much trace text in the command's file arguments jemalloc keeps its default (``import``: gives pages back
+# sooner): the 2 GB trace's analysis gained nothing and peaked 1.3 GB higher; the 470 MB benchmark's gained 13 %
 KEEP_FREED_MAX_TEXT_BYTES = 1 << 30
 
 
@@ -57,7 +64,11 @@ def choose(command: str, args: Sequence[str] = ()) -> None:
         return
     if command in USER_PROGRAM:
         return
-    if command not in KEEP_DEFAULT_JEMALLOC and _text_bytes(args) <= KEEP_FREED_MAX_TEXT_BYTES:
+    big = _text_bytes(args) > KEEP_FREED_MAX_TEXT_BYTES
+    if command in KEEP_DEFAULT_JEMALLOC:
+        if big:
+            os.environ.setdefault(JEMALLOC_ENV, GIVE_BACK_SOON)
+    elif not big:
         os.environ.setdefault(JEMALLOC_ENV, KEEP_FREED)
     if not any(v in os.environ for v in _GLIBC_ENV):
         _glibc()
