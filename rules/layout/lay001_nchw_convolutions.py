@@ -20,10 +20,11 @@ Per (rank, device): the conversion kernels' GPU time against the device's kernel
 be present). The fix (``fix``), replayed on the trace's dependency graph: the conversion kernels take no time,
 and the NCHW batch norm kernels run ``NCHW_BATCH_NORM_SLOWDOWN`` (2.2x) faster, the smaller of the NCHW /
 channels-last ratios measured on ResNet-50 bf16 training (3.1x on an H100 at batch 128, 2.2-2.4x on an H200 at
-batches 32-256, per byte of batch-norm input). cuDNN's and MIOpen's own batch norm kernels (FP32 training) keep their
+batches 32-256, per byte of batch-norm input); ROCm builds run the same PyTorch kernels, hipified, and get the
+same ratio, not measured there. cuDNN's and MIOpen's own batch norm kernels (FP32 training) keep their
 time: their NHWC speed was not measured. Convolution and elementwise kernels keep theirs too, although they
-often gain as well (ResNet-50 bf16 on the H100: convolutions 16.2 -> 12.1 ms, elementwise 10.7 -> 7.4 ms per
-step), so the prediction is a lower bound of the saving. Only the convolutions' neighbours are converted: the
+may gain as well (ResNet-50 bf16 on the H100: convolutions 16.2 -> 12.1 ms per step), so the prediction is a lower
+bound of the saving. Only the convolutions' neighbours are converted: the
 few conversions of a vision transformer's patch embedding stay under ``min_share``.
 
 ## Known false positives
