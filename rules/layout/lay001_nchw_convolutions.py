@@ -159,7 +159,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "batch_norm_kernels": bn.height,
         "batch_norm_ms": bn["impact_ns"].sum() / 1e6,
         "batch_norm_slowdown_modelled": NCHW_BATCH_NORM_SLOWDOWN,
-        "saving_note": "a lower bound: convolution and elementwise kernels, which often run faster channels last "
+        "saving_note": "a lower bound: convolution and elementwise kernels, which may run faster channels last "
         "too, keep their time in the replay",
     }
 
