@@ -21,7 +21,8 @@ be present). The fix (``fix``), replayed on the trace's dependency graph: the co
 and the NCHW batch norm kernels run ``NCHW_BATCH_NORM_SLOWDOWN`` (2.2x) faster, the smaller of the NCHW /
 channels-last ratios measured on ResNet-50 bf16 training (3.1x on an H100 at batch 128, 2.2-2.4x on an H200 at
 batches 32-256, per byte of batch-norm input); ROCm builds run the same PyTorch kernels, hipified, and get the
-same ratio, not measured there. cuDNN's and MIOpen's own batch norm kernels (FP32 training) keep their
+same ratio, not measured there (nor is MIOpen's NHWC convolution speed: on AMD the finding has low
+confidence). cuDNN's and MIOpen's own batch norm kernels (FP32 training) keep their
 time: their NHWC speed was not measured. Convolution and elementwise kernels keep theirs too, although they
 may gain as well (ResNet-50 bf16 on the H100: convolutions 16.2 -> 12.1 ms per step), so the prediction is a lower
 bound of the saving. Only the convolutions' neighbours are converted: the
@@ -72,9 +73,10 @@ RULE = Rule(
         "nvidia": "cuDNN's tensor-core convolutions are NHWC: with channels_last tensors the "
         "nchwToNhwcKernel / nhwcToNchwKernel launches disappear, and PyTorch's batch norm takes its "
         "channels-last kernels (check with `traceadvisor analyze` or Nsight Systems that both are gone).",
-        "amd": "MIOpen's fastest convolution solvers (igemm *_nhwc) are NHWC: with channels_last tensors the "
-        "batched_transpose_* kernels around them disappear (ROCm 5.7 and later run NHWC convolutions natively; "
-        "MIOPEN_FIND_MODE and the solver chosen can be checked with MIOPEN_LOG_LEVEL=5).",
+        "amd": "MIOpen's fastest convolution solvers on MI200/MI300 (igemm *_nhwc) are NHWC and wrap NCHW tensors "
+        "in batched_transpose_* kernels. PyTorch hands channels_last tensors to MIOpen as NHWC only with "
+        "PYTORCH_MIOPEN_SUGGEST_NHWC=1 (its batch norm with PYTORCH_MIOPEN_SUGGEST_NHWC_BATCHNORM=1, ROCm 6.5 and "
+        "later); MIOpen's NHWC speed differs by architecture, so time both (MIOPEN_LOG_LEVEL=5 names the solver).",
     },
     needs=("kernels",),
     options={
@@ -109,6 +111,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
     )
     rows = k.with_columns(part=part).filter(pl.col("part").is_not_null())
     conv_ns = pl.col("dur_ns").filter(pl.col("part") == "conversion").sum().over(keys)
+    confidence = "low" if trace.meta.vendor == "amd" else "medium"  # MIOpen's NHWC speed is not measured
     return (
         rows.join(total, on=keys, how="left", nulls_equal=True)
         .with_columns(conversion_share=conv_ns / pl.col("device_kernel_ns"), conversion_ns=conv_ns)
@@ -126,6 +129,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             "part",
             pl.col("dur_ns").alias("impact_ns"),
             "conversion_share",
+            pl.lit(confidence).alias("confidence"),
         )
     )
 
