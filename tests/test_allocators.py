@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from traceadvisor.cli import allocators
+from traceadvisor.textsize import GZIP_RATIO, total_text_size
 
 # 20 blocks of 2-3.2 MiB, each larger than the last (so glibc's own threshold, raised to the size of a freed mapped
 # block, never covers the next one), touched, freed: fresh pages for each of them, or the same heap pages again
@@ -85,9 +86,9 @@ def test_glibcs_own_variables_win():
 
 
 def test_big_inputs_keep_jemallocs_default(tmp_path):
-    """Over 1 GiB of trace text in the command's files (here a sparse 1.1 GiB file, and a gzip file counted ten
-    times its size), jemalloc keeps polars' default, and ``import`` gives pages back sooner; glibc's settings
-    stay."""
+    """Over 1 GiB of trace text in the command's files (here a sparse 1.1 GiB file, and a gzip file counted
+    ``GZIP_RATIO`` times its size), jemalloc keeps polars' default, and ``import`` gives pages back sooner; glibc's
+    settings stay."""
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
         f.truncate(1100 << 20)
@@ -98,7 +99,7 @@ def test_big_inputs_keep_jemallocs_default(tmp_path):
         _probe("analyze", str(gz), "--html", str(tmp_path / "missing.html"))["jemalloc"]
         == allocators.KEEP_FREED
     )
-    assert allocators._text_bytes([str(gz), "--json", str(big.with_name("none.json"))]) == 10_020
+    assert total_text_size([str(gz), "--json", str(big.with_name("none.json"))]) == 1002 * GZIP_RATIO
     # import, whose peak memory is measured: freed pages go back to the kernel sooner than polars' default
     assert _probe("import", str(big), "-o", "out.parquet")["jemalloc"] == allocators.GIVE_BACK_SOON
     assert _probe("import", str(gz), "-o", "out.parquet")["jemalloc"] is None

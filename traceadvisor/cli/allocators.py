@@ -15,14 +15,14 @@ the warm ``analyze --html`` and the ``import --no-cache`` of the benchmark:
 
 So every command takes glibc's settings, and jemalloc's are taken by every command but ``import`` whose file
 arguments hold at most ``KEEP_FREED_MAX_TEXT_BYTES`` of trace text. ``import`` is measured by its peak memory too
-(issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. Over that much text, ``import`` has jemalloc give
-freed pages back after 0.1 s instead of 0.5 s (``GIVE_BACK_SOON``): the Kineto sort's freed columns, which the
-sorted ones do not reuse, are then gone before the output is written. The 2 GB trace (the benchmark x4), two rounds
-in turn (7 Dec 21:13, load 1.9): peak 4.17-4.20 -> 3.62-3.65 GB, wall 10.1-10.3 -> 10.8 s. The 470 MB benchmark,
-three rounds: 1.41-1.43 -> 1.31 GB for 3.06-3.41 -> 3.23-3.41 s, so it keeps the default there (its wall time is
-a target of its own). On the 2 GB trace (the benchmark x4) an
+(issue 14), which keeping freed pages raises by 0.15 GB for 0.1 s. On the 2 GB trace (the benchmark x4) an
 ``analyze --no-html --no-cache`` took as long either way (39.4 against 39.7 s), with a peak of 7.87 GB kept against
-6.58 GB given back (one run each). A setting the user made (``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables)
+6.58 GB given back (one run each), hence the limit. Over that much text, ``import`` has jemalloc give freed pages
+back after 0.1 s instead of 0.5 s (``GIVE_BACK_SOON``): the Kineto sort's freed columns, which the sorted ones do
+not reuse, are then gone before the output is written. The 2 GB trace, two rounds in turn (7 Dec 21:13, load
+1.9): peak 4.17-4.20 -> 3.62-3.65 GB, wall 10.1-10.3 -> 10.8 s. The 470 MB benchmark, three rounds: 1.41-1.43 ->
+1.31 GB for 3.06-3.41 -> 3.23-3.41 s, so it keeps the default there (its wall time is a target of its own). A
+setting the user made (``_RJEM_MALLOC_CONF``, glibc's ``MALLOC_*_`` variables)
 is kept; ``TRACEADVISOR_ALLOCATOR=default`` leaves both allocators alone, and so does ``profile``, which runs the
 user's program: its profile must show the program's own memory behaviour.
 """
@@ -32,9 +32,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from traceadvisor.textsize import text_size_hint
+from traceadvisor.textsize import total_text_size
 
 # polars' jemalloc (tikv-jemallocator: its options come from this variable, read once, when polars loads): freed
 # pages stay in the process (no decay to the kernel) for the next allocation
@@ -64,7 +63,7 @@ def choose(command: str, args: Sequence[str] = ()) -> None:
         return
     if command in USER_PROGRAM:
         return
-    big = _text_bytes(args) > KEEP_FREED_MAX_TEXT_BYTES
+    big = total_text_size(args) > KEEP_FREED_MAX_TEXT_BYTES
     if command in KEEP_DEFAULT_JEMALLOC:
         if big:
             os.environ.setdefault(JEMALLOC_ENV, GIVE_BACK_SOON)
@@ -72,20 +71,6 @@ def choose(command: str, args: Sequence[str] = ()) -> None:
         os.environ.setdefault(JEMALLOC_ENV, KEEP_FREED)
     if not any(v in os.environ for v in _GLIBC_ENV):
         _glibc()
-
-
-def _text_bytes(args: Sequence[str]) -> int:
-    """The trace text of the arguments that name an existing file or folder (an output that exists already counts
-    too: a report is small against the threshold)."""
-    total = 0
-    for a in args:
-        if a.startswith("-"):
-            continue
-        try:
-            total += text_size_hint(Path(a))  # 0 for a path that is not there
-        except ValueError:  # not a path at all (a NUL byte)
-            continue
-    return total
 
 
 def _glibc() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from traceadvisor import affinity
-from traceadvisor.textsize import text_size_hint
+from traceadvisor.textsize import total_text_size
 
 # below this much trace text a command runs on one CPU: measured faster pinned up to 27 MB, slower at 191 MB (the
 # module docstring); a 32 MB Kineto text is also where its import starts to use threads (the scanner)
@@ -30,8 +30,6 @@ def one_cpu_for_small_inputs(paths: Iterable[str | Path]) -> bool:
     Returns whether the process is pinned."""
     if not _DECIDED:
         forced = os.environ.get("TRACEADVISOR_ONE_CPU", "").strip() == "1"
-        small = not affinity.left_alone() and (
-            forced or sum(text_size_hint(Path(p)) for p in paths) < SMALL_TEXT_BYTES
-        )
+        small = not affinity.left_alone() and (forced or total_text_size(paths) < SMALL_TEXT_BYTES)
         _DECIDED.append(small and affinity.pin())
     return _DECIDED[0]

@@ -22,21 +22,12 @@ from typing import Any
 
 from traceadvisor import affinity
 from traceadvisor.scaleout.worker import RankResult, RankSettings, analyze_rank
+from traceadvisor.textsize import text_size_hint
 
 RSS_PER_INPUT_BYTE = (
     3.0  # peak RSS of one rank / its (uncompressed JSON) file size, measured on the 470 MB trace
 )
-GZIP_RATIO = 12.0  # a gzipped Kineto trace expands about this much
 RECYCLE_BYTES = 100 * 2**20  # ranks this large get a fresh worker process each
-
-
-def _input_bytes(path: str) -> int:
-    p = Path(path)
-    try:
-        n = p.stat().st_size if p.is_file() else sum(c.stat().st_size for c in p.rglob("*") if c.is_file())
-    except OSError:
-        return 0
-    return int(n * GZIP_RATIO) if p.name.endswith(".gz") else n
 
 
 def _available_memory() -> int | None:
@@ -57,7 +48,7 @@ def local_workers(paths: list[str], requested: int | None = None) -> int:
     cores = os.cpu_count() or 1
     n = min(cores, len(paths))
     avail = _available_memory()
-    biggest = max((_input_bytes(p) for p in paths), default=0)
+    biggest = max((text_size_hint(Path(p)) for p in paths), default=0)
     if avail and biggest:
         n = min(n, max(1, int(avail * 0.8 // (RSS_PER_INPUT_BYTE * biggest))))
     return max(1, n)
@@ -108,7 +99,7 @@ def run_local(
                 on_done()
             yield r
         return
-    big = max((_input_bytes(p) for p in paths), default=0) >= RECYCLE_BYTES
+    big = max((text_size_hint(Path(p)) for p in paths), default=0) >= RECYCLE_BYTES
     env = worker_env(n)
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # inherited by the spawned workers
