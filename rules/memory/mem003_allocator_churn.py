@@ -140,7 +140,7 @@ SLOWDOWN_MIN_LAUNCHES = 20
 SLOWDOWN_MAX = 3.0
 SLOWDOWN_MAX_STRETCH_NS = 1_000_000
 # API classes of calls that may wait for the GPU or the driver: their stretches are not sped up
-BLOCKING_CLASSES = ("sync", "blocking_copy", "async_copy", "alloc", "free")
+BLOCKING_CLASSES = (*apis.WAITING_CLASSES, "alloc", "free")
 
 
 def _rk() -> pl.Expr:
@@ -287,7 +287,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     calls = calls_at(trace, rows)
     if not calls.height:
         return None
-    slow = _slowdown(trace, rows)
+    slow = _slowdown(trace, rows, calls)
     method = f"{calls.height} allocator calls removed (memory reused)"
     if slow is not None:
         method += (
@@ -301,14 +301,18 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict) -> Fix | None:
     return fx
 
 
-def _slowdown(trace: Trace, rows: pl.DataFrame) -> tuple[float, pl.DataFrame] | None:
-    """``_slow_after_calls`` of the finding's rows from ``SLOWDOWN_MIN_CALLS`` churned calls on, else None; once per
-    set of rows (``fix`` and ``evidence`` read it)."""
+def _slowdown(
+    trace: Trace, rows: pl.DataFrame, calls: pl.DataFrame | None = None
+) -> tuple[float, pl.DataFrame] | None:
+    """``_slow_after_calls`` of the finding's rows (their calls ``calls``, where the caller has them) from
+    ``SLOWDOWN_MIN_CALLS`` churned calls on, else None; once per set of rows (``fix`` and ``evidence`` read it)."""
     if rows.height < SLOWDOWN_MIN_CALLS:
         return None
     digest = rows.select("rank", "tid", "start_ns").hash_rows(seed=0).sum()
     key = f"mem003.slowdown.{rows.height}.{digest}"
-    slow = views.per_trace(trace, key, lambda: _slow_after_calls(trace, calls_at(trace, rows)))
+    slow = views.per_trace(
+        trace, key, lambda: _slow_after_calls(trace, calls_at(trace, rows) if calls is None else calls)
+    )
     return slow  # type: ignore[return-value]
 
 

@@ -286,7 +286,7 @@ def _first_calls(trace: Trace, options: dict) -> list[pl.LazyFrame]:
     waits = (
         lf.filter(pl.col("kind") == "runtime")
         .with_columns(api=views.api_name(lf=lf))
-        .filter(pl.col("api_class").is_in(["blocking_copy", "async_copy", "sync"]))
+        .filter(pl.col("api_class").is_in(apis.WAITING_CLASSES))
         .select(_rk(), "tid", pl.col("start_ns").alias("w_start"))
         .sort("w_start")
     )

@@ -253,6 +253,9 @@ API_CLASSES: tuple[str, ...] = (
     "stream_wait",
 )
 
+# classes of calls that may wait for the GPU (a synchronisation, a copy: a pageable "async" copy waits too)
+WAITING_CLASSES: tuple[str, ...] = ("sync", "blocking_copy", "async_copy")
+
 
 def _table() -> dict[str, str]:
     out: dict[str, str] = {}
