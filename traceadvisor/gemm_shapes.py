@@ -75,7 +75,7 @@ def device_peaks(trace: Trace) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def _dims_expr(col: str, idx: str) -> pl.Expr:
+def dims_at(col: str, idx: str) -> pl.Expr:
     """The shape at position ``idx`` of a JSON ``Input Dims`` string, as a list of ints (null if absent)."""
     s = pl.col(col).str.extract_all(r"\[[^\[\]]*\]").list.get(pl.col(idx), null_on_oob=True)
     return (
@@ -121,8 +121,8 @@ def gemm_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
         .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims", "input_types")
         .join(table, on="name", how="inner")
         .with_columns(
-            a=_dims_expr("input_dims", "ia"),
-            b=_dims_expr("input_dims", "ib"),
+            a=dims_at("input_dims", "ia"),
+            b=dims_at("input_dims", "ib"),
             dtype_raw=pl.col("input_types")
             .str.extract_all(r'"[^"]*"')
             .list.get(pl.col("ia"), null_on_oob=True)

@@ -56,9 +56,11 @@ def _steps(arch: str, batch: int, bf16: bool = True) -> tuple[Callable[[int], No
     return side(torch.contiguous_format), side(torch.channels_last)
 
 
-def _pair(out: Path, key: str, arch: str, batch: int, what: str, bf16: bool = True) -> None:
+def _pair(
+    out: Path, key: str, arch: str, batch: int, what: str, bf16: bool = True, n: int = 10, rounds: int = 7
+) -> None:
     base, fixed = _steps(arch, batch, bf16)
-    t = timed_pair(base, fixed, n=10, rounds=7)
+    t = timed_pair(base, fixed, n=n, rounds=rounds)
     p = prof(base, out, f"h200_ho_{key}", active=3)
     pf = prof(fixed, out, f"h200_ho_{key}_channels_last", active=3)
     record(out, key, {"what": what, **p, "fixed_trace": pf["trace"], "measured": t, "expect": ["LAY001"],
