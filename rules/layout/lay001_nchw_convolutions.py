@@ -99,7 +99,8 @@ RULE = Rule(
         "nvidia": "cuDNN's tensor-core convolutions are NHWC: with channels_last tensors the "
         "nchwToNhwcKernel / nhwcToNchwKernel launches disappear, PyTorch's batch norm takes its channels-last "
         "kernels and its bf16/fp16 depthwise convolutions go to cuDNN's NHWC kernels instead of "
-        "conv_depthwise2d_*_kernel (check with `traceadvisor analyze` or Nsight Systems that both are gone).",
+        "conv_depthwise2d_*_kernel (check with `traceadvisor analyze` or Nsight Systems that the NCHW kernels "
+        "are gone).",
         "amd": "MIOpen's fastest convolution solvers on MI200/MI300 (igemm *_nhwc) are NHWC and wrap NCHW tensors "
         "in batched_transpose_* kernels. PyTorch hands channels_last tensors to MIOpen as NHWC only with "
         "PYTORCH_MIOPEN_SUGGEST_NHWC=1 (its batch norm with PYTORCH_MIOPEN_SUGGEST_NHWC_BATCHNORM=1, ROCm 6.5 and "

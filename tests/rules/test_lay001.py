@@ -70,23 +70,47 @@ def test_kernel_tables(name, conversion, nchw_bn):
     assert bool(re.search(NCHW_BATCH_NORM_RE, name)) is nchw_bn
 
 
+CUDNN_BN, DEPTHWISE, PER_GROUP = "cudnn_bn", "depthwise", "per_group"
+NS = "void at::native::(anonymous namespace)::"
+
+
 @pytest.mark.parametrize(
     "name, table, matches",
     [
-        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, float)", "cudnn_bn", True),
-        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensorStruct)", "cudnn_bn", True),
-        ("void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)", "cudnn_bn", True),
-        ("void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512>(cudnn::NhwcBatchNormFwdParams)", "cudnn_bn", False),
-        ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float)", "cudnn_bn", False),
-        ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, c10::BFloat16, int>(at::Generic)", "depthwise", True),
-        ("void at::native::(anonymous namespace)::conv_depthwise2d_backward_kernel<3, 2, c10::Half, int>(at::Generic)", "depthwise", True),
-        ("void at::native::(anonymous namespace)::conv_depthwise2d_grad_weight_kernel<c10::BFloat16, float, int>(at::G)", "depthwise", True),
-        ("void at::native::(anonymous namespace)::conv_depthwise2d_forward_kernel<3, float, int>(at::GenericPacked<c10::BFloat16>)", "depthwise", False),
-        ("conv2d_c1_k1_nhwc_specialized", "depthwise", False),
-        ("void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, true, false, false>(cudnnTensorTransformStruct)", "per_group", True),
-        ("void nhwcSliceCKernel<__nv_bfloat16, __nv_bfloat16, float, true>(int)", "per_group", True),
+        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float)", CUDNN_BN, True),
+        (
+            "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensorStruct)",
+            CUDNN_BN,
+            True,
+        ),
+        (
+            "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
+            CUDNN_BN,
+            True,
+        ),
+        (
+            "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512>(cudnn::Params)",
+            CUDNN_BN,
+            False,
+        ),
+        ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float)", CUDNN_BN, False),
+        (NS + "conv_depthwise2d_forward_kernel<3, c10::BFloat16, int>(at::Generic)", DEPTHWISE, True),
+        (NS + "conv_depthwise2d_backward_kernel<3, 2, c10::Half, int>(at::Generic)", DEPTHWISE, True),
+        (NS + "conv_depthwise2d_grad_weight_kernel<c10::BFloat16, float, int>(at::G)", DEPTHWISE, True),
+        (
+            NS + "conv_depthwise2d_forward_kernel<3, float, int>(at::GenericPacked<c10::BFloat16>)",
+            DEPTHWISE,
+            False,
+        ),
+        ("conv2d_c1_k1_nhwc_specialized", DEPTHWISE, False),
+        (
+            "void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, true>(cudnnTensorTransformStruct)",
+            PER_GROUP,
+            True,
+        ),
+        ("void nhwcSliceCKernel<__nv_bfloat16, __nv_bfloat16, float, true>(int)", PER_GROUP, True),
     ],
-)  # fmt: skip
+)
 def test_more_kernel_tables(name, table, matches):
     """cuDNN's NCHW batch norm (training only), PyTorch's 16-bit NCHW depthwise kernels (FP32's are not modelled: the
     template's dtype is read before the argument list), cuDNN's per-group transforms."""
