@@ -30,7 +30,8 @@ present). The fix (``fix``), replayed on the trace's dependency graph, with the 
   among their kernels, found through the ops' recorded input dims) keep their conversions, and their layout
   kernels run ``PER_GROUP_LAYOUT_GROWTH`` (2.9x) longer: RegNetY-1.6GF's did (6.3 -> 18.1 ms a step), while
   ResNeXt-50's grouped convolutions, which run no such transform, lost their conversions. Where those kernels
-  reach a quarter of the conversions the finding has low confidence;
+  reach a quarter of the conversions the finding has low confidence. A trace without the ops' input dims
+  (Nsight Systems, rocprof, torch.profiler without ``record_shapes``) shows no groups: all conversions go;
 - convolution and elementwise kernels keep their time, although they may gain as well (ResNet-50 bf16 on the H100:
   convolutions 11.1 -> 9.4 ms a step), so outside the per-group case the prediction is a lower bound.
 
