@@ -25,7 +25,7 @@ present). The fix (``fix``), replayed on the trace's dependency graph, with the 
 - the conversions take no time;
 - PyTorch's NCHW batch norm kernels run 2.2x faster (2.0-2.7x on DenseNet-121, ResNet-50 and RegNetY; 2.2-2.4x on
   an H200), cuDNN's 1.5x (ResNet-50 FP32), PyTorch's NCHW depthwise kernels 4.8x (MobileNetV2: the pair that
-  calibrates it);
+  calibrates it; EfficientNet-B0's kernel time 57.8 % less measured, 53.0 % replayed);
 - grouped convolutions that cuDNN already transforms group by group on NCHW tensors (``tensorTransformGeneric``
   among their kernels, found through the ops' recorded input dims) keep their conversions, and their layout
   kernels run ``PER_GROUP_LAYOUT_GROWTH`` (2.9x) longer: RegNetY-1.6GF's did (6.3 -> 18.1 ms a step), while

@@ -11,7 +11,7 @@ programs with three or four problems at once, each fix timed alone and all toget
 every recording option; batch 11: compiled hand-written attention, ATT001; batch 12: Faster R-CNN, PRC001; batches
 13-14: padded vocabularies, CUDA graphs, TF32, allocator settings; batch 15: a per-step loss.item() on a balanced and
 a host-bound Swin-T loop, a warmed compiled ConvNeXt-T; batches 16-18: MEM003 on ViT-S and GPT-2, channels_last on
-ResNet-50 bf16 and FP32, ResNeXt-50, MobileNetV2, DenseNet-121 and RegNetY). Each
+ResNet-50 bf16 and FP32, ResNeXt-50, MobileNetV2, EfficientNet-B0, DenseNet-121, RegNetY and ConvNeXt-T). Each
 checks the findings a correct analysis must report and must not, and for the single-fix pairs the predicted share
 against the saving measured without the profiler."""
 
