@@ -88,8 +88,9 @@ RULE = Rule(
     summary="{conversions:,} layout conversions around the convolutions take {conversion_ms:.1f} ms "
     "({conversion_share_pct:.1f}% of the kernel time), PyTorch's NCHW depthwise convolutions {depthwise_ms:.1f} ms "
     "and NCHW batch norm kernels {batch_norm_ms:.1f} ms: the "
-    "activations are NCHW while the convolution library computes in NHWC; channels_last tensors would save "
-    "{saving_ms:.1f} ms ({saving_pct:.1f}% of the window)",
+    "activations are NCHW while the convolution library computes in NHWC; channels_last tensors would take "
+    "{kernel_time_removed_ms:.1f} ms ({kernel_time_removed_pct:.0f}%) off the kernel time and save {saving_ms:.1f} ms "
+    "({saving_pct:.1f}% of the window)",
     advice={
         "common": "Keep the activations channels last: convert the model and every input batch once "
         "(NHWC in memory, the same NCHW shapes in code), then check the trace for conversion kernels left "
@@ -148,6 +149,16 @@ def _grouped_conv_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
         )
         .filter((pl.col("wc") > 0) & (pl.col("cin") > pl.col("wc")) & (pl.col("cin") % pl.col("wc") == 0))
     )
+
+
+# each part's time with channels-last tensors, as a fraction of its NCHW time (``knowledge.layout``)
+NEW_TIME = {
+    "conversion": 0.0,
+    "batch_norm": 1 / NCHW_BATCH_NORM_SLOWDOWN,
+    "cudnn_batch_norm": 1 / CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
+    "depthwise": 1 / NCHW_DEPTHWISE_SLOWDOWN,
+    "per_group_layout": PER_GROUP_LAYOUT_GROWTH,
+}
 
 
 def _per_group_layout(trace: Trace) -> pl.DataFrame:
@@ -247,6 +258,8 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             .then(0)
             .otherwise(pl.col("dur_ns"))
             .alias("impact_ns"),
+            "dur_ns",
+            "device_kernel_ns",
             "conversion_share",
             "per_group_layout_ns",
             "confidence",
@@ -263,20 +276,16 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     g = g.join(
         rows.select("rank", "device", "start_ns", "part"), on=["rank", "device", "start_ns"], nulls_equal=True
     )
-    conv = g.filter(pl.col("part") == "conversion")
-    bn = g.filter(pl.col("part") == "batch_norm")
-    cudnn_bn = g.filter(pl.col("part") == "cudnn_batch_norm")
-    dw = g.filter(pl.col("part") == "depthwise")
-    grown = g.filter(pl.col("part") == "per_group_layout")
+    n = dict(g.group_by("part").len().iter_rows())
     f = Fix(
-        f"channels_last tensors: {conv.height} layout conversions gone, "
-        f"{bn.height + cudnn_bn.height} batch norms and {dw.height} depthwise convolution kernels channels last"
+        f"channels_last tensors: {n.get('conversion', 0)} layout conversions gone, "
+        f"{n.get('batch_norm', 0) + n.get('cudnn_batch_norm', 0)} batch norms and {n.get('depthwise', 0)} "
+        "depthwise convolution kernels channels last"
     )
-    f.gpu_duration(conv["eid"], 0)
-    f.gpu_duration(bn["eid"], (bn["dur_ns"] / NCHW_BATCH_NORM_SLOWDOWN).round())
-    f.gpu_duration(dw["eid"], (dw["dur_ns"] / NCHW_DEPTHWISE_SLOWDOWN).round())
-    f.gpu_duration(grown["eid"], (grown["dur_ns"] * PER_GROUP_LAYOUT_GROWTH).round())
-    return f.gpu_duration(cudnn_bn["eid"], (cudnn_bn["dur_ns"] / CUDNN_NCHW_BATCH_NORM_SLOWDOWN).round())
+    for part, new_time in NEW_TIME.items():
+        k = g.filter(pl.col("part") == part)
+        f.gpu_duration(k["eid"], (k["dur_ns"] * new_time).round())
+    return f
 
 
 def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[str, Any]:
@@ -286,6 +295,9 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     dw = rows.filter(pl.col("part") == "depthwise")
     top = conv.group_by("name").agg(pl.col("impact_ns").sum()).sort("impact_ns", descending=True)
     per_group_ms = float(rows["per_group_layout_ns"].max() or 0) / 1e6
+    new_time = rows["part"].replace_strict(NEW_TIME, return_dtype=pl.Float64)
+    removed_ms = float((rows["dur_ns"] * (1 - new_time)).sum()) / 1e6
+    kernel_ms = float(rows["device_kernel_ns"].max() or 0) / 1e6
     out = {
         "conversions": conv.height,
         "conversion_ms": conv["impact_ns"].sum() / 1e6,
@@ -301,6 +313,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "depthwise_slowdown_modelled": NCHW_DEPTHWISE_SLOWDOWN,
         "per_group_layout_ms": per_group_ms,
         "per_group_layout_growth_modelled": PER_GROUP_LAYOUT_GROWTH,
+        "kernel_time_removed_ms": removed_ms,
+        "kernel_time_removed_pct": 100.0 * removed_ms / kernel_ms if kernel_ms else 0.0,
         "saving_note": "a lower bound: convolution and elementwise kernels, which may run faster channels last "
         "too, keep their time in the replay",
     }

@@ -230,3 +230,6 @@ def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     predicted = replayer(base).gpu_time_removed_ns(fix) / before
     measured = 1 - kernel_ns(fixed) / before
     assert abs(predicted - measured) <= max(0.3 * measured, 0.03), (predicted, measured)
+    # the finding states the same share of the kernel time
+    (f,) = _lay(f"h100_ho_{key}.pt.trace.json.gz")
+    assert abs(f.evidence["kernel_time_removed_pct"] - 100 * predicted) < 0.5, (f.evidence, predicted)
