@@ -44,9 +44,10 @@ A model that needs NCHW for one layer (a custom op, a reshape that assumes conti
 conversions there with channels_last too; ``x.contiguous()`` calls in the model turn channels-last tensors back
 into NCHW, and then the conversions stay until they are removed. A host-bound loop gains little: the replay
 shows it (DenseNet-121 at batch 64: 32 % less kernel time, a step within the host's noise). A 1-D convolution
-(``Conv1d``) runs as a 2-D one on ``[N, C, 1, L]`` tensors: its depthwise kernels match, but ``channels_last``
-does not apply to 3-D tensors. On FP32 without tensor cores (TF32 off and no autocast) cuDNN may pick NCHW kernels
-and no conversions: nothing is reported then.
+(``Conv1d``) runs as a 2-D one on ``[N, C, 1, L]`` views, where ``channels_last`` does not apply: the kernels of
+ops whose recorded activation is 3-D or such a view are left out (``knowledge.layout.LAYOUT_OPS``); without input
+dims (Nsight Systems, rocprof, no ``record_shapes``) they count. On FP32 without tensor cores (TF32 off and no
+autocast) cuDNN may pick NCHW kernels and no conversions: nothing is reported then.
 
 ## References
 - PyTorch, channels last memory format: https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html
@@ -69,6 +70,7 @@ from traceadvisor.knowledge.layout import (
     CUDNN_NCHW_BATCH_NORM_RE,
     CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
     LAYOUT_CONVERSION_RE,
+    LAYOUT_OPS,
     NCHW_BATCH_NORM_RE,
     NCHW_BATCH_NORM_SLOWDOWN,
     NCHW_DEPTHWISE_RE,
@@ -127,27 +129,40 @@ def applies(trace: Trace) -> bool:
     return rulekit.has_any(trace, "category", "conv")
 
 
-def _grouped_conv_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Convolution cpu_ops with more than one group (input channels a multiple of the weight's), from their
-    recorded input dims (``CONV_OP_INPUT_WEIGHT``)."""
+def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The cpu_ops that launch the rule's kernels (``LAYOUT_OPS``) with recorded input dims: ``one_d`` when the
+    activation is 3-D or a 1-D convolution's ``[N, C, 1, L]`` view, ``grouped`` for a convolution with more than one
+    group (input channels a multiple of the weight's, ``CONV_OP_INPUT_WEIGHT``)."""
+    ix = {k: v[0] for k, v in CONV_OP_INPUT_WEIGHT.items()}
+    iw = {k: v[1] for k, v in CONV_OP_INPUT_WEIGHT.items()}
     table = pl.LazyFrame(
         {
-            "name": list(CONV_OP_INPUT_WEIGHT),
-            "ix": [v[0] for v in CONV_OP_INPUT_WEIGHT.values()],
-            "iw": [v[1] for v in CONV_OP_INPUT_WEIGHT.values()],
+            "name": list(LAYOUT_OPS),
+            "ix": [ix.get(n, 0) for n in LAYOUT_OPS],
+            "iw": [iw.get(n) for n in LAYOUT_OPS],
+            "i0": [0] * len(LAYOUT_OPS),
         },
-        schema={"name": pl.String, "ix": pl.Int64, "iw": pl.Int64},
+        schema={"name": pl.String, "ix": pl.Int64, "iw": pl.Int64, "i0": pl.Int64},
+    )
+    x0 = dims_at("input_dims", "i0")
+    cin = dims_at("input_dims", "ix").list.get(1, null_on_oob=True)
+    wc = dims_at("input_dims", "iw").list.get(1, null_on_oob=True)
+    one_d = (x0.list.len() == 3) | (
+        (x0.list.len() == 4)
+        & (x0.list.get(2, null_on_oob=True) == 1)
+        & (x0.list.get(3, null_on_oob=True) > 1)
     )
     return (
         lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
         .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims")
         .join(table, on="name", how="inner")
         .with_columns(
-            cin=dims_at("input_dims", "ix").list.get(1, null_on_oob=True),
-            wc=dims_at("input_dims", "iw").list.get(1, null_on_oob=True),
+            one_d=one_d.fill_null(False),
+            grouped=((wc > 0) & (cin > wc) & (cin % wc == 0)).fill_null(False),
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
         )
-        .filter((pl.col("wc") > 0) & (pl.col("cin") > pl.col("wc")) & (pl.col("cin") % pl.col("wc") == 0))
+        .filter(pl.col("one_d") | pl.col("grouped"))
+        .select("rank", "tid", "start_ns", "end_ns", "external_id", "one_d", "grouped")
     )
 
 
@@ -161,28 +176,47 @@ NEW_TIME = {
 }
 
 
-def _per_group_layout(trace: Trace) -> pl.DataFrame:
-    """(rank, device, start_ns) of the layout kernels (conversions, per-group transforms) of the grouped convolutions
-    that cuDNN already transforms group by group on NCHW tensors (``PER_GROUP_TRANSFORM_RE`` among their kernels):
-    with channels-last tensors these grow instead of going (``knowledge.layout``)."""
+def _op_kinds(trace: Trace) -> pl.DataFrame:
+    """(rank, device, start_ns, kind) of the kernels whose op changes what channels last does to them
+    (``_layout_ops``): ``one_d`` for a 1-D convolution's or batch norm's (not NCHW's: left out), ``per_group`` for
+    the layout kernels (conversions, per-group transforms) of a grouped convolution that cuDNN already transforms
+    group by group on NCHW tensors (``PER_GROUP_TRANSFORM_RE`` among its kernels), which grow with channels-last
+    tensors instead of going (``knowledge.layout``)."""
     lf = views.base(trace)
-    ops = _grouped_conv_ops(lf).collect()
-    empty = pl.DataFrame(schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64})
+    empty = pl.DataFrame(
+        schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64, "op_kind": pl.String}
+    )
+    ops = _layout_ops(lf).collect()
     if not ops.height:
         return empty
     linked = (
         linked_kernels(lf, ops.lazy())
         .join(
-            ops.lazy().select("rank", pl.col("external_id").alias("ext")),
+            ops.lazy().select("rank", pl.col("external_id").alias("ext"), "one_d", "grouped"),
             on=["rank", "ext"],
-            how="semi",
+            how="inner",
             nulls_equal=True,
         )
-        .with_columns(per_group=views.name_contains(lf, PER_GROUP_TRANSFORM_RE))
-        .filter(pl.col("per_group").any().over("rank", "ext"))
-        .filter(pl.col("per_group") | views.name_contains(lf, LAYOUT_CONVERSION_RE))
+        .with_columns(transform=views.name_contains(lf, PER_GROUP_TRANSFORM_RE))
+        .with_columns(
+            op_kind=pl.when(pl.col("one_d"))
+            .then(pl.lit("one_d"))
+            .when(
+                pl.col("grouped")
+                & pl.col("transform").any().over("rank", "ext")
+                & (pl.col("transform") | views.name_contains(lf, LAYOUT_CONVERSION_RE))
+            )
+            .then(pl.lit("per_group"))
+            .otherwise(None)
+        )
+        .filter(pl.col("op_kind").is_not_null())
     )
-    return linked.select("rank", "device", "start_ns").unique().collect().cast(empty.schema)
+    return (
+        linked.select("rank", "device", "start_ns", "op_kind")
+        .unique(["rank", "device", "start_ns"])
+        .collect()
+        .cast(empty.schema)
+    )
 
 
 def _part(lf: pl.LazyFrame) -> pl.Expr:
@@ -209,13 +243,14 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
         pl.col("dur_ns").sum().alias("device_kernel_ns"),
         (pl.col("category") == "conv").any().alias("has_conv"),
     )
-    per_group = _per_group_layout(trace).lazy().with_columns(per_group=pl.lit(True))
     rows = (
         k.with_columns(part=_part(lf))
         .filter(pl.col("part").is_not_null())
-        .join(per_group, on=["rank", "device", "start_ns"], how="left", nulls_equal=True)
+        .join(_op_kinds(trace).lazy(), on=["rank", "device", "start_ns"], how="left", nulls_equal=True)
         .with_columns(
-            part=pl.when(pl.col("per_group").fill_null(False))
+            part=pl.when(pl.col("op_kind") == "one_d")
+            .then(None)
+            .when(pl.col("op_kind") == "per_group")
             .then(pl.lit("per_group_layout"))
             .when(pl.col("part") == "transform")
             .then(None)

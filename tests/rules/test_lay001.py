@@ -233,3 +233,36 @@ def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     # the finding states the same share of the kernel time
     (f,) = _lay(f"h100_ho_{key}.pt.trace.json.gz")
     assert abs(f.evidence["kernel_time_removed_pct"] - 100 * predicted) < 0.5, (f.evidence, predicted)
+
+
+def _depthwise_trace(dims: list[int]):
+    """Blocks of a bf16 depthwise convolution (PyTorch's NCHW kernel) and a batch norm on activations of shape
+    ``dims``, each op recorded with its input dims and launching its kernel (linked by external id)."""
+    from traceadvisor.testing import TraceBuilder
+
+    b = TraceBuilder(name="lay001_depthwise")
+    dw = NS + "conv_depthwise2d_forward_kernel<3, c10::BFloat16, int>(at::GenericPackedTensorAccessor)"
+    bn = "void at::native::batch_norm_transform_input_kernel<c10::BFloat16, float, float, true, int>(x)"
+    t, ext = 0.0, 100
+    for _ in range(20):
+        for op, kernel, op_dims in (
+            (
+                "aten::_conv_depthwise2d",
+                dw,
+                [dims, [dims[1], 1, 3, 3] if len(dims) == 4 else [dims[1], 1, 3]],
+            ),
+            ("aten::native_batch_norm", bn, [dims, [dims[1]]]),
+        ):
+            ext += 1
+            b.cpu_op(op, t, 20, ext=ext, dims=op_dims)
+            b.launch(kernel, t + 5, t + 10, 300, ext=ext)
+            t += 320
+    return b.build()
+
+
+def test_one_dimensional_convolutions_are_not_nchw():
+    """A 1-D depthwise convolution runs PyTorch's conv_depthwise2d kernel on a ``[N, C, 1, L]`` view, beside
+    BatchNorm1d on ``[N, C, L]``: channels_last does not apply to 3-D tensors, so nothing is reported. The same
+    kernels on 2-D activations are."""
+    assert run(_depthwise_trace([8, 256, 32, 32])).findings
+    assert run(_depthwise_trace([8, 256, 1, 1024])).findings == []

@@ -72,3 +72,17 @@ PER_GROUP_TRANSFORM_RE = r"tensorTransformGeneric|nhwcSliceCKernel"
 # channels-last / NCHW time of those convolutions' layout kernels: RegNetY-1.6GF, 6.3 -> 18.1 ms a step. One
 # measurement, not checked on another model
 PER_GROUP_LAYOUT_GROWTH = 2.9
+
+# The ops that launch those kernels, whose first input is the activation (``Input Dims``): a 1-D convolution runs as a
+# 2-D one on ``[N, C, 1, L]`` views (PyTorch's ``view1d_as_2d``), with ``BatchNorm1d`` on ``[N, C, L]`` tensors, and
+# ``channels_last`` does not apply to 3-D tensors, so kernels these ops launch on such inputs are not NCHW's
+LAYOUT_OPS = (
+    *CONV_OP_INPUT_WEIGHT,
+    "aten::_conv_depthwise2d",
+    "aten::native_batch_norm",
+    "aten::native_batch_norm_backward",
+    "aten::cudnn_batch_norm",
+    "aten::cudnn_batch_norm_backward",
+    "aten::miopen_batch_norm",
+    "aten::miopen_batch_norm_backward",
+)
