@@ -10,7 +10,7 @@
 | ``dtypes`` | recorded dtypes (peak column, bytes), kernel-name math precision, FP32 SIMT GEMM kernels |
 | ``gpus`` | GPU models (peaks, bandwidths, names, PCI ids), the launch floor per vendor |
 | ``fusion`` | which kernels a fusing compiler merges into chains, which already ran fused, a fused chain's cost |
-| ``layout`` | the layout conversions a convolution library runs around NCHW tensors, PyTorch's NCHW batch norm kernels and their measured slowdown |
+| ``layout`` | the kernels NCHW tensors cost (conversions, batch norms, depthwise, per-group transforms), channels-last ratios |
 
 Kernel-name categories (gemm, attention, ...) are the table in ``traceadvisor.schema.classify``. Importers and
 the post-import normalization (``traceadvisor.normalize``) turn these tables into columns (``kind``,
