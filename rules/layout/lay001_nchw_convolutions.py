@@ -177,7 +177,7 @@ NEW_TIME = {
 
 
 def _op_kinds(trace: Trace) -> pl.DataFrame:
-    """(rank, device, start_ns, kind) of the kernels whose op changes what channels last does to them
+    """(rank, device, start_ns, op_kind) of the kernels whose op changes what channels last does to them
     (``_layout_ops``): ``one_d`` for a 1-D convolution's or batch norm's (not NCHW's: left out), ``per_group`` for
     the layout kernels (conversions, per-group transforms) of a grouped convolution that cuDNN already transforms
     group by group on NCHW tensors (``PER_GROUP_TRANSFORM_RE`` among its kernels), which grow with channels-last

@@ -40,87 +40,61 @@ def test_examples():
     assert run(RM.module.example_good()).findings == []
 
 
+NS = "void at::native::(anonymous namespace)::"
+PATTERNS = {
+    "conversion": LAYOUT_CONVERSION_RE,
+    "nchw_bn": NCHW_BATCH_NORM_RE,
+    "cudnn_bn": CUDNN_NCHW_BATCH_NORM_RE,
+    "depthwise": NCHW_DEPTHWISE_RE,
+    "per_group": PER_GROUP_TRANSFORM_RE,
+}
+
+
 @pytest.mark.parametrize(
-    "name, conversion, nchw_bn",
+    "name, tables",
     [
         (
             "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float>",
-            True,
-            False,
+            {"conversion"},
         ),
-        ("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false>", True, False),
-        ("batched_transpose_16x32_half", True, False),
-        ("void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>", False, True),
+        ("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false>", {"conversion"}),
+        ("batched_transpose_16x32_half", {"conversion"}),
+        ("void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>", {"nchw_bn"}),
         (
             "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16>",
-            False,
-            True,
+            {"nchw_bn"},
+        ),
+        ("void at::native::batch_norm_transform_input_channels_last_kernel<c10::BFloat16, float>", set()),
+        ("void at::native::batch_norm_backward_reduce_channels_last_kernel<4, c10::BFloat16>", set()),
+        ("triton_poi_fused__to_copy_clone_transpose_view_5", set()),
+        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float)", {"cudnn_bn"}),
+        (
+            "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensor)",
+            {"cudnn_bn"},
         ),
         (
-            "void at::native::batch_norm_transform_input_channels_last_kernel<c10::BFloat16, float>",
-            False,
-            False,
+            "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args)",
+            {"cudnn_bn"},
         ),
-        ("void at::native::batch_norm_backward_reduce_channels_last_kernel<4, c10::BFloat16>", False, False),
-        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>", False, False),
-        ("triton_poi_fused__to_copy_clone_transpose_view_5", False, False),
+        ("void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512>(cudnn::Params)", set()),
+        ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float)", set()),
+        (NS + "conv_depthwise2d_forward_kernel<3, c10::BFloat16, int>(at::Generic)", {"depthwise"}),
+        (NS + "conv_depthwise2d_backward_kernel<3, 2, c10::Half, int>(at::Generic)", {"depthwise"}),
+        (NS + "conv_depthwise2d_grad_weight_kernel<c10::BFloat16, float, int>(at::G)", {"depthwise"}),
+        (NS + "conv_depthwise2d_forward_kernel<3, float, int>(at::GenericPacked<c10::BFloat16>)", set()),
+        ("conv2d_c1_k1_nhwc_specialized", set()),
+        (
+            "void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, true>(cudnnTensorTransform)",
+            {"per_group"},
+        ),
+        ("void nhwcSliceCKernel<__nv_bfloat16, __nv_bfloat16, float, true>(int)", {"per_group"}),
     ],
 )
-def test_kernel_tables(name, conversion, nchw_bn):
-    assert bool(re.search(LAYOUT_CONVERSION_RE, name)) is conversion
-    assert bool(re.search(NCHW_BATCH_NORM_RE, name)) is nchw_bn
-
-
-CUDNN_BN, DEPTHWISE, PER_GROUP = "cudnn_bn", "depthwise", "per_group"
-NS = "void at::native::(anonymous namespace)::"
-
-
-@pytest.mark.parametrize(
-    "name, table, matches",
-    [
-        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float)", CUDNN_BN, True),
-        (
-            "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensorStruct)",
-            CUDNN_BN,
-            True,
-        ),
-        (
-            "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
-            CUDNN_BN,
-            True,
-        ),
-        (
-            "void cudnn::batchnorm_fwtr_nhwc_semiPersist<float, float, float, 512>(cudnn::Params)",
-            CUDNN_BN,
-            False,
-        ),
-        ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float)", CUDNN_BN, False),
-        (NS + "conv_depthwise2d_forward_kernel<3, c10::BFloat16, int>(at::Generic)", DEPTHWISE, True),
-        (NS + "conv_depthwise2d_backward_kernel<3, 2, c10::Half, int>(at::Generic)", DEPTHWISE, True),
-        (NS + "conv_depthwise2d_grad_weight_kernel<c10::BFloat16, float, int>(at::G)", DEPTHWISE, True),
-        (
-            NS + "conv_depthwise2d_forward_kernel<3, float, int>(at::GenericPacked<c10::BFloat16>)",
-            DEPTHWISE,
-            False,
-        ),
-        ("conv2d_c1_k1_nhwc_specialized", DEPTHWISE, False),
-        (
-            "void tensorTransformGeneric<__nv_bfloat16, __nv_bfloat16, float, true>(cudnnTensorTransformStruct)",
-            PER_GROUP,
-            True,
-        ),
-        ("void nhwcSliceCKernel<__nv_bfloat16, __nv_bfloat16, float, true>(int)", PER_GROUP, True),
-    ],
-)
-def test_more_kernel_tables(name, table, matches):
-    """cuDNN's NCHW batch norm (training only), PyTorch's 16-bit NCHW depthwise kernels (FP32's are not modelled: the
-    template's dtype is read before the argument list), cuDNN's per-group transforms."""
-    pattern = {
-        "cudnn_bn": CUDNN_NCHW_BATCH_NORM_RE,
-        "depthwise": NCHW_DEPTHWISE_RE,
-        "per_group": PER_GROUP_TRANSFORM_RE,
-    }
-    assert bool(re.search(pattern[table], name)) is matches
+def test_kernel_tables(name, tables):
+    """Each kernel name against every table of ``knowledge.layout``: the conversions, PyTorch's NCHW batch norm (not
+    its channels-last twins), cuDNN's NCHW batch norm (training only), PyTorch's 16-bit NCHW depthwise kernels (FP32's
+    are not modelled: the template's dtype is read before the argument list), cuDNN's per-group transforms."""
+    assert {k for k, pattern in PATTERNS.items() if re.search(pattern, name)} == tables
 
 
 def test_resnet50_nchw_against_channels_last_across_batches():
@@ -218,8 +192,10 @@ def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     from traceadvisor.replay import replayer
     from traceadvisor.schema import views
 
-    base = load_trace(HELD / f"h100_ho_{key}.pt.trace.json.gz")
-    fixed = load_trace(HELD / FACTS[f"h100_ho_{key}.pt.trace.json.gz"]["fixed_trace"])
+    name = f"h100_ho_{key}.pt.trace.json.gz"
+    res = analysed(HELD / name)  # the analysis the other tests read: its trace, imported once
+    base = res.traces[0]
+    fixed = load_trace(HELD / FACTS[name]["fixed_trace"])
 
     def kernel_ns(t) -> int:
         return views.kernels(t.lazy()).select(pl.col("dur_ns").sum()).collect().item()
@@ -231,7 +207,7 @@ def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     measured = 1 - kernel_ns(fixed) / before
     assert abs(predicted - measured) <= max(0.3 * measured, 0.03), (predicted, measured)
     # the finding states the same share of the kernel time
-    (f,) = _lay(f"h100_ho_{key}.pt.trace.json.gz")
+    (f,) = [f for f in res.findings if f.rule == "LAY001"]
     assert abs(f.evidence["kernel_time_removed_pct"] - 100 * predicted) < 0.5, (f.evidence, predicted)
 
 
