@@ -218,21 +218,28 @@ def test_ranges_in_threads_equal_one_thread(tmp_path, monkeypatch):
     assert out[0].events.equals(out[1].events) and out[0].meta.to_dict() == out[1].meta.to_dict()
 
 
-def test_a_cold_numba_cache_takes_the_msgspec_path_and_compiles_at_exit(monkeypatch):
-    """The scanner's compilation (~15 CPU-s) never lands on an import: with its code not in numba's cache, a big
-    text goes to the msgspec path and the code is compiled after the process (``compile_later``)."""
+def test_unsaved_scanner_code_takes_the_msgspec_path_and_compiles_at_exit(monkeypatch):
+    """The scanner's compilation (~10 CPU-s) never lands on an import: with its machine code not saved
+    (``traceadvisor.native``), a big text goes to the msgspec path and the code is built after the process
+    (``compile_later``)."""
+    from traceadvisor import native
     from traceadvisor.importers import _kineto_fast as fast
 
+    assert fast._scanner() is not None  # built and saved now if it was not
     monkeypatch.delenv("TRACEADVISOR_KINETO_SCAN", raising=False)
     later = []
-    monkeypatch.setattr(fast, "_cached", lambda scan: False)
     monkeypatch.setattr(fast, "compile_later", lambda: later.append(True))
     fast._scanner.cache_clear()
     try:
-        assert not fast.use_scanner(fast.SCAN_MIN_BYTES)
-        assert later == [True]
-        assert not fast.use_scanner(fast.SCAN_MIN_BYTES - 1) and later == [True]  # small: never asked
-        monkeypatch.setenv("TRACEADVISOR_KINETO_SCAN", "1")  # forced: compiled (here, loaded) in process
+        with monkeypatch.context() as m:
+            m.setattr(native, "load", lambda lib: None)
+            assert not fast.use_scanner(fast.SCAN_MIN_BYTES)
+            assert later == [True]
+            assert not fast.use_scanner(fast.SCAN_MIN_BYTES - 1) and later == [True]  # small: never asked
+        fast._scanner.cache_clear()
+        monkeypatch.setenv(
+            "TRACEADVISOR_KINETO_SCAN", "1"
+        )  # forced: built in process where not saved (here, loaded)
         assert fast.use_scanner(0)
     finally:
         fast._scanner.cache_clear()
@@ -282,11 +289,26 @@ def test_the_scanners_load_runs_in_a_thread_while_the_file_is_read(monkeypatch):
         fast._scanner.cache_clear()
 
 
-def test_the_compiled_scanner_is_found_in_numbas_cache():
+def test_the_scanner_runs_from_its_saved_code_without_numba():
+    """Once built, the scanner's machine code is loaded by a fresh process without importing numba, and scans."""
+    import subprocess
+    import sys
+
     from traceadvisor.importers import _kineto_fast as fast
 
-    scan = fast._scanner()  # compiled into the cache (or loaded from it)
-    assert scan is not None and fast._cached(scan)
+    assert fast._scanner() is not None  # built and saved now if it was not
+    child = (
+        "import sys, numpy as np\n"
+        "from traceadvisor.importers import _kineto_fast as fast\n"
+        "s = fast._scanner(compile=False)\n"
+        'text = np.frombuffer(b\'{"ph": "X", "ts": 1.5, "dur": 2}, {"ph": "i"}\', np.uint8)\n'
+        "rows = fast._scan(s, text, 0, len(text))\n"
+        "print(s.native, 'numba' in sys.modules, rows.shape[1], rows[s.TS, 0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["True", "False", "2", "1500"]  # two events, the first at 1.5 us
 
 
 def test_the_compile_at_exit_runs_once_while_its_lock_is_fresh(monkeypatch, tmp_path):

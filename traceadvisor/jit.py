@@ -1,4 +1,5 @@
 """numba compilation for traceadvisor's compiled kernels (the replay's, the Kineto scanner's), one cache policy.
+(Once built, the kernels run from their saved machine code without numba: ``traceadvisor.native``.)
 
 ``njit(f)`` compiles with numba's on-disk cache: under ``$NUMBA_CACHE_DIR``, else beside ``f``'s file, else in
 the user's cache directory; on a read-only install without a writable home numba finds no place and refuses,

@@ -3,8 +3,9 @@ and values as the msgspec path (``_kineto_raw.range_frame``) without a Python ob
 
 Events the scanner marks unusual (an escape or a non-ASCII byte, a value of an unexpected type, ...) are decoded
 by the msgspec path and put back in input order; a range the scanner rejects is left to the msgspec path whole
-(``raw_frame`` returns None). Big texts only, or once this process has loaded the scanner (``use_scanner``):
-numba's import and the cached code's load cost about half a second.
+(``raw_frame`` returns None). Big texts only, or once this process has loaded the scanner (``use_scanner``). The
+scanner runs from its saved machine code (``_kineto_kernels``, ``traceadvisor.native``): its load costs 0.07 s,
+where numba's import and cache load cost 0.45-0.6 s.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from traceadvisor.importers._kineto_raw import (
 )
 from traceadvisor.importers._kineto_text import _CArray
 
-# below this much event text the msgspec path is used (numba's import and cache load cost ~0.5 s) ...
+# below this much event text the msgspec path is used (set when the scanner's load, numba's then, cost ~0.5 s;
+# 0.07 s from its saved code now) ...
 SCAN_MIN_BYTES = 32 << 20
 # ... unless the scanner is loaded in this process already: then from this size on (measured on 2 cores, 2 Dec,
 # CPU of kineto.read, median of 3, scanner loaded: of 15 real traces of 0.5-35 MB, 14 took 2-38 % less (0.5-1.8 MB
@@ -54,10 +56,11 @@ _STACK = 1024  # at least _kineto_scan._MAX_DEPTH
 def use_scanner(text_bytes: int) -> bool:
     """Whether to scan: ``TRACEADVISOR_KINETO_SCAN=1``/``0`` forces it (1 compiles it here if need be); else for
     big texts, and for texts of ``SCAN_LOADED_MIN_BYTES`` or more once this process has loaded the scanner or
-    spent ``SCAN_BUDGET_BYTES`` on the msgspec path, where numba is installed and the scanner's compiled code is
-    in numba's cache. When it is not (the first big import after an install), this import takes the msgspec
-    path and the code is compiled at exit in a detached, low-priority process (``compile_later``): the ~15
-    CPU-s of compilation never land on a user's import. Both paths import the same (tests/test_kineto_scan.py)."""
+    spent ``SCAN_BUDGET_BYTES`` on the msgspec path, where numba is installed and the scanner's machine code is
+    saved (``traceadvisor.native``). When it is not (the first big import after an install or a change), this
+    import takes the msgspec path and the code is built at exit in a detached, low-priority process
+    (``compile_later``): the ~10 CPU-s of compilation never land on a user's import. Both paths import the same
+    (tests/test_kineto_scan.py)."""
     env = _forced()
     if env is not None:
         return env and _scanner() is not None
@@ -79,9 +82,9 @@ def _wanted(text_bytes: int) -> bool:
 
 class ScannerAnswer:
     """``use_scanner(text_bytes)``, its slow part started now in a thread where there is one: the first load in a
-    process imports numba and loads the scanner's code from numba's cache (0.3-0.45 s on 2 cores, 3 Dec),
-    which then overlaps the caller's reading of the file instead of coming before it. ``pending``: the answer is
-    not known yet; calling the object waits for it (and raises what the load raised)."""
+    process loads the scanner's saved machine code (0.07 s; numba's import and cache load took 0.3-0.45 s on 2
+    cores, 3 Dec), which then overlaps the caller's reading of the file instead of coming before it.
+    ``pending``: the answer is not known yet; calling the object waits for it (and raises what the load raised)."""
 
     def __init__(self, text_bytes: int) -> None:
         self.text_bytes = text_bytes
@@ -112,50 +115,25 @@ def decoded_by_msgspec(text_bytes: int) -> None:
 
 @functools.cache
 def _scanner(compile: bool = True) -> Any:
-    """The scanner module, its compiled code loaded (from numba's cache, else compiled now); None where numba is
-    missing or broken, and, unless ``compile``, where the code is not in numba's cache yet (then compiled at
-    exit in a detached process)."""
-    try:
-        from traceadvisor.importers import _kineto_scan  # imports numba (through traceadvisor.jit)
-    except ImportError:
-        return None
+    """The scanner (``_kineto_kernels.Scanner``): its kernels from their saved machine code (``traceadvisor.native``,
+    no numba import), else built by numba now; None where numba is missing and, unless ``compile``, where the code
+    is not saved yet (then built at exit in a detached process)."""
+    from traceadvisor import native
+    from traceadvisor.importers import _kineto_kernels as K
+
     # the scanner's key table and the args structs of _kineto_raw name the same keys (one place: the structs)
-    assert set(_kineto_scan.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
-    with jit.no_scipy():  # numba's first cache load probes for a BLAS
-        if not compile and not _cached(_kineto_scan):
+    assert set(K.S.ARG_KEYS) == set(_ARGS), "args keys of _kineto_scan and _kineto_raw differ"
+    kernels = native.load(K.SCANNER)
+    if kernels is None:
+        if not compile:
             compile_later()
             return None
-        for f, args in _warm_calls(_kineto_scan):
-            f(*args)
-    return _kineto_scan
-
-
-def _warm_calls(scan: Any) -> list[tuple[Any, tuple[Any, ...]]]:
-    """A first call of each compiled function on tiny inputs of the types the importer passes."""
-    text = np.frombuffer(bytearray(b'{"ph": "X"}'), np.uint8)
-    one = np.zeros(1, np.int64)
-    return [
-        (scan.scan, (text, 0, len(text), np.empty((scan.NCOLS, 1), np.int64), 0, np.empty(_STACK, np.uint8))),
-        (scan.views, (text, one, one, np.ones(1, bool), np.frombuffer(b"{}", np.uint8))),
-        (scan.unique_views, (text, one, one, np.ones(1, bool))),
-        (scan.masks, (one, one, _reads(scan))),
-    ]
-
-
-def _cached(scan: Any) -> bool:
-    """Whether numba's on-disk cache holds the code of every ``_warm_calls`` signature."""
-    try:
-        for f, args in _warm_calls(scan):
-            sig = tuple(f.typeof_pyval(a) for a in args)
-            if sig in f.overloads:
-                continue
-            # only looked at: an overload added here by hand ran with the GIL held (measured: the benchmark's
-            # two range threads took turns, 14.1 s against 11.2 s); the warm calls load it again, as numba does
-            if f._cache.load_overload(sig, f.targetctx) is None:
-                return False
-    except Exception:  # noqa: BLE001 - numba's cache internals differ: compile on use, as without this check
-        return True
-    return True
+        try:
+            with jit.no_scipy():  # numba's first compile probes for a BLAS
+                kernels = native.build(K.SCANNER)
+        except ImportError:  # no numba
+            return None
+    return K.Scanner(kernels)
 
 
 _LOCK_MAX_AGE_S = 900  # a compile lock older than this is left over from a killed compile
@@ -225,13 +203,7 @@ def _reads(scan: Any) -> np.ndarray:
 def raw_frame(mv: memoryview, a: int, b: int) -> pl.DataFrame | None:
     """The raw frame of the events in ``mv[a:b]``; None when the scanner rejects the text."""
     scan = _scanner()
-    buf = np.frombuffer(mv, np.uint8)
-    if not buf.flags.writeable:
-        # a read-only view (a msgspec Raw's: small or re-decoded texts) is scanned from a copy of its range, so
-        # the compiled code has the one signature the warm calls compile (a read-only array is a second
-        # signature: a second ~16 CPU-s compile, which ``_cached`` does not see)
-        buf = buf[a:b].copy()
-        mv, a, b = memoryview(buf), 0, b - a
+    buf = np.frombuffer(mv, np.uint8)  # read-only where ``mv`` is (the kernels never write to it)
     rows = _scan(scan, buf, a, b)
     if rows is None:
         return None
@@ -398,8 +370,8 @@ def _with_copies(frame: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
 
 
 def _main(argv: list[str]) -> None:
-    """``python -m traceadvisor.importers._kineto_fast --compile [LOCK]``: compile the scanner into numba's cache
-    (what ``compile_later`` runs; also a way to compile it ahead, e.g. after an install), then remove LOCK."""
+    """``python -m traceadvisor.importers._kineto_fast --compile [LOCK]``: build the scanner and save its machine
+    code (what ``compile_later`` runs; also a way to build it ahead, e.g. after an install), then remove LOCK."""
     if argv[:1] != ["--compile"]:
         raise SystemExit("usage: python -m traceadvisor.importers._kineto_fast --compile [LOCK]")
     with contextlib.suppress(OSError):

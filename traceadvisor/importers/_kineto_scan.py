@@ -18,10 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceadvisor.importers._kineto_raw import _CLASS_OF, FLOW_CLASS
-from traceadvisor.importers._kineto_views import masks as masks  # the column builders, for _kineto_fast
 from traceadvisor.importers._kineto_views import njit, njit_inline
-from traceadvisor.importers._kineto_views import unique_views as unique_views
-from traceadvisor.importers._kineto_views import views as views
 
 # columns of the per-event int64 rows
 EV_S, EV_E, FLAGS, HAVE = 0, 1, 2, 3

@@ -1,5 +1,11 @@
 """Compiled (numba) builders of the Kineto scanner's columns: Arrow string views straight from the input bytes,
-and the masks of which events have which field. (The scanner itself is ``_kineto_scan``.)"""
+and the masks of which events have which field. (The scanner itself is ``_kineto_scan``; both run as the entry
+points of ``_kineto_kernels``.)
+
+Importing this module (or ``_kineto_scan``) does not import numba: ``njit`` and ``njit_inline`` only mark the
+functions, and ``compile_marked`` puts numba's dispatchers in their place, in the modules that define them, for
+the build of the entry points (``_kineto_kernels.cfuncs``). The builders allocate nothing: their callers pass
+every output array (saved machine code runs without numba's runtime, ``traceadvisor.native``)."""
 
 from __future__ import annotations
 
@@ -8,25 +14,45 @@ import numpy as np
 from traceadvisor import jit
 from traceadvisor.importers._kineto_raw import FLOW_CLASS
 
+_MARKED: list[tuple[object, bool]] = []  # (function, inline), in definition order
+
 
 def njit(f):
-    """``f`` compiled without the GIL (the scanner's ranges run in threads), cached (``traceadvisor.jit``)."""
-    return jit.njit(f, nogil=True)
+    """Mark ``f`` to be compiled without the GIL (the scanner's ranges run in threads), cached
+    (``traceadvisor.jit``), by ``compile_marked``."""
+    _MARKED.append((f, False))
+    return f
 
 
 def njit_inline(f):
-    """``njit`` and inlined into its compiled callers by numba: the scanner's per-key and per-value helpers, which
+    """``njit``, and inlined into its compiled callers by numba: the scanner's per-key and per-value helpers, which
     numba otherwise calls with a reference count taken and dropped on every array argument (measured: 18 % of
     the scan in those counts; inlined, the 94 MB benchmark's scan took 0.38 instead of 0.80 CPU-s)."""
-    return jit.njit(f, nogil=True, inline=True)
+    _MARKED.append((f, True))
+    return f
+
+
+def compile_marked() -> None:
+    """Every marked function replaced by its numba dispatcher in its module, and ``_copy`` / ``_word`` by their
+    intrinsics (imports numba; once per process)."""
+    if _COMPILED:
+        return
+    with jit.no_scipy():
+        globals()["_copy"], globals()["_word"] = _intrinsics()
+        for f, inline in _MARKED:
+            f.__globals__[f.__name__] = jit.njit(f, nogil=True, inline=inline)  # type: ignore[attr-defined]
+    _COMPILED.append(True)
+
+
+_COMPILED: list[bool] = []
 
 
 def _intrinsics():
     """(copy, word): ``copy(dst, at, src, frm, size)``: dst[at:at+size] = src[frm:frm+size] of two uint8 arrays as
     one ``llvm.memcpy`` (no overlap: two different arrays); ``word(arr, at)``: the 8 bytes arr[at:at+8] as one
-    uint64 (an unaligned load; the caller keeps it within the array). numba's element loop checks every index for wrap-around
-    and is not vectorized: 2.5-3x the time of the whole ``views`` of the benchmark's args, names and categories
-    (measured 0.144 -> 0.056, 0.086 -> 0.027, 0.048 -> 0.023 CPU-s on the 94 MB benchmark)."""
+    uint64 (an unaligned load; the caller keeps it within the array). numba's element loop checks every index for
+    wrap-around and is not vectorized: 2.5-3x the time of the whole ``views`` of the benchmark's args, names and
+    categories (measured 0.144 -> 0.056, 0.086 -> 0.027, 0.048 -> 0.023 CPU-s on the 94 MB benchmark)."""
     with jit.no_scipy():
         from llvmlite import ir
         from numba.core import cgutils, types
@@ -61,7 +87,7 @@ def _intrinsics():
     return copy, word
 
 
-_copy, _word = _intrinsics()
+_copy = _word = None  # the intrinsics, from ``compile_marked``
 
 
 @njit
@@ -85,17 +111,11 @@ def _put_view(v, at, buf, s, size, offset):
 
 
 @njit
-def views(buf, starts, ends, ok, absent):
-    """Arrow string views of buf[starts[i]:ends[i]] where ``ok``, else of the (at most 12) bytes ``absent``:
-    (views, data) -- 16 bytes per string (length, then the string itself up to 12 bytes, else its first 4 bytes,
-    buffer 0 and its offset in ``data``, which holds the strings longer than 12 bytes)."""
+def views(buf, starts, ends, ok, absent, v, data):
+    """Arrow string views of buf[starts[i]:ends[i]] where ``ok``, else of the (at most 12) bytes ``absent``, into
+    ``v`` (zeroed, 16 bytes per string: its length, then the string itself up to 12 bytes, else its first 4 bytes,
+    buffer 0 and its offset in ``data``) and ``data`` (the strings longer than 12 bytes, as long as their sum)."""
     n = len(starts)
-    total = 0
-    for i in range(n):
-        if ok[i] and ends[i] - starts[i] > 12:
-            total += ends[i] - starts[i]
-    data = np.empty(total, np.uint8)
-    v = np.zeros(16 * n, np.uint8)
     j = 0
     for i in range(n):
         at = 16 * i
@@ -110,7 +130,7 @@ def views(buf, starts, ends, ok, absent):
         if size > 12:
             _copy(data, j, buf, s, size)
             j += size
-    return v, data
+    return j
 
 
 @njit
@@ -138,19 +158,16 @@ def _hash(buf, s, size):
 
 
 @njit
-def unique_views(buf, starts, ends, ok):
-    """``views`` (null where not ``ok``) of a repetitive column (names, shapes): each distinct string over 12 bytes
-    is stored once in ``data`` and every row holding it points there (a trace repeats a few hundred names over
-    millions of events). Each row's text is read once: its view is written as its string is looked up, and only
-    the first row of each distinct string is read again, to copy it."""
+def unique_views(buf, starts, ends, ok, first, at, new, v):
+    """``views`` (null where not ``ok``) of a repetitive column (names, shapes), the first of two passes: each
+    distinct string over 12 bytes gets one place in the data buffer (``at``: its offset) and every row holding it
+    points there (a trace repeats a few hundred names over millions of events); returns the data's size.
+    ``first`` (hash slot -> the first row holding that string; -1, a power of two of at least twice the rows),
+    ``at`` and ``new`` (zeroed: the first row of each distinct long string) are the caller's. Each row's text is
+    read once: its view is written into ``v`` (zeroed) as its string is looked up, and only the first row of each
+    distinct string is read again, by ``unique_data``."""
     n = len(starts)
-    cap = 64
-    while cap < 2 * n:
-        cap *= 2
-    first = np.full(cap, -1, np.int64)  # hash slot -> the first row holding that string
-    at = np.zeros(n, np.int64)  # each long string's offset in ``data``
-    new = np.zeros(n, np.bool_)
-    v = np.zeros(16 * n, np.uint8)
+    cap = len(first)
     total = 0
     for i in range(n):
         s = starts[i]
@@ -175,22 +192,26 @@ def unique_views(buf, starts, ends, ok):
                 break
             slot = (slot + 1) & (cap - 1)
         _put_view(v, 16 * i, buf, s, size, at[i])  # now, while the string is in the CPU's cache
-    data = np.empty(total, np.uint8)
-    for i in range(n):
-        if new[i]:  # the first row of each distinct long string: a few hundred
-            _copy(data, at[i], buf, starts[i], ends[i] - starts[i])
-    return v, data
+    return total
 
 
 @njit
-def masks(have, k, table):
-    """Row ``b``: which events have field bit ``b`` set and are of an args class that reads it
+def unique_data(buf, starts, ends, at, new, data):
+    """The second pass of ``unique_views``: each distinct long string copied into ``data`` once."""
+    for i in range(len(starts)):
+        if new[i]:  # the first row of each distinct long string: a few hundred
+            _copy(data, at[i], buf, starts[i], ends[i] - starts[i])
+    return 0
+
+
+@njit
+def masks(have, k, table, out):
+    """Row ``b`` of ``out``: which events have field bit ``b`` set and are of an args class that reads it
     (``table[b, class - FLOW_CLASS]``), in one pass over the events."""
     n = len(have)
-    out = np.empty((table.shape[0], n), np.bool_)
     for i in range(n):
         h = have[i]
         c = k[i] - FLOW_CLASS
         for b in range(table.shape[0]):
             out[b, i] = ((h >> b) & 1) == 1 and table[b, c]
-    return out
+    return 0

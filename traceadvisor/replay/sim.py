@@ -2,19 +2,22 @@
 
 The kernels (``kahn``: a topological order of the edges, ``relax``: the earliest time of every point, ``walk``:
 the critical path back from a point) are written once for numba (``_kahn``, ``_relax``, ``_walk``) and once as
-plain Python over lists (``_kahn_py``, ``_relax_py``, ``_walk_py``: the same order, times and edges). numba's
-import and cached-code load cost about a CPU-second (more on a busy machine), the interpreted kernels about
-0.2-0.5 us per edge, so a process runs the compiled kernels
+plain Python over lists (``_kahn_py``, ``_relax_py``, ``_walk_py``: the same order, times and edges). The
+compiled kernels' first load costs 0.07 s from their saved machine code (``traceadvisor.native``) and about a
+CPU-second through numba (its import and cache load, more on a busy machine; seconds when it compiles), the
+interpreted kernels about 0.2-0.5 us per edge, so a process runs the compiled kernels
 
 * on a graph of ``JIT_MIN_EDGES`` edges or more (loaded then, or in the background by ``warm_up_for`` while the
   rules' queries run),
+* on a graph of ``SAVED_MIN_EDGES`` edges or more where their machine code is saved,
 * on every graph once they are loaded, and
 * after its interpreted kernels have visited ``JIT_BUDGET_EDGES`` edges in all: a process that replays many
   smaller traces (a test session, a library user's loop) then loads numba in the background, paying for it
   once it has spent about as much on the interpreted kernels (the ski-rental rule: never more than twice the
   better choice made in advance).
 
-A small trace analysed once never imports numba. numba caches the compiled code on disk (``traceadvisor.jit``).
+A small trace analysed once never imports numba. numba caches the compiled code on disk (``traceadvisor.jit``),
+and its machine code is saved once built (``SIM``).
 ``tests/test_replay.py`` checks that both paths agree on the corpus.
 """
 
@@ -24,40 +27,41 @@ import threading
 
 import numpy as np
 
-from traceadvisor import jit
+from traceadvisor import jit, native
 
 # A graph this large runs the compiled kernels: the 10-20 passes of one analysis over it (the order, the
 # baseline replays, one or two per finding) cost the interpreted kernels about what numba's import and
 # cached-code load cost (1-2 CPU-s).
 JIT_MIN_EDGES = 50_000
+# From this size on the saved kernels are worth their 0.07 s load: 10-20 interpreted passes over 10 000 edges cost
+# 0.02-0.1 s.
+SAVED_MIN_EDGES = 10_000
 # Interpreted edge visits a process makes before it loads numba in the background (see the module docstring).
 JIT_BUDGET_EDGES = 2_000_000
 
 
-def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - JIT
+def _kahn(npoints, src, dst, indeg, off, fill, out, queue, order) -> int:  # pragma: no cover - JIT
+    """The edges in topological order into ``order``; returns how many (the rest are dropped, in cycles). The
+    other arrays are the caller's scratch space (``indeg`` and ``off`` zeroed): the kernels allocate nothing."""
     m = src.shape[0]
-    indeg = np.zeros(npoints, np.int64)
     for i in range(m):
         indeg[dst[i]] += 1
     # CSR of outgoing edges
-    off = np.zeros(npoints + 1, np.int64)
     for i in range(m):
         off[src[i] + 1] += 1
     for p in range(npoints):
         off[p + 1] += off[p]
-    fill = off[:-1].copy()
-    out = np.empty(m, np.int64)
+    for p in range(npoints):
+        fill[p] = off[p]
     for i in range(m):
         out[fill[src[i]]] = i
         fill[src[i]] += 1
-    queue = np.empty(npoints, np.int64)
     head = 0
     tail = 0
     for p in range(npoints):
         if indeg[p] == 0:
             queue[tail] = p
             tail += 1
-    order = np.empty(m, np.int64)
     k = 0
     while True:
         while head < tail:
@@ -85,20 +89,12 @@ def _kahn(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, i
         indeg[best] = 0
         queue[tail] = best
         tail += 1
-    dropped = m - k
-    return order[:k], dropped
+    return k
 
 
-def _relax(
-    release: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    w: np.ndarray,
-    order: np.ndarray,
-    active: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - JIT
-    t = release.copy()
-    via = np.full(release.shape[0], -1, np.int64)  # the edge that set each point (critical path)
+def _relax(src, dst, w, order, active, t, via) -> int:  # pragma: no cover - JIT
+    """The earliest time of every point into ``t`` (its release times on entry) and the edge that set it into
+    ``via`` (-1 on entry: the critical path)."""
     for k in range(order.shape[0]):
         e = order[k]
         if not active[e]:
@@ -107,13 +103,11 @@ def _relax(
         if v > t[dst[e]]:
             t[dst[e]] = v
             via[dst[e]] = e
-    return t, via
+    return 0
 
 
-def _walk(
-    p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray
-) -> np.ndarray:  # pragma: no cover - JIT
-    out = np.empty(via.shape[0], np.int64)
+def _walk(p, w0, t, via, src, out) -> int:  # pragma: no cover - JIT
+    """The edges back from point ``p`` into ``out`` (see ``walk_back``); returns how many."""
     k = 0
     while p >= 0 and t[p] > w0:
         e = via[p]
@@ -122,7 +116,7 @@ def _walk(
         out[k] = e
         k += 1
         p = src[e]
-    return out[:k]
+    return k
 
 
 def _kahn_py(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
@@ -191,29 +185,79 @@ def _walk_py(p, w0, t, via, src) -> np.ndarray:
     return np.array(out, np.int64)
 
 
+# The compiled kernels: numba cfuncs over the caller's arrays, run from their saved machine code where it is
+# saved (``traceadvisor.native``: no numba import), else built by numba (from its cache where it holds them)
+SIM = native.Library(
+    "replay-sim",
+    sources=("traceadvisor.replay.sim",),
+    kernels=(("kahn", "iiqqqqqqqq"), ("relax", "iiiqqqq?qq"), ("walk", "iiiiqqqq")),
+    build="traceadvisor.replay.sim:cfuncs",
+)
+
+
+def cfuncs() -> dict:  # pragma: no cover - run by numba's compiler
+    """The numba cfuncs of ``SIM``'s kernels (imports numba)."""
+    import numba
+    from numba import carray
+
+    kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
+    i8, b1 = np.int64, np.bool_
+
+    @numba.cfunc(native.signature("iiqqqqqqqq"))
+    def kahn_c(n, m, src, dst, indeg, off, fill, out, queue, order):
+        src_, dst_ = carray(src, m, i8), carray(dst, m, i8)
+        return kahn(
+            n, src_, dst_, carray(indeg, n, i8), carray(off, n + 1, i8), carray(fill, n, i8), carray(out, m, i8),
+            carray(queue, n, i8), carray(order, m, i8),
+        )  # fmt: skip
+
+    @numba.cfunc(native.signature("iiiqqqq?qq"))
+    def relax_c(n, m, k, src, dst, w, order, active, t, via):
+        return relax(
+            carray(src, m, i8), carray(dst, m, i8), carray(w, m, i8), carray(order, k, i8), carray(active, m, b1),
+            carray(t, n, i8), carray(via, n, i8),
+        )  # fmt: skip
+
+    @numba.cfunc(native.signature("iiiiqqqq"))
+    def walk_c(p, w0, n, m, t, via, src, out):
+        return walk(p, w0, carray(t, n, i8), carray(via, n, i8), carray(src, m, i8), carray(out, n, i8))
+
+    return {"kahn": kahn_c, "relax": relax_c, "walk": walk_c}
+
+
 _LOCK = threading.Lock()
-_KERNELS: list = []
-_SPENT = [0, False]  # interpreted edge visits so far, whether the background load was started
+_KERNELS: list[native.Kernels] = []
+# interpreted edge visits so far, whether the background load was started, whether the saved code was looked for
+_SPENT = [0, False, False]
 
 
-def _jit():
-    """The kernels compiled by numba (imported on the first large graph only, or by ``warm_up``)."""
+def _jit() -> native.Kernels:
+    """The compiled kernels (loaded on the first large graph only, or by ``warm_up``)."""
     with _LOCK:
         if not _KERNELS:
-            with jit.no_scipy():
-                kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
-                # load (or compile and cache) the one signature the replay uses, on tiny inputs
-                i, b = np.zeros(1, np.int64), np.ones(1, bool)
-                kahn(2, i, i + 1)
-                relax(np.zeros(2, np.int64), i, i + 1, i, i, b)
-                walk(1, 0, np.ones(2, np.int64), np.full(2, -1, np.int64), i)
-            _KERNELS.extend((kahn, relax, walk))
-        return _KERNELS
+            kernels = native.load(SIM)
+            if kernels is None:
+                with jit.no_scipy():
+                    kernels = native.build(SIM)
+            _KERNELS.append(kernels)
+        return _KERNELS[0]
+
+
+def _saved() -> bool:
+    """Whether the kernels are loaded from their saved machine code now (tried once per process)."""
+    with _LOCK:
+        if not _KERNELS and not _SPENT[2]:
+            _SPENT[2] = True
+            kernels = native.load(SIM)
+            if kernels is not None:
+                _KERNELS.append(kernels)
+        return bool(_KERNELS)
 
 
 def warm_up() -> None:
-    """Load numba and the compiled kernels in a background thread (about a CPU-second, mostly while the
-    caller runs polars or numpy code that releases the GIL); the first large replay waits for it."""
+    """Load the compiled kernels in a background thread (from their saved code: about 0.05 s; built by numba the
+    first time: seconds, mostly while the caller runs polars or numpy code that releases the GIL); the first
+    large replay waits for it."""
     with _LOCK:
         if _KERNELS or _SPENT[1]:
             return
@@ -228,13 +272,15 @@ def warm_up_for(n_events: int) -> None:
         warm_up()
 
 
-def _compiled(m: int) -> list | None:
+def _compiled(m: int) -> native.Kernels | None:
     """The compiled kernels for a pass over ``m`` edges, or None: interpreted (counted against
     ``JIT_BUDGET_EDGES``). The kernels in use never change a result, only its cost."""
     if _KERNELS:
-        return _KERNELS
+        return _KERNELS[0]
     if m >= JIT_MIN_EDGES:
         return _jit()
+    if m >= SAVED_MIN_EDGES and _saved():
+        return _KERNELS[0]
     _SPENT[0] += m
     if _SPENT[0] >= JIT_BUDGET_EDGES:
         warm_up()
@@ -252,8 +298,24 @@ def topo_order(npoints: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarr
         return np.zeros(0, np.int64), 0
     src, dst = _i64(src), _i64(dst)
     k = _compiled(len(src))
-    order, dropped = _kahn_py(npoints, src, dst) if k is None else k[0](npoints, src, dst)
-    return order, int(dropped)
+    if k is None:
+        order, dropped = _kahn_py(npoints, src, dst)
+        return order, int(dropped)
+    m = len(src)
+    if len(dst) != m or min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= npoints:
+        raise ValueError("topo_order: edges outside the points")  # the kernel trusts them
+    z, e = np.zeros, np.empty
+    order = e(m, np.int64)
+    # indeg and off (zeroed), fill, out, queue: the kernel's scratch space
+    scratch = (
+        z(npoints, np.int64),
+        z(npoints + 1, np.int64),
+        e(npoints, np.int64),
+        e(m, np.int64),
+        e(npoints, np.int64),
+    )
+    done = k.kahn(npoints, m, src, dst, *scratch, order)
+    return order[:done], m - done
 
 
 def relax(
@@ -270,7 +332,11 @@ def relax(
     k = _compiled(len(src))
     if k is None:
         return _relax_py(release, src, dst, w, order, active)
-    return k[1](release, src, dst, w, order, active)
+    if not len(src) == len(dst) == len(w) == len(active) or len(order) > len(src):
+        raise ValueError("relax: edge arrays of different lengths")  # the kernel trusts them
+    t, via = release.copy(), np.full(len(release), -1, np.int64)
+    k.relax(len(release), len(src), len(order), src, dst, w, order, active, t, via)
+    return t, via
 
 
 def walk_back(p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray) -> np.ndarray:
@@ -278,4 +344,9 @@ def walk_back(p: int, w0: int, t: np.ndarray, via: np.ndarray, src: np.ndarray) 
     -1 at its release time) while the points are later than ``w0``: the critical path, last edge first."""
     if not _KERNELS and len(src) < JIT_MIN_EDGES:  # one short walk: not worth counting or loading numba
         return _walk_py(int(p), int(w0), t, via, src)
-    return _jit()[2](int(p), int(w0), _i64(t), _i64(via), _i64(src))
+    t, via, src = _i64(t), _i64(via), _i64(src)
+    if len(t) != len(via) or p >= len(t):
+        raise ValueError("walk_back: point arrays of different lengths")  # the kernel trusts them
+    out = np.empty(len(via), np.int64)
+    done = _jit().walk(int(p), int(w0), len(t), len(src), t, via, src, out)
+    return out[:done]
