@@ -131,3 +131,19 @@ def test_an_allocating_kernel_runs_through_numba_and_is_not_saved(tmp_path, monk
     assert not k.native and k.grow(5) == 5
     assert not list(tmp_path.glob("*.native"))
     assert native.load(lib) is None
+
+
+def test_graphs_from_saved_min_edges_run_the_saved_kernels(saved):
+    """Where the replay's code is saved, a graph of ``SAVED_MIN_EDGES`` edges runs it (numba not imported); a
+    smaller one runs the interpreted kernels."""
+    _, env, _ = saved
+    code = (
+        "import sys\nfrom traceadvisor.replay import sim\n"
+        "big, small = sim._compiled(sim.SAVED_MIN_EDGES), sim._compiled(sim.SAVED_MIN_EDGES - 1)\n"
+        "print(big is not None and big.native, small is not None, 'numba' in sys.modules)\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["True", "True", "False"]  # loaded once: every graph runs it then
+    code = code.replace("big, small = sim._compiled(sim.SAVED_MIN_EDGES), ", "big, small = None, ")
+    alone = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert alone.stdout.split() == ["False", "False", "False"]
