@@ -73,7 +73,8 @@ class Prediction:
 
 
 _MEMO_BYTES = 32 << 20  # replays kept per graph (16 bytes per point each): at most this much, and 8
-_CUT_MEMO = 16  # fixes whose cut intervals and overlaps a replayer keeps (``_cuts``)
+# entries of the cut intervals and overlaps a replayer keeps (``_cuts``): by fix, and by the cuts' content
+_CUT_MEMO = 24
 
 
 class Replayer:
@@ -306,20 +307,31 @@ class Replayer:
         """(``_cut_intervals(fix)``, ``cuts.overlap`` of them, None without cuts), kept by the fix's digest ``key``
         for this replayer and its copies at other profiler costs: neither depends on the cost, and a fix is
         replayed at two costs and for the host floor (the benchmark: 20 cut passes took 0.93 s, 0.62 s of it
-        repeats; its analysis in process 4.86 -> 4.71 s, medians of 8 alternating runs)."""
+        repeats; its analysis in process 4.86 -> 4.71 s, medians of 8 alternating runs). The overlap is also kept
+        by the cut intervals' content: two rules' fixes may cut the same host time (the benchmark: two pairs, of
+        37 k and 283 k intervals, 0.11-0.19 s of overlaps measured twice, 8 Dec)."""
         hit = self._cut_memo.get(key) if key is not None else None
         if hit is None:
             cut = self._cut_intervals(fix)
             ov = None
             if len(cut[0]):
-                _, tc, rs, rd, _, tiled = self._chain
-                ov = cuts.overlap(cut, tc, rs, rd, tiled, self._chain_by_thread)
+                content = b"cut" + _digest(cut)
+                hit = self._cut_memo.get(content)
+                if hit is None:
+                    _, tc, rs, rd, _, tiled = self._chain
+                    ov = cuts.overlap(cut, tc, rs, rd, tiled, self._chain_by_thread)
+                    self._remember(content, (cut, ov))
+                else:
+                    ov = hit[1]
             hit = (cut, ov)
             if key is not None:
-                while len(self._cut_memo) >= _CUT_MEMO:
-                    self._cut_memo.pop(next(iter(self._cut_memo)))
-                self._cut_memo[key] = hit
+                self._remember(key, hit)
         return hit
+
+    def _remember(self, key: bytes, value: tuple) -> None:
+        while len(self._cut_memo) >= _CUT_MEMO:
+            self._cut_memo.pop(next(iter(self._cut_memo)))
+        self._cut_memo[key] = value
 
     def _apply_cuts(self, w: np.ndarray, ov: cuts.Overlap) -> None:
         """Each host chain edge (in place in ``w``) at most its recorded span less the cut time inside it."""
@@ -362,11 +374,7 @@ class Replayer:
         if hit is None or hit[0] is not base:
             hit = self._base_key = (base, hashlib.sha256(base.data).digest()[:16])
         changed = np.flatnonzero(w != base)
-        h = hashlib.sha256(hit[1])
-        for a in (changed, w[changed], np.flatnonzero(~active)):
-            h.update(len(a).to_bytes(8, "little"))
-            h.update(np.ascontiguousarray(a, np.int64).data)
-        return h.digest()[:16]
+        return _digest((changed, w[changed], np.flatnonzero(~active)), seed=hit[1])
 
     def predict(self, fix: Fix) -> Prediction:
         key = fix.digest()  # read by the replay's memo and the host floor's
@@ -439,6 +447,15 @@ COMPILED_EXTRA_NS = 20_000
 # profiler overhead only: its finding is minor
 HIGH_PER_TRIVIAL_OP = 2.0
 UNCERTAIN_SHARE = 0.05
+
+
+def _digest(arrays: tuple[np.ndarray, ...], seed: bytes = b"") -> bytes:
+    """A digest of ``seed`` and the arrays' contents (their lengths and bytes, as int64)."""
+    h = hashlib.sha256(seed)
+    for a in arrays:
+        h.update(len(a).to_bytes(8, "little"))
+        h.update(np.ascontiguousarray(a, np.int64).data)
+    return h.digest()[:16]
 
 
 def high_overhead_ns(trace: Trace) -> float:
