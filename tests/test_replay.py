@@ -189,8 +189,9 @@ def test_replays_are_kept_by_the_content_of_their_weights(monkeypatch):
 
 def test_a_fixs_cuts_are_worked_out_once_for_every_profiler_cost(monkeypatch):
     """A fix's cut intervals and their overlap with the host chain edges do not depend on the profiler's cost: the
-    replayer and its copy at another cost work them out once (kept by the fix's digest), with the same weights as
-    worked out afresh."""
+    replayer and its copy at another cost work them out once (kept by the fix's digest and by the intervals'
+    content), with the same weights as worked out afresh; another fix that cuts the same host time (another rule's)
+    reuses the overlap."""
     import traceadvisor.replay as replay_mod
 
     profiled = _loop(sync=False)
@@ -203,10 +204,18 @@ def test_a_fixs_cuts_are_worked_out_once_for_every_profiler_cost(monkeypatch):
     monkeypatch.setattr(replay_mod.cuts, "overlap", lambda *a: passes.append(1) or real(*a))
     key = fix.digest()
     mine, theirs = rp.arrays(fix, key), other.arrays(fix, key)
-    assert len(passes) == 1 and len(rp._cut_memo) == 1
-    for got, want in ((mine, rp.arrays(fix)), (theirs, other.arrays(fix))):  # no key: worked out afresh
+    assert len(passes) == 1 and len(rp._cut_memo) == 2  # by the fix, by the cuts' content
+    twin = Fix("another rule").host_duration(host, 1_000).launch_latency(host[:1], 500)  # same cuts
+    assert twin.digest() != key
+    rp.arrays(twin, twin.digest())
+    assert len(passes) == 1
+    rp._cut_memo.clear()
+    for got, want in (
+        (mine, rp.arrays(fix)),
+        (theirs, other.arrays(fix)),
+    ):  # no memo: worked out afresh (once)
         assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
-    assert len(passes) == 3
+    assert len(passes) == 2
     assert rp.predict(fix).after_ns == Replayer(profiled, overhead_ns=2_000).predict(fix).after_ns
 
 
