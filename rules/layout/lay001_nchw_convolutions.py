@@ -13,19 +13,22 @@ PyTorch's (``NCHW_BATCH_NORM_RE``) and, in FP32 training, cuDNN's (``CUDNN_NCHW_
 Tensor-core convolutions (cuDNN's implicit GEMMs, MIOpen's NHWC igemm solvers) read and write NHWC. With NCHW
 tensors each convolution transposes its input (and its output, and in training its gradients) before and after
 the kernel: a full read and write of the activation, several times per layer. PyTorch's NCHW batch norm kernels
-reduce each channel over strided ``H x W`` planes, about twice as slow as their channels-last twins, and its 16-bit
-NCHW depthwise convolutions run its own kernels instead of cuDNN's. All of it goes with ``torch.channels_last``.
+reduce each channel over strided ``H x W`` planes, channel by channel: 1.2-2x as slow as their channels-last twins
+with hundreds of channels, 4-8x with a few dozen on large planes (a mobile network's early layers). Its 16-bit NCHW
+depthwise convolutions run its own kernels instead of cuDNN's. All of it goes with ``torch.channels_last``.
 Measured on an H100 (bf16 training, only the memory format changed): ResNet-50 43.0 % faster a step, ResNeXt-50
-39.6 %, MobileNetV2 59.9 %; ResNet-50 in FP32 26.4 %.
+39.6 %, MobileNetV2 59.9 %, MobileNetV3-Large 62.9 %, MNASNet 66.8 %; ResNet-50 in FP32 26.4 %, ResNet-18 38.1 %.
 
 ## How it is measured
 Per (rank, device): the NCHW-only kernels' GPU time against the device's kernel time (convolution kernels must be
 present). The fix (``fix``), replayed on the trace's dependency graph, with the ratios of ``knowledge.layout``
 (measured on timed pairs, docs/impact.md):
 - the conversions take no time;
-- PyTorch's NCHW batch norm kernels run 2.2x faster (2.0-2.7x on DenseNet-121, ResNet-50 and RegNetY; 2.2-2.4x on
-  an H200), cuDNN's 1.5x (ResNet-50 FP32), PyTorch's NCHW depthwise kernels 4.8x (MobileNetV2: the pair that
-  calibrates it; EfficientNet-B0's kernel time 57.8 % less measured, 53.0 % replayed);
+- PyTorch's NCHW batch norm kernels run faster by their activation's shape (``NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE``:
+  channels and plane size from the op's recorded input dims; 1.2-8.4x, pooled over 181 shapes of nine models;
+  2.2x where the dims are not recorded), cuDNN's FP32 ones likewise (``CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE``,
+  1.05-3.1x, ResNet-18 and ResNet-50; 1.5x without dims), PyTorch's NCHW depthwise kernels 4.8x (MobileNetV2: the
+  pair that calibrates it);
 - grouped convolutions that cuDNN already transforms group by group on NCHW tensors (``tensorTransformGeneric``
   among their kernels, found through the ops' recorded input dims) keep their conversions, and their layout
   kernels run ``PER_GROUP_LAYOUT_GROWTH`` (2.9x) longer: RegNetY-1.6GF's did (6.3 -> 18.1 ms a step), while
@@ -66,13 +69,16 @@ from traceadvisor import rulekit
 from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.gemm_shapes import dims_at, linked_kernels
 from traceadvisor.knowledge.layout import (
+    BATCH_NORM_CHANNEL_BANDS,
     CONV_OP_INPUT_WEIGHT,
     CUDNN_NCHW_BATCH_NORM_RE,
     CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
+    CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE,
     LAYOUT_CONVERSION_RE,
     LAYOUT_OPS,
     NCHW_BATCH_NORM_RE,
     NCHW_BATCH_NORM_SLOWDOWN,
+    NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE,
     NCHW_DEPTHWISE_RE,
     NCHW_DEPTHWISE_SLOWDOWN,
     PER_GROUP_LAYOUT_GROWTH,
@@ -132,7 +138,8 @@ def applies(trace: Trace) -> bool:
 def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
     """The cpu_ops that launch the rule's kernels (``LAYOUT_OPS``) with recorded input dims: ``one_d`` when the
     activation is 3-D or a 1-D convolution's ``[N, C, 1, L]`` view, ``grouped`` for a convolution with more than one
-    group (input channels a multiple of the weight's, ``CONV_OP_INPUT_WEIGHT``)."""
+    group (input channels a multiple of the weight's, ``CONV_OP_INPUT_WEIGHT``), and a 2-D batch norm's activation
+    channels and plane size (``bn_c``, ``bn_hw``: its first input, the activation or its gradient)."""
     ix = {k: v[0] for k, v in CONV_OP_INPUT_WEIGHT.items()}
     iw = {k: v[1] for k, v in CONV_OP_INPUT_WEIGHT.items()}
     table = pl.LazyFrame(
@@ -152,6 +159,7 @@ def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
         & (x0.list.get(2, null_on_oob=True) == 1)
         & (x0.list.get(3, null_on_oob=True) > 1)
     )
+    bn = pl.col("name").str.contains("batch_norm", literal=True) & (x0.list.len() == 4)
     return (
         lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
         .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims")
@@ -160,13 +168,16 @@ def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
             one_d=one_d.fill_null(False),
             grouped=((wc > 0) & (cin > wc) & (cin % wc == 0)).fill_null(False),
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+            bn_c=pl.when(bn).then(x0.list.get(1, null_on_oob=True)),
+            bn_hw=pl.when(bn).then(x0.list.get(2, null_on_oob=True) * x0.list.get(3, null_on_oob=True)),
         )
-        .filter(pl.col("one_d") | pl.col("grouped"))
-        .select("rank", "tid", "start_ns", "end_ns", "external_id", "one_d", "grouped")
+        .filter(pl.col("one_d") | pl.col("grouped") | pl.col("bn_c").is_not_null())
+        .select("rank", "tid", "start_ns", "end_ns", "external_id", "one_d", "grouped", "bn_c", "bn_hw")
     )
 
 
-# each part's time with channels-last tensors, as a fraction of its NCHW time (``knowledge.layout``)
+# each part's time with channels-last tensors, as a fraction of its NCHW time (``knowledge.layout``); a batch norm
+# whose activation's shape is recorded takes its shape's ratio instead (``_new_time``)
 NEW_TIME = {
     "conversion": 0.0,
     "batch_norm": 1 / NCHW_BATCH_NORM_SLOWDOWN,
@@ -176,15 +187,53 @@ NEW_TIME = {
 }
 
 
+def _by_shape(table: dict[int, tuple[float, ...]]) -> pl.Expr:
+    """A batch norm kernel's slowdown NCHW from its activation's channels and plane (``bn_c``, ``bn_hw``) in
+    ``table`` (``knowledge.layout``: plane bands by their least H x W, channel bands); null where not recorded."""
+    c, hw = pl.col("bn_c"), pl.col("bn_hw")
+    expr: Any = pl
+    for plane in sorted(table, reverse=True):
+        for top, ratio in zip((*BATCH_NORM_CHANNEL_BANDS, None), table[plane], strict=True):
+            cond = (hw >= plane) if top is None else (hw >= plane) & (c <= top)
+            expr = expr.when(cond).then(ratio)
+    return expr.otherwise(None)
+
+
+def _new_time() -> pl.Expr:
+    """Each row's time with channels-last tensors as a fraction of its time now (``NEW_TIME``, by shape for batch
+    norms whose activation's shape is recorded)."""
+    part = pl.col("part")
+    return (
+        pl.when(part == "batch_norm")
+        .then(1 / pl.coalesce(_by_shape(NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE), pl.lit(NCHW_BATCH_NORM_SLOWDOWN)))
+        .when(part == "cudnn_batch_norm")
+        .then(
+            1
+            / pl.coalesce(
+                _by_shape(CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE), pl.lit(CUDNN_NCHW_BATCH_NORM_SLOWDOWN)
+            )
+        )
+        .otherwise(part.replace_strict(NEW_TIME, default=None, return_dtype=pl.Float64))
+    )
+
+
 def _op_kinds(trace: Trace) -> pl.DataFrame:
-    """(rank, device, start_ns, op_kind) of the kernels whose op changes what channels last does to them
-    (``_layout_ops``): ``one_d`` for a 1-D convolution's or batch norm's (not NCHW's: left out), ``per_group`` for
-    the layout kernels (conversions, per-group transforms) of a grouped convolution that cuDNN already transforms
-    group by group on NCHW tensors (``PER_GROUP_TRANSFORM_RE`` among its kernels), which grow with channels-last
-    tensors instead of going (``knowledge.layout``)."""
+    """(rank, device, start_ns, op_kind, bn_c, bn_hw) of the kernels whose op changes what channels last does to
+    them (``_layout_ops``): ``op_kind`` ``one_d`` for a 1-D convolution's or batch norm's (not NCHW's: left out),
+    ``per_group`` for the layout kernels (conversions, per-group transforms) of a grouped convolution that cuDNN
+    already transforms group by group on NCHW tensors (``PER_GROUP_TRANSFORM_RE`` among its kernels), which grow
+    with channels-last tensors instead of going (``knowledge.layout``); a 2-D batch norm's activation channels and
+    plane size, which set its kernels' slowdown NCHW."""
     lf = views.base(trace)
     empty = pl.DataFrame(
-        schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64, "op_kind": pl.String}
+        schema={
+            "rank": pl.Int32,
+            "device": pl.Int32,
+            "start_ns": pl.Int64,
+            "op_kind": pl.String,
+            "bn_c": pl.Int64,
+            "bn_hw": pl.Int64,
+        }
     )
     ops = _layout_ops(lf).collect()
     if not ops.height:
@@ -192,7 +241,9 @@ def _op_kinds(trace: Trace) -> pl.DataFrame:
     linked = (
         linked_kernels(lf, ops.lazy())
         .join(
-            ops.lazy().select("rank", pl.col("external_id").alias("ext"), "one_d", "grouped"),
+            ops.lazy().select(
+                "rank", pl.col("external_id").alias("ext"), "one_d", "grouped", "bn_c", "bn_hw"
+            ),
             on=["rank", "ext"],
             how="inner",
             nulls_equal=True,
@@ -209,10 +260,10 @@ def _op_kinds(trace: Trace) -> pl.DataFrame:
             .then(pl.lit("per_group"))
             .otherwise(None)
         )
-        .filter(pl.col("op_kind").is_not_null())
+        .filter(pl.col("op_kind").is_not_null() | pl.col("bn_c").is_not_null())
     )
     return (
-        linked.select("rank", "device", "start_ns", "op_kind")
+        linked.select("rank", "device", "start_ns", "op_kind", "bn_c", "bn_hw")
         .unique(["rank", "device", "start_ns"])
         .collect()
         .cast(empty.schema)
@@ -257,6 +308,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             .otherwise("part")
         )
         .filter(pl.col("part").is_not_null())
+        .with_columns(new_time=_new_time())
     )
 
     def part_ns(part: str) -> pl.Expr:
@@ -294,6 +346,7 @@ def detect(trace: Trace, options: dict[str, Any]) -> pl.LazyFrame:
             .otherwise(pl.col("dur_ns"))
             .alias("impact_ns"),
             "dur_ns",
+            "new_time",
             "device_kernel_ns",
             "conversion_share",
             "per_group_layout_ns",
@@ -309,7 +362,9 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     if not g.height:
         return None
     g = g.join(
-        rows.select("rank", "device", "start_ns", "part"), on=["rank", "device", "start_ns"], nulls_equal=True
+        rows.select("rank", "device", "start_ns", "part", "new_time"),
+        on=["rank", "device", "start_ns"],
+        nulls_equal=True,
     )
     n = dict(g.group_by("part").len().iter_rows())
     f = Fix(
@@ -317,9 +372,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
         f"{n.get('batch_norm', 0) + n.get('cudnn_batch_norm', 0)} batch norms and {n.get('depthwise', 0)} "
         "depthwise convolution kernels channels last"
     )
-    for part, new_time in NEW_TIME.items():
-        k = g.filter(pl.col("part") == part)
-        f.gpu_duration(k["eid"], (k["dur_ns"] * new_time).round())
+    f.gpu_duration(g["eid"], (g["dur_ns"] * g["new_time"]).round())
     return f
 
 
@@ -330,8 +383,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     dw = rows.filter(pl.col("part") == "depthwise")
     top = conv.group_by("name").agg(pl.col("impact_ns").sum()).sort("impact_ns", descending=True)
     per_group_ms = float(rows["per_group_layout_ns"].max() or 0) / 1e6
-    new_time = rows["part"].replace_strict(NEW_TIME, return_dtype=pl.Float64)
-    removed_ms = float((rows["dur_ns"] * (1 - new_time)).sum()) / 1e6
+    removed_ms = float((rows["dur_ns"] * (1 - rows["new_time"])).sum()) / 1e6
     kernel_ms = float(rows["device_kernel_ns"].max() or 0) / 1e6
     out = {
         "conversions": conv.height,
@@ -341,8 +393,8 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
         "batch_norm_kernels": bn.height,
         "cudnn_batch_norm_kernels": cudnn_bn.height,
         "batch_norm_ms": (bn["impact_ns"].sum() + cudnn_bn["impact_ns"].sum()) / 1e6,
-        "batch_norm_slowdown_modelled": NCHW_BATCH_NORM_SLOWDOWN,
-        "cudnn_batch_norm_slowdown_modelled": CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
+        "batch_norm_slowdown_modelled": _slowdown(bn),
+        "cudnn_batch_norm_slowdown_modelled": _slowdown(cudnn_bn),
         "depthwise_kernels": dw.height,
         "depthwise_ms": dw["impact_ns"].sum() / 1e6,
         "depthwise_slowdown_modelled": NCHW_DEPTHWISE_SLOWDOWN,
@@ -360,6 +412,12 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
             f"{PER_GROUP_LAYOUT_GROWTH}x longer; the saving is uncertain, time both"
         )
     return out
+
+
+def _slowdown(rows: pl.DataFrame) -> float:
+    """The rows' NCHW kernel time over their modelled channels-last time (0 without rows)."""
+    new = float((rows["dur_ns"] * rows["new_time"]).sum())
+    return round(float(rows["dur_ns"].sum()) / new, 2) if new else 0.0
 
 
 def _run(nchw: bool) -> Trace:

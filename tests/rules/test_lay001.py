@@ -13,7 +13,7 @@ from corpus_check import rule, runner, trace
 
 from traceadvisor.knowledge.layout import (
     CUDNN_NCHW_BATCH_NORM_RE,
-    CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
+    CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE,
     LAYOUT_CONVERSION_RE,
     NCHW_BATCH_NORM_RE,
     NCHW_DEPTHWISE_RE,
@@ -124,12 +124,15 @@ def test_silent_where_the_layout_is_not_the_problem(name):
 
 
 def test_fp32_cudnn_batch_norm():
-    """FP32 training runs cuDNN's own NCHW batch norm kernels, replayed 1.5x faster (their NHWC twins on the timed
-    ResNet-50 pair): the saving is more than the conversions and at most the conversions plus that share."""
+    """FP32 training runs cuDNN's own NCHW batch norm kernels, replayed faster by their shapes' ratios (their NHWC
+    twins on the timed ResNet-18 and ResNet-50 pairs, ``CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE``): the saving is
+    more than the conversions and at most the conversions plus that share."""
     (f,) = _lay("h100_ho_resnet50_train_amp_fp32.pt.trace.json.gz")
     ev = f.evidence
     assert ev["batch_norm_kernels"] == 0 and ev["cudnn_batch_norm_kernels"] > 0
-    bound = ev["conversion_ms"] + ev["batch_norm_ms"] * (1 - 1 / CUDNN_NCHW_BATCH_NORM_SLOWDOWN)
+    ratios = [r for row in CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE.values() for r in row]
+    assert min(ratios) <= ev["cudnn_batch_norm_slowdown_modelled"] <= max(ratios)
+    bound = ev["conversion_ms"] + ev["batch_norm_ms"] * (1 - 1 / ev["cudnn_batch_norm_slowdown_modelled"])
     assert ev["conversion_ms"] * 1e6 < f.impact_ns <= bound * 1e6 * 1.01, (f.impact_ns, ev)
 
 
@@ -181,13 +184,16 @@ def test_same_finding_from_the_nsys_export_of_the_same_run():
 @pytest.mark.parametrize(
     "key",
     ["resnet50_nchw", "resnet50_nchw_fp32", "resnext50_nchw", "mobilenet_v2_nchw", "efficientnet_b0_nchw"]
-    + ["densenet_nchw", "regnet_nchw"],
+    + ["densenet_nchw", "regnet_nchw"]
+    + ["mobilenet_v3_large_nchw", "mnasnet_nchw", "shufflenet_v2_nchw", "resnet18_nchw_fp32"],
 )
 def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     """The GPU side of the model, apart from the host: the kernel time the fix takes out of the NCHW trace against the
-    kernel time the channels-last run of the same program (held-out batches 17-18, H100) did not spend. Within
-    max(30 % of it, 3 points) of the NCHW kernel time; measured 18-66 % less, replayed 18-56 % (RegNetY's per-group
-    transforms, which grow, included). This holds where the step's saving does not (host-bound programs)."""
+    kernel time the channels-last run of the same program (held-out batches 17-19, H100) did not spend. Within
+    max(12 % of it, 3 points) of the NCHW kernel time; measured 18-68 % less, replayed 21-69 % (RegNetY's per-group
+    transforms, which grow, included; ShuffleNetV2 56.2 against 50.9 % the furthest). This holds where the step's
+    saving does not (host-bound programs). Batch 19's four pairs are among the shapes the batch norm table was
+    pooled from (``knowledge.layout``; each model left out of it: within 0.2x of its measured batch norm ratio)."""
     from traceadvisor.importers import load_trace
     from traceadvisor.replay import replayer
     from traceadvisor.schema import views
@@ -205,7 +211,7 @@ def test_gpu_time_the_fix_removes_against_the_channels_last_run(key):
     before = kernel_ns(base)
     predicted = replayer(base).gpu_time_removed_ns(fix) / before
     measured = 1 - kernel_ns(fixed) / before
-    assert abs(predicted - measured) <= max(0.3 * measured, 0.03), (predicted, measured)
+    assert abs(predicted - measured) <= max(0.12 * measured, 0.03), (predicted, measured)
     # the finding states the same share of the kernel time
     (f,) = [f for f in res.findings if f.rule == "LAY001"]
     assert abs(f.evidence["kernel_time_removed_pct"] - 100 * predicted) < 0.5, (f.evidence, predicted)

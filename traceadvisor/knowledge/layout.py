@@ -23,14 +23,27 @@ NCHW_BATCH_NORM_RE = (
     r"|transform_input_kernel)<"
 )
 
-# NCHW batch norm kernel time / channels-last batch norm kernel time for the same work, measured on the team's
-# ResNet-50 bf16 training traces (the same 53 batch norms; time per byte of batch-norm input):
-# H100, batch 128: 45.5 ms per step (62 bytes/us) against 14.7 ms (192 bytes/us) channels last, 3.1x;
-# H200: 96-100 bytes/us NCHW (fixtures/calibration pinned and dataloader, batch 64 and 32) against 218-232 channels
-# last (h200_ho_resnet50_sgd_loop and _accum4, batch 64; h200_ho_sync_gpubound, batch 256), 2.2-2.4x.
-# The lower ratio is taken. Controlled pairs (held-out batch 17, H100, bf16, only the memory format changed): ResNet-50
-# batch 128 31.2 against 13.9 ms a step (2.25x), DenseNet-121 batch 64 21.4 against 10.8 (1.98x), RegNetY-1.6GF
-# batch 128 32.4 against 11.9 (2.73x).
+# NCHW batch norm kernel time / channels-last batch norm kernel time for the same work. PyTorch's NCHW kernels reduce
+# each channel over its strided H x W planes, channel by channel, so their slowdown depends on the activation's
+# shape [N, C, H, W]: few channels on large planes leave the GPU idle. Measured per shape on timed pairs that changed
+# only the memory format (held-out batches 17-19, H100, bf16 training, nine torchvision models: ResNet-50, ResNeXt-50,
+# DenseNet-121, RegNetY-1.6GF, MobileNetV2, MobileNetV3-Large, MNASNet, EfficientNet-B0, ShuffleNetV2; 181 shapes),
+# pooled by band: rows are the plane bands (H x W at least 784, at least 196, smaller), columns the channel bands
+# (C at most 24, 100, 150, 270, 500, more). The channel bands' spread within a plane band is small (C 25-100 on large
+# planes 3.5-4.9x, C 151-270 1.7-2.3x); per model, NCHW time over the time the table gives channels last, each model
+# left out of the table it is checked with: DenseNet 2.11x (1.95x measured), ResNeXt 1.95 (1.91), ResNet-50 2.25
+# (2.24), RegNetY 2.48 (2.70), EfficientNet 3.31 (3.21), MobileNetV2 3.28 (3.29), ShuffleNetV2 3.62 (3.81), MNASNet
+# 3.75 (3.90), MobileNetV3 4.35 (4.37), where one ratio for all (2.2x) was off by up to 2x. C <= 24 on middle planes
+# is not measured: the next band's ratio.
+BATCH_NORM_CHANNEL_BANDS = (24, 100, 150, 270, 500)  # upper bounds; a sixth band above
+NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE = {
+    784: (8.4, 4.2, 2.6, 1.9, 1.4, 1.2),
+    196: (2.4, 2.4, 1.9, 1.7, 1.4, 1.3),
+    0: (2.0, 2.0, 2.0, 2.0, 2.0, 2.0),
+}
+# Where the batch norm's input dims are not recorded (no ``record_shapes``): one ratio, measured on the team's
+# ResNet-50 bf16 training traces (per byte of batch-norm input: H100 batch 128 3.1x; H200 2.2-2.4x; the lower is
+# taken; the controlled pairs gave ResNet-50 2.25x, DenseNet-121 1.98x, RegNetY 2.73x)
 NCHW_BATCH_NORM_SLOWDOWN = 2.2
 
 # cuDNN's own NCHW batch norm kernels, which PyTorch calls for FP32 training (``cudnn::bn_fw_tr_1C11_kernel_NCHW``,
@@ -38,8 +51,17 @@ NCHW_BATCH_NORM_SLOWDOWN = 2.2
 # kernels instead (``cudnn::batchnorm_fwtr_nhwc_semiPersist``, ``batchnorm_bwtr_nhwc_semiPersist``). Inference's
 # ``bn_fw_inf_1C11`` is left out: its NHWC speed is not measured.
 CUDNN_NCHW_BATCH_NORM_RE = r"cudnn::bn_(?:fw_tr|bw)_1C11_"
-# NCHW / NHWC time of cuDNN's batch norm for the same work: ResNet-50 FP32 training on an H100, batch 128 (held-out
-# batch 17, only the memory format changed), 24.1 against 15.8 ms a step, 1.53x. One measurement.
+# NCHW / NHWC time of cuDNN's batch norm for the same work, by shape as above: ResNet-18 (batch 256) and ResNet-50
+# (batch 128) FP32 training on an H100 (held-out batches 17 and 19, only the memory format changed): C = 64 on
+# large planes 3.06-3.12x in both, C = 128 1.7x, C >= 256 1.03-1.21x, planes under 784 1.04-1.35x (pooled 1.13x).
+# Two models: C <= 24 and 101-150 on large planes are taken from their neighbours. Per model, 2.46x (ResNet-18) and
+# 1.53x (ResNet-50) measured; the table gives 2.5x and 1.6x.
+CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE = {
+    784: (3.1, 3.1, 1.7, 1.2, 1.1, 1.1),
+    196: (1.15, 1.15, 1.15, 1.15, 1.15, 1.15),
+    0: (1.15, 1.15, 1.15, 1.15, 1.15, 1.15),
+}
+# without the input dims: ResNet-50 FP32, 24.1 against 15.8 ms a step (1.53x)
 CUDNN_NCHW_BATCH_NORM_SLOWDOWN = 1.5
 
 # PyTorch's own depthwise convolution kernels, which it runs for bf16 / fp16 NCHW tensors (given channels-last
