@@ -27,8 +27,8 @@ present). The fix (``fix``), replayed on the trace's dependency graph, with the 
 - PyTorch's NCHW batch norm kernels run faster by their activation's shape (``NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE``:
   channels and plane size from the op's recorded input dims; 1.2-8.4x, pooled over 181 shapes of nine models;
   2.2x where the dims are not recorded), cuDNN's FP32 ones likewise (``CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE``,
-  1.05-3.1x, ResNet-18 and ResNet-50; 1.5x without dims), PyTorch's NCHW depthwise kernels 4.8x (MobileNetV2: the
-  pair that calibrates it);
+  1.05-3.1x, ResNet-18 and ResNet-50; 1.5x without dims), PyTorch's NCHW depthwise kernels 4.0x (five mobile
+  networks, 3.5-4.7x each);
 - grouped convolutions that cuDNN already transforms group by group on NCHW tensors (``tensorTransformGeneric``
   among their kernels, found through the ops' recorded input dims) keep their conversions, and their layout
   kernels run ``PER_GROUP_LAYOUT_GROWTH`` (2.9x) longer: RegNetY-1.6GF's did (6.3 -> 18.1 ms a step), while
