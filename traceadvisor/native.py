@@ -3,7 +3,8 @@
 numba compiles traceadvisor's kernels (the Kineto scanner's, the replay's), and its own on-disk cache spares the
 compile; loading from that cache still imports numba and rebuilds its typing and target registries, about 300 of
 its modules: 0.45-0.6 CPU-s in every process that runs a kernel (cProfile, 8 Dec 2026; numba 0.68). The import
-of the 470 MB benchmark waited 0.3-0.4 s for it, and a warm ``analyze`` lost about 0.5 s to it.
+of the 470 MB benchmark waited 0.3-0.4 s for it; an analysis loaded the replay's kernels the same way, in a
+background thread.
 
 So each kernel is also a C-callable entry point (a numba ``cfunc``: pointers and int64s in, an int64 out), and
 once numba has built it, its object code goes into one file per ``Library`` beside numba's cache. A later
@@ -42,9 +43,8 @@ from typing import Any
 _ALLOCATES = ("NRT_MemInfo_alloc", "NRT_MemInfo_new", "NRT_MemInfo_varsize", "NRT_Allocate")
 _FORMAT = 1  # of the file: its header's layout
 _LOCK = threading.Lock()
-_ENGINES: list[
-    Any
-] = []  # llvmlite's execution engines of the loaded libraries: their code lives as long as they do
+# llvmlite's execution engines of the loaded libraries: their code lives as long as they do
+_ENGINES: list[Any] = []
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,8 @@ def _package_file(package: str, relative: str) -> Path:
 
 
 def _save(lib: Library, cfuncs: dict[str, Any], path: Path) -> None:
+    """Each cfunc's object code (read through numba's code library: where another numba version lays it out
+    otherwise, this raises and ``build`` keeps the cfuncs) and its symbols, into one file at ``path``."""
     objects, entries, undefined = [], [], set()
     offset = 0
     for name, _ in lib.kernels:
