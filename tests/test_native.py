@@ -113,11 +113,14 @@ def test_undefined_symbols_of_saved_code_are_resolvable(saved):
         native.undefined_symbols(b"MZ not an object")
 
 
+ALLOC = native.Library("alloc", ("test_native",), (("grow", "i"),), "test_native:allocating_cfuncs")
+
+
 def allocating_cfuncs() -> dict:
     """A kernel that allocates (an array of numba's runtime): never saved."""
     import numba
 
-    @numba.cfunc(native.signature("i"))
+    @numba.cfunc(native.signatures(ALLOC)["grow"])
     def grow(n):
         return np.zeros(n, np.int64).sum() + n
 
@@ -126,11 +129,10 @@ def allocating_cfuncs() -> dict:
 
 def test_an_allocating_kernel_runs_through_numba_and_is_not_saved(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    lib = native.Library("alloc", ("test_native",), (("grow", "i"),), "test_native:allocating_cfuncs")
-    k = native.build(lib)
+    k = native.build(ALLOC)
     assert not k.native and k.grow(5) == 5
     assert not list(tmp_path.glob("*.native"))
-    assert native.load(lib) is None
+    assert native.load(ALLOC) is None
 
 
 def test_graphs_from_saved_min_edges_run_the_saved_kernels(saved):

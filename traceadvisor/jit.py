@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -31,6 +32,13 @@ def no_scipy() -> Iterator[None]:
             del sys.modules["scipy"]
 
 
+def fallback_cache_dir() -> Path:
+    """Where compiled code is cached when numba finds no place of its own: under traceadvisor's cache directory."""
+    from traceadvisor.cache import cache_dir
+
+    return cache_dir() / "numba"
+
+
 def njit(f: Callable[..., Any], *, nogil: bool = False, inline: bool = False) -> Callable[..., Any]:
     """``f`` compiled by numba (``nogil``: released the GIL while it runs; ``inline``: inlined into every compiled
     caller by numba, so a call costs no call and no reference counting of its array arguments), cached on disk
@@ -42,10 +50,8 @@ def njit(f: Callable[..., Any], *, nogil: bool = False, inline: bool = False) ->
     try:
         return numba.njit(cache=True, **options)(f)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        from traceadvisor.cache import cache_dir
-
         if not numba.config.CACHE_DIR:
-            numba.config.CACHE_DIR = str(cache_dir() / "numba")
+            numba.config.CACHE_DIR = str(fallback_cache_dir())
             with contextlib.suppress(RuntimeError):  # not writable either: compiled without a cache below
                 return numba.njit(cache=True, **options)(f)
         return numba.njit(**options)(f)

@@ -8,7 +8,7 @@ background thread.
 
 So each kernel is also a C-callable entry point (a numba ``cfunc``: pointers and int64s in, an int64 out), and
 once numba has built it, its object code goes into one file per ``Library`` beside numba's cache. A later
-process loads that file with llvmlite alone (about 0.05 s, the helper modules below included) and calls the
+process loads that file with llvmlite alone (0.04-0.08 s, the helper modules below included) and calls the
 entry points through ``ctypes``, which releases the GIL during the call. The file's name carries a key of every
 input of the code: the library's source files, numba's and llvmlite's versions, the Python version and the
 host CPU with its features; a file that does not match it, or fails its checksum, is ignored.
@@ -92,11 +92,14 @@ def _caller(name: str, f: Callable[..., int], params: str) -> Callable[..., int]
     return call
 
 
-def signature(params: str) -> Any:
-    """The numba signature of a kernel with these parameter kinds (``Library.kernels``); imports numba."""
+def signatures(lib: Library) -> dict[str, Any]:
+    """The numba signature of each of ``lib``'s kernels, from its parameter kinds (``Library.kernels``); imports
+    numba."""
     from numba import types
 
-    return types.int64(*(types.int64 if c == "i" else types.voidptr for c in params))
+    return {
+        name: types.int64(*(types.int64 if c == "i" else types.voidptr for c in p)) for name, p in lib.kernels
+    }
 
 
 def load(lib: Library) -> Kernels | None:
@@ -150,9 +153,9 @@ def _path(lib: Library) -> Path | None:
         here = Path(spec.origin).parent / "__pycache__"
         if os.access(here if here.exists() else here.parent, os.W_OK):
             return here / name
-    from traceadvisor.cache import cache_dir
+    from traceadvisor.jit import fallback_cache_dir
 
-    return cache_dir() / "numba" / name
+    return fallback_cache_dir() / name
 
 
 def _key(lib: Library) -> str:

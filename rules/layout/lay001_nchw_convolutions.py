@@ -70,6 +70,7 @@ from traceadvisor.engine.rule import Option, Rule
 from traceadvisor.gemm_shapes import dims_at, linked_kernels
 from traceadvisor.knowledge.layout import (
     BATCH_NORM_CHANNEL_BANDS,
+    BATCH_NORM_OPS,
     CONV_OP_INPUT_WEIGHT,
     CUDNN_NCHW_BATCH_NORM_RE,
     CUDNN_NCHW_BATCH_NORM_SLOWDOWN,
@@ -159,7 +160,7 @@ def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
         & (x0.list.get(2, null_on_oob=True) == 1)
         & (x0.list.get(3, null_on_oob=True) > 1)
     )
-    bn = pl.col("name").str.contains("batch_norm", literal=True) & (x0.list.len() == 4)
+    bn = pl.col("name").is_in(BATCH_NORM_OPS) & (x0.list.len() == 4)
     return (
         lf.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
         .select("rank", "tid", "name", "start_ns", "dur_ns", "external_id", "input_dims")
@@ -177,7 +178,7 @@ def _layout_ops(lf: pl.LazyFrame) -> pl.LazyFrame:
 
 
 # each part's time with channels-last tensors, as a fraction of its NCHW time (``knowledge.layout``); a batch norm
-# whose activation's shape is recorded takes its shape's ratio instead (``_new_time``)
+# whose activation's shape is recorded takes its shape's ratio instead (``_new_time``: these are the fallbacks)
 NEW_TIME = {
     "conversion": 0.0,
     "batch_norm": 1 / NCHW_BATCH_NORM_SLOWDOWN,
@@ -200,21 +201,16 @@ def _by_shape(table: dict[int, tuple[float, ...]]) -> pl.Expr:
 
 
 def _new_time() -> pl.Expr:
-    """Each row's time with channels-last tensors as a fraction of its time now (``NEW_TIME``, by shape for batch
-    norms whose activation's shape is recorded)."""
+    """Each row's time with channels-last tensors as a fraction of its time now: by shape for batch norms whose
+    activation's shape is recorded, else ``NEW_TIME``."""
     part = pl.col("part")
-    return (
+    by_shape = (
         pl.when(part == "batch_norm")
-        .then(1 / pl.coalesce(_by_shape(NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE), pl.lit(NCHW_BATCH_NORM_SLOWDOWN)))
+        .then(1 / _by_shape(NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE))
         .when(part == "cudnn_batch_norm")
-        .then(
-            1
-            / pl.coalesce(
-                _by_shape(CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE), pl.lit(CUDNN_NCHW_BATCH_NORM_SLOWDOWN)
-            )
-        )
-        .otherwise(part.replace_strict(NEW_TIME, default=None, return_dtype=pl.Float64))
+        .then(1 / _by_shape(CUDNN_NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE))
     )
+    return pl.coalesce(by_shape, part.replace_strict(NEW_TIME, default=None, return_dtype=pl.Float64))
 
 
 def _op_kinds(trace: Trace) -> pl.DataFrame:
@@ -408,7 +404,7 @@ def evidence(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> dict[
     if per_group_ms:
         out["per_group_note"] = (
             f"{per_group_ms:.1f} ms of layout kernels around grouped convolutions that cuDNN transforms group by "
-            f"group: with channels-last tensors they do not go but grow (RegNetY-1.6GF: 2.9x), replayed "
+            f"group: with channels-last tensors they do not go but grow (as on RegNetY-1.6GF), replayed "
             f"{PER_GROUP_LAYOUT_GROWTH}x longer; the saving is uncertain, time both"
         )
     return out

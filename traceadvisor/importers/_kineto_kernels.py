@@ -40,7 +40,7 @@ def cfuncs() -> dict[str, Any]:  # pragma: no cover - run by numba's compiler
     V.compile_marked()
     scan, views, unique_views, unique_data, masks = S.scan, V.views, V.unique_views, V.unique_data, V.masks
     i8, u1, b1, ncols = np.int64, np.uint8, np.bool_, S.NCOLS
-    sig = {name: native.signature(params) for name, params in SCANNER.kernels}
+    sig = native.signatures(SCANNER)
 
     @numba.cfunc(sig["scan"])
     def scan_c(buf, nbuf, p, end, out, cap, n, stack, nstack, res):

@@ -33,7 +33,8 @@ NCHW_BATCH_NORM_RE = (
 # planes 3.5-4.9x, C 151-270 1.7-2.3x); per model, NCHW time over the time the table gives channels last, each model
 # left out of the table it is checked with: DenseNet 2.11x (1.95x measured), ResNeXt 1.95 (1.91), ResNet-50 2.25
 # (2.24), RegNetY 2.48 (2.70), EfficientNet 3.31 (3.21), MobileNetV2 3.28 (3.29), ShuffleNetV2 3.62 (3.81), MNASNet
-# 3.75 (3.90), MobileNetV3 4.35 (4.37), where one ratio for all (2.2x) was off by up to 2x. C <= 24 on middle planes
+# 3.75 (3.90), MobileNetV3 4.35 (4.37) (bands pooled before rounding), where one ratio for all (2.2x) was off by up
+# to 2x. C <= 24 on middle planes
 # is not measured: the next band's ratio.
 BATCH_NORM_CHANNEL_BANDS = (24, 100, 150, 270, 500)  # upper bounds; a sixth band above
 NCHW_BATCH_NORM_SLOWDOWN_BY_SHAPE = {
@@ -97,12 +98,8 @@ PER_GROUP_TRANSFORM_RE = r"tensorTransformGeneric|nhwcSliceCKernel"
 # measurement, not checked on another model
 PER_GROUP_LAYOUT_GROWTH = 2.9
 
-# The ops that launch those kernels, whose first input is the activation (``Input Dims``): a 1-D convolution runs as a
-# 2-D one on ``[N, C, 1, L]`` views (PyTorch's ``view1d_as_2d``), with ``BatchNorm1d`` on ``[N, C, L]`` tensors, and
-# ``channels_last`` does not apply to 3-D tensors, so kernels these ops launch on such inputs are not NCHW's
-LAYOUT_OPS = (
-    *CONV_OP_INPUT_WEIGHT,
-    "aten::_conv_depthwise2d",
+# The batch norm ops, whose first input is the activation or its gradient (the shape the slowdown tables read)
+BATCH_NORM_OPS = (
     "aten::native_batch_norm",
     "aten::native_batch_norm_backward",
     "aten::cudnn_batch_norm",
@@ -110,3 +107,7 @@ LAYOUT_OPS = (
     "aten::miopen_batch_norm",
     "aten::miopen_batch_norm_backward",
 )
+# The ops that launch those kernels, whose first input is the activation (``Input Dims``): a 1-D convolution runs as a
+# 2-D one on ``[N, C, 1, L]`` views (PyTorch's ``view1d_as_2d``), with ``BatchNorm1d`` on ``[N, C, L]`` tensors, and
+# ``channels_last`` does not apply to 3-D tensors, so kernels these ops launch on such inputs are not NCHW's
+LAYOUT_OPS = (*CONV_OP_INPUT_WEIGHT, "aten::_conv_depthwise2d", *BATCH_NORM_OPS)

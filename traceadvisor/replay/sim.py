@@ -202,8 +202,9 @@ def cfuncs() -> dict:  # pragma: no cover - run by numba's compiler
 
     kahn, relax, walk = jit.njit(_kahn), jit.njit(_relax), jit.njit(_walk)
     i8, b1 = np.int64, np.bool_
+    sig = native.signatures(SIM)
 
-    @numba.cfunc(native.signature("iiqqqqqqqq"))
+    @numba.cfunc(sig["kahn"])
     def kahn_c(n, m, src, dst, indeg, off, fill, out, queue, order):
         src_, dst_ = carray(src, m, i8), carray(dst, m, i8)
         return kahn(
@@ -211,14 +212,14 @@ def cfuncs() -> dict:  # pragma: no cover - run by numba's compiler
             carray(queue, n, i8), carray(order, m, i8),
         )  # fmt: skip
 
-    @numba.cfunc(native.signature("iiiqqqq?qq"))
+    @numba.cfunc(sig["relax"])
     def relax_c(n, m, k, src, dst, w, order, active, t, via):
         return relax(
             carray(src, m, i8), carray(dst, m, i8), carray(w, m, i8), carray(order, k, i8), carray(active, m, b1),
             carray(t, n, i8), carray(via, n, i8),
         )  # fmt: skip
 
-    @numba.cfunc(native.signature("iiiiqqqq"))
+    @numba.cfunc(sig["walk"])
     def walk_c(p, w0, n, m, t, via, src, out):
         return walk(p, w0, carray(t, n, i8), carray(via, n, i8), carray(src, m, i8), carray(out, n, i8))
 
@@ -255,7 +256,7 @@ def _saved() -> bool:
 
 
 def warm_up() -> None:
-    """Load the compiled kernels in a background thread (from their saved code: about 0.05 s; built by numba the
+    """Load the compiled kernels in a background thread (from their saved code: 0.04-0.08 s; built by numba the
     first time: seconds, mostly while the caller runs polars or numpy code that releases the GIL); the first
     large replay waits for it."""
     with _LOCK:
@@ -288,7 +289,7 @@ def _compiled(m: int) -> native.Kernels | None:
 
 
 def _i64(a) -> np.ndarray:
-    """``a`` as a contiguous int64 array (the one signature the compiled kernels are cached for)."""
+    """``a`` as a contiguous int64 array (what the compiled kernels take)."""
     return np.ascontiguousarray(a, np.int64)
 
 
