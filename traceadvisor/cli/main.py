@@ -11,7 +11,7 @@ import threading
 import click
 
 from traceadvisor import __version__, query
-from traceadvisor.cli import allocators
+from traceadvisor.cli import allocators, collector
 from traceadvisor.errors import TraceAdvisorError
 
 # command name -> module under traceadvisor.cli exposing a click command called ``command``
@@ -32,7 +32,9 @@ class LazyGroup(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple:
         if args:
             allocators.choose(args[0], args[1:])  # before the command loads polars
-        return super().resolve_command(ctx, args)
+        got = super().resolve_command(ctx, args)
+        collector.settle(got[0] or "")  # the collector runs again once the command's heavy modules are loaded
+        return got
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [c for c in sorted(COMMANDS) if self.get_command(ctx, c) is not None]
@@ -119,6 +121,7 @@ def run() -> None:
     while a thread other than a daemon one still runs (the interpreter would wait for it) or with
     ``TRACEADVISOR_DEBUG`` set: then the usual exit."""
     code: object = 0
+    collector.hold()  # no collections while the command's modules load (cli.collector)
     try:
         main()
     except SystemExit as e:
