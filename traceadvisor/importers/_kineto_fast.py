@@ -351,22 +351,24 @@ def _known_args(scan: Any, buf: np.ndarray, rows: np.ndarray, bits: np.ndarray) 
 
 def _with_copies(frame: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
     """copy_kind / src_memory / dst_memory / memory_inferred of the memcpy and memset events (as
-    ``ClassColumns._copies``), parsed once per distinct name."""
-    is_copy = pl.Series(k == _GPU_CLASS) & frame.get_column("cat").is_in(COPY_CATS).fill_null(False)
-    if not is_copy.any():
+    ``ClassColumns._copies``), parsed once per distinct name and set on those rows only (the benchmark: 3,420
+    copies among 1.64 M events; mapping every row's name took 0.06-0.13 CPU-s of its import)."""
+    is_copy = (k == _GPU_CLASS) & frame.get_column("cat").is_in(COPY_CATS).fill_null(False).to_numpy()
+    rows = np.flatnonzero(is_copy)
+    if not len(rows):
         return frame
-    names = frame.filter(is_copy).get_column("name").drop_nulls().unique().to_list()
-    fields = {nm: copy_fields(nm) for nm in names}
-    name = pl.col("name")
+    names = frame.get_column("name").gather(rows).to_list()
+    parsed = {nm: copy_fields(nm) for nm in set(names) if nm is not None}
+    fields = [parsed.get(nm, _NO_COPY) if nm is not None else _NO_COPY for nm in names]
     out = {
-        col: pl.when(is_copy).then(
-            name.replace_strict({nm: f[j] for nm, f in fields.items()}, default=None, return_dtype=pl.String)
-        )
+        col: _nulls(frame.height, pl.String).scatter(rows, pl.Series([f[j] for f in fields], dtype=pl.String))
         for j, col in enumerate(("copy_kind", "src_memory", "dst_memory"))
     }
-    frame = frame.with_columns(**out)
     inferred = pl.when(pl.col("src_memory").is_not_null() | pl.col("dst_memory").is_not_null()).then(False)
-    return frame.with_columns(memory_inferred=inferred)
+    return frame.with_columns(**out).with_columns(memory_inferred=inferred)
+
+
+_NO_COPY = (None, None, None)
 
 
 def _main(argv: list[str]) -> None:
