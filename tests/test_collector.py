@@ -103,3 +103,28 @@ def _env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def test_a_commands_help_loads_none_of_its_heavy_modules(tmp_path):
+    got = _run(
+        tmp_path,
+        "import gc, json, sys\n"
+        "from traceadvisor.cli import collector\n"
+        "collector.hold()\n"
+        "collector.settle('analyze', ['--help'])\n"
+        "print(json.dumps({'enabled': gc.isenabled(), 'polars': 'polars' in sys.modules}))\n",
+    )
+    assert got == {"enabled": True, "polars": False}
+
+
+def test_import_of_a_cached_trace_stays_without_polars(tmp_path):
+    """``import`` copies a cached trace without loading polars; the collector's settle must not load it either."""
+    got = _run(
+        tmp_path,
+        "import json, sys\n"
+        "from traceadvisor.cli import collector\n"
+        "collector.hold()\n"
+        "collector.settle('import', ['x.json', '-o', 'y.parquet'])\n"
+        "print(json.dumps({'polars': 'polars' in sys.modules}))\n",
+    )
+    assert got == {"polars": False}

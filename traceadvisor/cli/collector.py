@@ -20,15 +20,14 @@ from __future__ import annotations
 import gc
 import importlib
 
-# command -> the modules its work imports first (polars, numpy and the importers with them), loaded before the
-# collector runs again; a command not named here freezes what it has loaded so far
+# command -> the modules its work always imports first (polars and the analysis), loaded before the collector runs
+# again; any other command freezes what it has loaded so far (``import`` of a cached trace copies the file
+# without loading polars: 0.13 s, which loading it here would double)
 HEAVY: dict[str, tuple[str, ...]] = {
     "analyze": ("polars", "traceadvisor.importers", "traceadvisor.analysis"),
     "compare": ("polars", "traceadvisor.importers", "traceadvisor.analysis"),
-    "import": ("polars", "traceadvisor.importers"),
-    "info": ("polars", "traceadvisor.importers"),
-    "export": ("polars", "traceadvisor.importers"),
 }
+HELP = frozenset(("-h", "--help"))
 _HELD: list[bool] = []
 
 
@@ -39,14 +38,15 @@ def hold() -> None:
         _HELD.append(True)
 
 
-def settle(command: str) -> None:
-    """Once ``command`` is chosen: import its heavy modules, freeze what is alive and start the collector again.
-    Nothing where ``hold`` did not stop it."""
+def settle(command: str, args: list[str] | tuple[str, ...] = ()) -> None:
+    """Once ``command`` is chosen (with its arguments ``args``): import its heavy modules (not for its help),
+    freeze what is alive and start the collector again. Nothing where ``hold`` did not stop it."""
     if not _HELD:
         return
     _HELD.clear()
+    heavy = () if HELP.intersection(args) else HEAVY.get(command, ())
     try:
-        for name in HEAVY.get(command, ()):
+        for name in heavy:
             importlib.import_module(name)
     finally:
         gc.freeze()

@@ -33,7 +33,9 @@ class LazyGroup(click.Group):
         if args:
             allocators.choose(args[0], args[1:])  # before the command loads polars
         got = super().resolve_command(ctx, args)
-        collector.settle(got[0] or "")  # the collector runs again once the command's heavy modules are loaded
+        collector.settle(
+            got[0] or "", got[2]
+        )  # the collector runs again once the command's heavy modules load
         return got
 
     def list_commands(self, ctx: click.Context) -> list[str]:
