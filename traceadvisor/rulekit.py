@@ -79,7 +79,7 @@ def idle_between(busy: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     ``end_ns`` (start of the next), ``gap_ns`` > 0."""
     return (
         busy.sort([*by, "start_ns"])
-        .with_columns(next_start=pl.col("start_ns").shift(-1).over(by))
+        .with_columns(next_start=views.neighbour(pl.col("start_ns"), by, -1))
         .filter(pl.col("next_start").is_not_null())
         .select(*by, pl.col("end_ns").alias("start_ns"), pl.col("next_start").alias("end_ns"))
         .with_columns(gap_ns=pl.col("end_ns") - pl.col("start_ns"))

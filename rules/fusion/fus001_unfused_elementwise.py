@@ -145,10 +145,11 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
         lf, pl.col("name").str.contains(fusion.LINK_ANYWAY)
     )
     link = pl.col("category").is_in(fusion.FUSABLE) & ~named
-    prev_end = (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).shift(1).over(BY)
+    # the rows are sorted by stream: a neighbour on the stream is a shifted row (views.neighbour, no window)
+    prev_end = views.neighbour(pl.col("start_ns") + pl.col("dur_ns").fill_null(0), BY)
     gap = (pl.col("start_ns") - prev_end).fill_null(0)
     k = k.with_columns(link=link.fill_null(False) & ~_in_optimizer_step(trace))
-    new = (pl.col("link") != pl.col("link").shift(1).over(BY)).fill_null(True) | (
+    new = (pl.col("link") != views.neighbour(pl.col("link"), BY)).fill_null(True) | (
         gap > fusion.CHAIN_BREAK_GAP_NS
     )
     # a per-parameter optimizer loop without an Optimizer.step range (nsys, rocprof): the kernels between two
@@ -161,21 +162,21 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
     )
     k = k.with_columns(
         chain=new.cast(pl.Int64).cum_sum().over(BY),
-        _update_next=update.shift(-1).over(BY),
-        _gemm_before=(pl.col("category").shift(1).over(BY) == "gemm"),
-        _gemm_after=(pl.col("category").shift(-1).over(BY) == "gemm"),
+        _cid=new.cast(pl.Int64).cum_sum(),  # the chain, numbered across streams: one integer to group on
+        _update_next=views.neighbour(update, BY, -1),
+        _gemm_before=(views.neighbour(pl.col("category"), BY) == "gemm"),
+        _gemm_after=(views.neighbour(pl.col("category"), BY, -1) == "gemm"),
         _softmax=softmax.fill_null(False),
     )
-    per_chain = [*BY, "chain"]
-    ends_in_update = pl.col("_update_next").last().over(per_chain).fill_null(False)
+    ends_in_update = pl.col("_update_next").last().over("_cid").fill_null(False)
     # GEMM -> scale / mask / softmax / dropout -> GEMM: an attention's score-matrix work, ATT001's (its fused
     # kernel removes it whole)
     attention = (
-        pl.col("_gemm_before").first().over(per_chain).fill_null(False)
-        & pl.col("_gemm_after").last().over(per_chain).fill_null(False)
-        & pl.col("_softmax").any().over(per_chain)
+        pl.col("_gemm_before").first().over("_cid").fill_null(False)
+        & pl.col("_gemm_after").last().over("_cid").fill_null(False)
+        & pl.col("_softmax").any().over("_cid")
     )
-    drop = ["_update_next", "_gemm_before", "_gemm_after", "_softmax"]
+    drop = ["_cid", "_update_next", "_gemm_before", "_gemm_after", "_softmax"]
     return k.filter(pl.col("link") & ~ends_in_update & ~attention).drop(drop)
 
 
