@@ -179,12 +179,10 @@ def kernel_chains(trace: Trace) -> pl.LazyFrame:
         .with_columns(i=pl.int_range(pl.len()).over("rank", "device", "stream"))
     )
     gemm = pl.col("category") == "gemm"
-    ok = gemm | pl.col("category").is_in(BETWEEN)
     by = ["rank", "device", "stream"]
     k = k.with_columns(
         prev_g=pl.when(gemm).then("i").forward_fill().over(by),
         next_g=pl.when(gemm).then("i").backward_fill().over(by),
-        bad=(~ok).cast(pl.Int64).cum_sum().over(by),
     )
     sm = k.filter(
         pl.col("name").str.contains(SOFTMAX_KERNEL)
