@@ -4,6 +4,7 @@ a command's modules load, then freezes them and runs it again; a caller of ``mai
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,10 @@ def detect(trace, options):
                    "analysis": "traceadvisor.analysis" in sys.modules}, f)
     return None
 """
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _run(tmp_path: Path, code: str) -> dict:
@@ -97,12 +102,6 @@ def test_the_console_script_analyzes_with_the_collector_running(tmp_path):
     assert got["enabled"] and got["analysis"]
     assert got["frozen"] > 50_000
     assert json.loads((tmp_path / "r.json").read_text())["findings"]
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def test_a_commands_help_loads_none_of_its_heavy_modules(tmp_path):

@@ -33,9 +33,8 @@ class LazyGroup(click.Group):
         if args:
             allocators.choose(args[0], args[1:])  # before the command loads polars
         got = super().resolve_command(ctx, args)
-        collector.settle(
-            got[0] or "", got[2]
-        )  # the collector runs again once the command's heavy modules load
+        # the collector runs again once the command's heavy modules are loaded (cli.collector)
+        collector.settle(got[0] or "", got[2])
         return got
 
     def list_commands(self, ctx: click.Context) -> list[str]:
