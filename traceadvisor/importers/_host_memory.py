@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceadvisor import query
 from traceadvisor.devices import Model
 from traceadvisor.importers.amd_common import MIB, json_object, merge_json
 from traceadvisor.schema.columns import COLUMN_NAMES
@@ -89,42 +88,42 @@ def infer_host_memory(
 
     Returns the frame and the number of copies whose memory kind was inferred.
     """
-    is_copy = pl.col("kind") == "memcpy"
+    # every column below changes on the copies only: they are worked on apart and put back by row (the benchmark:
+    # 3,420 copies among 1.12 M rows, 57 -> 15 ms; each load of a trace with copies, cached or not, runs this)
+    rows = ev.select(pl.arg_where(pl.col("kind") == "memcpy").cast(pl.UInt32)).to_series()
     d2d = pl.col("copy_kind").is_in(["d2d", "p2p"])
     recorded = pl.col("memory_inferred")
     src, dst = pl.col("src_memory"), pl.col("dst_memory")
-    src_dev = is_copy & (d2d | (pl.col("copy_kind") == "d2h")) & (src.is_null() | (src == "unknown"))
-    dst_dev = is_copy & (d2d | (pl.col("copy_kind") == "h2d")) & (dst.is_null() | (dst == "unknown"))
-    ev = ev.with_columns(  # what the copy direction says; recorded values kept
-        src_memory=pl.when(src_dev)
-        .then(pl.lit("device"))
-        .otherwise(pl.coalesce(src, pl.when(is_copy).then(pl.lit("unknown")))),
-        dst_memory=pl.when(dst_dev)
-        .then(pl.lit("device"))
-        .otherwise(pl.coalesce(dst, pl.when(is_copy).then(pl.lit("unknown")))),
+    src_dev = (d2d | (pl.col("copy_kind") == "d2h")) & (src.is_null() | (src == "unknown"))
+    dst_dev = (d2d | (pl.col("copy_kind") == "h2d")) & (dst.is_null() | (dst == "unknown"))
+    copies = ev[rows].with_columns(  # what the copy direction says; recorded values kept
+        src_memory=pl.when(src_dev).then(pl.lit("device")).otherwise(pl.coalesce(src, pl.lit("unknown"))),
+        dst_memory=pl.when(dst_dev).then(pl.lit("device")).otherwise(pl.coalesce(dst, pl.lit("unknown"))),
         memory_inferred=pl.when(recorded.is_not_null())
         .then(recorded)
-        .when(is_copy & d2d)
+        .when(d2d)
         .then(pl.lit(False))
         .otherwise(pl.lit(None, dtype=pl.Boolean)),
     )
     host_side = (
         pl.when(pl.col("copy_kind") == "h2d").then(pl.col("src_memory")).otherwise(pl.col("dst_memory"))
     )
-    host_unknown = is_copy & pl.col("copy_kind").is_in(["h2d", "d2h"]) & host_side.is_in(["unknown", "host"])
-    ev = ev.with_columns(  # an unknown host side is not a recorded fact
-        memory_inferred=pl.when(host_unknown).then(None).otherwise(pl.col("memory_inferred"))
+    host_unknown = pl.col("copy_kind").is_in(["h2d", "d2h"]) & host_side.is_in(["unknown", "host"])
+    copies = copies.with_columns(  # an unknown host side is not a recorded fact
+        memory_inferred=pl.when(host_unknown).then(None).otherwise(pl.col("memory_inferred")),
+        _i=rows,
+    )
+    ev = ev.with_columns(
+        ev.get_column(c).clone().scatter(rows, copies.get_column(c))
+        for c in ("src_memory", "dst_memory", "memory_inferred")
     )
     # the args text is searched on the few copies that pass the cheap tests only
     cheap = host_unknown & (pl.col("bytes") >= MIB) & (pl.col("dur_ns") > 0)
     not_done = ~pl.col("args").fill_null("").str.contains('"memory_inference"', literal=True)
     alloc_names = PINNED_ALLOC_NAMES.get(vendor, "pinned host allocations")
     cand = (
-        ev.lazy()
-        .with_row_index("_i")
-        .filter(cheap)
+        copies.filter(cheap)
         .select("_i", "device", "correlation_id", "start_ns", "dur_ns", "bytes", "copy_kind", "args")
-        .collect(engine=query.engine())  # here, so that the two filters are not evaluated as one on every row
         .filter(not_done)
     )
     if cand.height == 0:
