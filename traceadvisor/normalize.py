@@ -70,7 +70,16 @@ def _profiler_events(ev: pl.DataFrame) -> pl.DataFrame:
     own = pl.col("name").is_in(list(profiler.PROFILER_EVENT_NAMES)) & pl.col("kind").is_in(
         ["other", "cpu_op"]
     )
-    return ev.with_columns(kind=pl.when(own).then(pl.lit("overhead")).otherwise(pl.col("kind")))
+    return _set_kind(ev, own, "overhead")
+
+
+def _set_kind(ev: pl.DataFrame, where: pl.Expr, kind: str) -> pl.DataFrame:
+    """``ev`` with ``kind`` set on the rows ``where`` holds, put in by row (a few rows of millions: rebuilding
+    the whole column was 13 ms on the benchmark's 1.12 M rows, this 2 ms after the row search)."""
+    rows = ev.select(pl.arg_where(where.fill_null(False))).to_series()
+    if not rows.len():
+        return ev
+    return ev.with_columns(ev.get_column("kind").clone().scatter(rows, kind))
 
 
 def _host_range() -> pl.Expr:
@@ -86,10 +95,9 @@ def _steps(ev: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     names = ev.get_column("name").drop_nulls().unique()
     profiler_step = pl.col("name").is_in(names.filter(names.str.contains(steps.PROFILER_STEP_RE)).implode())
     tier1 = host & ((pl.col("kind") == "step") | (pl.col("kind").is_in(steps.MARKER_KINDS) & profiler_step))
-    if ev.select(tier1.any()).item():
-        return ev.with_columns(
-            kind=pl.when(tier1).then(pl.lit("step")).otherwise(pl.col("kind"))
-        ), "ProfilerStep"
+    marked = _set_kind(ev, tier1, "step")
+    if marked is not ev:
+        return marked, "ProfilerStep"
     label = names.str.replace(steps.NVTX_SUFFIX_RE, "")
     fam = pl.DataFrame({"name": names, "prefix": label.str.extract(steps.FAMILY_RE, 1)}).filter(
         label.str.contains(steps.FAMILY_RE)
@@ -108,9 +116,7 @@ def _steps(ev: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
         return ev, None
     best = fams.get_column("prefix")[0]
     mark = host & pl.col("kind").is_in(steps.FAMILY_KINDS) & (prefix == best).fill_null(False)
-    return ev.with_columns(
-        kind=pl.when(mark).then(pl.lit("step")).otherwise(pl.col("kind"))
-    ), f"annotation {best}N"
+    return _set_kind(ev, mark, "step"), f"annotation {best}N"
 
 
 def resolve_device_models(trace: Trace) -> None:
