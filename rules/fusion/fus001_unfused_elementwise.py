@@ -128,8 +128,8 @@ def applies(trace: Trace) -> bool:
 
 
 def _links(trace: Trace) -> pl.LazyFrame:
-    """The fusable kernels in stream order with ``chain``: a number per stream that is the same for consecutive
-    links and changes at every other kernel and at a long gap (collected once per trace: ``detect``, ``evidence``
+    """The fusable kernels in stream order with ``chain``: a number, unique across streams, that is the same for
+    consecutive links and changes at every other kernel and at a long gap (collected once per trace: ``detect``, ``evidence``
     and ``fix`` read it)."""
     return views.shared(trace, "fus001.links", lambda _lf: _links_plan(trace))
 
@@ -161,22 +161,23 @@ def _links_plan(trace: Trace) -> pl.LazyFrame:
         & ~pl.col("name").str.contains(fusion.LOG_SOFTMAX),
     )
     k = k.with_columns(
-        chain=new.cast(pl.Int64).cum_sum().over(BY),
-        _cid=new.cast(pl.Int64).cum_sum(),  # the chain, numbered across streams: one integer to group on
+        chain=new.cast(
+            pl.Int64
+        ).cum_sum(),  # numbered across streams (each stream's first row is new): one key
         _update_next=views.neighbour(update, BY, -1),
         _gemm_before=(views.neighbour(pl.col("category"), BY) == "gemm"),
         _gemm_after=(views.neighbour(pl.col("category"), BY, -1) == "gemm"),
         _softmax=softmax.fill_null(False),
     )
-    ends_in_update = pl.col("_update_next").last().over("_cid").fill_null(False)
+    ends_in_update = pl.col("_update_next").last().over("chain").fill_null(False)
     # GEMM -> scale / mask / softmax / dropout -> GEMM: an attention's score-matrix work, ATT001's (its fused
     # kernel removes it whole)
     attention = (
-        pl.col("_gemm_before").first().over("_cid").fill_null(False)
-        & pl.col("_gemm_after").last().over("_cid").fill_null(False)
-        & pl.col("_softmax").any().over("_cid")
+        pl.col("_gemm_before").first().over("chain").fill_null(False)
+        & pl.col("_gemm_after").last().over("chain").fill_null(False)
+        & pl.col("_softmax").any().over("chain")
     )
-    drop = ["_cid", "_update_next", "_gemm_before", "_gemm_after", "_softmax"]
+    drop = ["_update_next", "_gemm_before", "_gemm_after", "_softmax"]
     return k.filter(pl.col("link") & ~ends_in_update & ~attention).drop(drop)
 
 
@@ -346,7 +347,7 @@ def fix(rows: pl.DataFrame, trace: Trace, options: dict[str, Any]) -> Fix | None
     k = _chain_kernels(trace, rows)
     if not k.height:
         return None
-    first = pl.col("start_ns") == pl.col("start_ns").min().over(*BY, "chain")
+    first = pl.col("start_ns") == pl.col("start_ns").min().over("chain")
     k = k.with_columns(
         first=first,
         new_ns=pl.when(first).then((pl.col("fused_us") * 1e3).round(0)).otherwise(0.0).cast(pl.Int64),

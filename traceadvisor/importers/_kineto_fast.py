@@ -30,6 +30,7 @@ from traceadvisor.importers._kineto_load import _EVENTS, _RAWS, _one
 from traceadvisor.importers._kineto_raw import (
     _CLASS_FIELDS,
     _GPU_CLASS,
+    _NO_COPY,
     COPY_CATS,
     FLOW_CLASS,
     RangeColumns,
@@ -359,16 +360,13 @@ def _with_copies(frame: pl.DataFrame, k: np.ndarray) -> pl.DataFrame:
         return frame
     names = frame.get_column("name").gather(rows).to_list()
     parsed = {nm: copy_fields(nm) for nm in set(names) if nm is not None}
-    fields = [parsed.get(nm, _NO_COPY) if nm is not None else _NO_COPY for nm in names]
+    fields = [parsed.get(nm, _NO_COPY) for nm in names]
     out = {
         col: _nulls(frame.height, pl.String).scatter(rows, pl.Series([f[j] for f in fields], dtype=pl.String))
         for j, col in enumerate(("copy_kind", "src_memory", "dst_memory"))
     }
     inferred = pl.when(pl.col("src_memory").is_not_null() | pl.col("dst_memory").is_not_null()).then(False)
     return frame.with_columns(**out).with_columns(memory_inferred=inferred)
-
-
-_NO_COPY = (None, None, None)
 
 
 def _main(argv: list[str]) -> None:
